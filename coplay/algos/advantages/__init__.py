@@ -1,0 +1,33 @@
+"""Advantage estimators, registered by name in ``ESTIMATORS``.
+
+Importing this package registers every built-in estimator; ``make_estimator(name,
+**params)`` builds one from the registry with its hyper-parameters validated.
+"""
+
+from coplay.algos.advantages import grpo, rae, reinforce
+from coplay.algos.advantages.base import (
+    ESTIMATORS,
+    Advantages,
+    EmptyState,
+    Estimate,
+    Estimator,
+    assign_advantages,
+    expand_to_turns,
+    make_estimator,
+    register,
+)
+
+__all__ = [
+    "ESTIMATORS",
+    "Advantages",
+    "EmptyState",
+    "Estimate",
+    "Estimator",
+    "assign_advantages",
+    "expand_to_turns",
+    "grpo",
+    "make_estimator",
+    "rae",
+    "register",
+    "reinforce",
+]

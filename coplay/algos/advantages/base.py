@@ -1,0 +1,162 @@
+"""Types, registry and shared helpers for advantage estimators.
+
+An estimator is an optax-style pair of pure functions::
+
+    est = make_estimator("grpo", scale_by_std=False)
+    state = est.init()
+    out = est.estimate(episodes, state)   # Estimate(advantages, state, metrics)
+    state = out.state
+
+``out.advantages[e][s][t]`` is the advantage of turn ``t`` of
+``episodes[e].trajectories[s].turns``. Estimators never mutate episodes or state;
+``assign_advantages`` is the one explicit step that writes them onto the turns.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from coplay.types import Episode, Trajectory
+
+S = TypeVar("S")
+
+Advantages = tuple[tuple[tuple[float, ...], ...], ...]
+"""Indexed ``[episode][seat][turn]``, aligned with ``trajectories[seat].turns``."""
+
+TurnCredit = Callable[[Trajectory, float], tuple[float, ...]]
+"""Spreads one trajectory-level value over the trajectory's turns."""
+
+
+class EmptyState(NamedTuple):
+    """State of an estimator that keeps none (REINFORCE, GRPO)."""
+
+
+@dataclass(frozen=True)
+class Estimate(Generic[S]):
+    """What an estimator returns for one batch."""
+
+    advantages: Advantages
+    state: S
+    """The estimator's state after this batch; pass it to the next call."""
+    metrics: dict[str, float]
+    """Namespaced ``adv/...`` scalars for the trainer to log."""
+
+
+class Estimator(NamedTuple, Generic[S]):
+    """An ``init``/``estimate`` pair of pure functions, as in optax."""
+
+    init: Callable[[], S]
+    estimate: Callable[[Sequence[Episode], S], Estimate[S]]
+
+
+ESTIMATORS: dict[str, Callable[..., Estimator[Any]]] = {}
+"""Estimator factories by name; each takes keyword-only hyper-parameters."""
+
+
+def register(name: str) -> Callable[[Callable[..., Estimator[Any]]], Callable[..., Estimator[Any]]]:
+    """Decorator adding an estimator factory to ``ESTIMATORS`` under ``name``."""
+
+    def add(factory: Callable[..., Estimator[Any]]) -> Callable[..., Estimator[Any]]:
+        if name in ESTIMATORS:
+            raise ValueError(f"estimator {name!r} is already registered")
+        ESTIMATORS[name] = factory
+        return factory
+
+    return add
+
+
+def make_estimator(name: str, **params: Any) -> Estimator[Any]:
+    """Build the estimator registered as ``name`` with hyper-parameters ``params``.
+
+    Raises ValueError naming the known estimators (unknown ``name``) or the
+    offending parameter and the accepted ones (unknown parameter).
+    """
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r}; known estimators: {sorted(ESTIMATORS)}")
+    factory = ESTIMATORS[name]
+    accepted = [
+        p.name
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"estimator {name!r} has no parameter {unknown[0]!r}; its parameters are {accepted}"
+        )
+    return factory(**params)
+
+
+# --- shared helpers -------------------------------------------------------------------
+
+
+def seat_returns(episode: Episode) -> tuple[float, ...]:
+    """Each seat's episode return (``Trajectory.ret``, dense rewards included)."""
+    return tuple(traj.ret for traj in episode.trajectories)
+
+
+def sparse_credit(traj: Trajectory, value: float) -> tuple[float, ...]:
+    """Every turn of the trajectory gets the same value (sparse reward, no discount)."""
+    return (value,) * len(traj.turns)
+
+
+def expand_to_turns(
+    episodes: Sequence[Episode],
+    per_seat: Sequence[Sequence[float]],
+    *,
+    credit: TurnCredit = sparse_credit,
+) -> Advantages:
+    """Spread per-(episode, seat) values over turns with ``credit``.
+
+    The one place where trajectory-level advantages become per-turn ones, so that a
+    turn-level scheme (reward-to-go, discounting) only swaps ``credit``.
+    """
+    return tuple(
+        tuple(credit(traj, value) for traj, value in zip(ep.trajectories, values, strict=True))
+        for ep, values in zip(episodes, per_seat, strict=True)
+    )
+
+
+def mean(xs: Iterable[float]) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def std(xs: Iterable[float], *, ddof: int = 0) -> float:
+    xs = list(xs)
+    if len(xs) <= ddof:
+        return 0.0
+    m = mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - ddof))
+
+
+def summary_metrics(
+    advantages: Advantages, baselines: Sequence[Sequence[float]] | None = None
+) -> dict[str, float]:
+    """``adv/mean`` and ``adv/std`` over all turns, and ``adv/baseline_seat{s}``.
+
+    ``baselines[e][s]`` is the value subtracted from seat ``s``'s return in episode
+    ``e``; the metric is its mean over the batch's episodes that have seat ``s``.
+    """
+    flat = [a for ep in advantages for seat in ep for a in seat]
+    metrics = {"adv/mean": mean(flat), "adv/std": std(flat), "adv/num_turns": float(len(flat))}
+    if baselines is not None:
+        by_seat: dict[int, list[float]] = {}
+        for ep_baselines in baselines:
+            for seat, b in enumerate(ep_baselines):
+                by_seat.setdefault(seat, []).append(b)
+        for seat, bs in sorted(by_seat.items()):
+            metrics[f"adv/baseline_seat{seat}"] = mean(bs)
+    return metrics
+
+
+def assign_advantages(episodes: Sequence[Episode], advantages: Advantages) -> None:
+    """Write ``advantages`` onto ``Turn.advantage`` (the only mutating helper here)."""
+    for ep, ep_adv in zip(episodes, advantages, strict=True):
+        for traj, seat_adv in zip(ep.trajectories, ep_adv, strict=True):
+            for turn, a in zip(traj.turns, seat_adv, strict=True):
+                turn.advantage = a

@@ -1,0 +1,66 @@
+"""REINFORCE with a batch-mean baseline (Williams, 1992).
+
+    A(e, s, t) = R(e, s) - b(game_e, s),   b(g, s) = mean of R(e', s) over episodes e' of game g
+
+R(e, s) is seat s's return in episode e. Subtracting a baseline that does not depend
+on the action leaves the policy gradient unbiased and lowers its variance (Williams,
+"Simple statistical gradient-following algorithms for connectionist reinforcement
+learning", Machine Learning 8, 1992). The baseline is kept per (game, seat) because in
+asymmetric games seats have different expected returns; with ``baseline="none"``
+A = R (vanilla REINFORCE). Every turn of a seat gets the seat's advantage.
+
+Strictly, a baseline that includes the episode's own return biases the gradient by a
+factor (1 - 1/N); RLOO removes it. The bias is negligible for the batch sizes used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coplay.algos.advantages.base import (
+    EmptyState,
+    Estimate,
+    Estimator,
+    expand_to_turns,
+    mean,
+    register,
+    seat_returns,
+    summary_metrics,
+)
+from coplay.types import Episode
+
+BASELINES = ("batch_mean", "none")
+
+
+def seat_means(episodes: Sequence[Episode]) -> dict[tuple[str, int], float]:
+    """Mean return per (game, seat) over the batch."""
+    returns: dict[tuple[str, int], list[float]] = {}
+    for ep in episodes:
+        for seat, r in enumerate(seat_returns(ep)):
+            returns.setdefault((ep.game, seat), []).append(r)
+    return {key: mean(rs) for key, rs in returns.items()}
+
+
+@register("reinforce")
+def reinforce(*, baseline: str = "batch_mean") -> Estimator[EmptyState]:
+    """REINFORCE advantages; ``baseline`` is ``"batch_mean"`` or ``"none"``."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+
+    def init() -> EmptyState:
+        return EmptyState()
+
+    def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
+        means = seat_means(episodes) if baseline == "batch_mean" else {}
+        baselines = [
+            [means.get((ep.game, seat), 0.0) for seat in range(len(ep.trajectories))]
+            for ep in episodes
+        ]
+        per_seat = [
+            [r - b for r, b in zip(seat_returns(ep), bs, strict=True)]
+            for ep, bs in zip(episodes, baselines, strict=True)
+        ]
+        advantages = expand_to_turns(episodes, per_seat)
+        return Estimate(advantages, state, summary_metrics(advantages, baselines))
+
+    return Estimator(init, estimate)

@@ -1,0 +1,91 @@
+"""The policy loss: PPO-clip objective + optional KL and entropy terms, aggregated.
+
+    loss = agg(ppo_clip) + kl_coef * agg(kl) + entropy_coef * agg(-entropy)
+
+All terms share one aggregation (and one ``denom``), so gradient accumulation with
+``denom=global_denom(cfg.aggregation, masks)`` is exact for the whole loss.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from torch import Tensor
+
+from coplay.algos.losses.aggregation import AGGREGATIONS
+from coplay.algos.losses.objectives import masked_mean, ppo_clip
+from coplay.algos.losses.regularizers import KL_ESTIMATORS, entropy_bonus, kl_penalty
+
+
+class LossConfig(BaseModel):
+    """Hyper-parameters of ``policy_loss``; validated when built."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    clip_low: float = Field(0.2, gt=0.0)
+    """The probability ratio is clipped below at 1 - clip_low."""
+    clip_high: float = Field(0.2, gt=0.0)
+    """The probability ratio is clipped above at 1 + clip_high (DAPO uses 0.28)."""
+    kl_coef: float = Field(0.0, ge=0.0)
+    """Weight of the KL penalty to the reference policy; 0 turns it off."""
+    kl_estimator: str = "k3"
+    """Per-unit KL estimator: k1, k2 or k3."""
+    entropy_coef: float = Field(0.0, ge=0.0)
+    """Weight of the entropy bonus; 0 turns it off."""
+    aggregation: str = "token_mean"
+    """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
+
+    @field_validator("kl_estimator")
+    @classmethod
+    def _known_kl_estimator(cls, v: str) -> str:
+        if v not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {sorted(KL_ESTIMATORS)}, got {v!r}")
+        return v
+
+    @field_validator("aggregation")
+    @classmethod
+    def _known_aggregation(cls, v: str) -> str:
+        if v not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {sorted(AGGREGATIONS)}, got {v!r}")
+        return v
+
+
+def policy_loss(
+    cfg: LossConfig,
+    *,
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    ref_logp: Tensor | None = None,
+    entropy: Tensor | None = None,
+    denom: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Scalar loss and metrics from padded (B, T) per-unit tensors.
+
+    ``adv`` is (B, T) or broadcastable, e.g. (B, 1). The KL term is added only when
+    ``cfg.kl_coef > 0`` and ``ref_logp`` is given; the entropy term only when
+    ``cfg.entropy_coef > 0`` and ``entropy`` is given. ``denom`` overrides the
+    aggregation's denominator (see ``global_denom``), which gradient accumulation
+    needs.
+
+    Metrics: ``loss/policy``, ``loss/kl``, ``loss/total`` are the aggregated terms (with
+    a global ``denom`` they are this micro-batch's share: sum them over micro-batches);
+    ``loss/entropy`` (mean entropy), ``loss/clip_frac`` and ``loss/approx_kl`` are
+    means over this micro-batch's valid units.
+    """
+    aggregate = AGGREGATIONS[cfg.aggregation]
+    per_unit, metrics = ppo_clip(
+        logp, old_logp, adv, mask=mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high
+    )
+    policy = aggregate(per_unit, mask, denom=denom)
+    total = policy
+    metrics["loss/policy"] = policy.item()
+    if cfg.kl_coef > 0.0 and ref_logp is not None:
+        kl = aggregate(kl_penalty(logp, ref_logp, estimator=cfg.kl_estimator), mask, denom=denom)
+        total = total + cfg.kl_coef * kl
+        metrics["loss/kl"] = kl.item()
+    if cfg.entropy_coef > 0.0 and entropy is not None:
+        total = total + cfg.entropy_coef * aggregate(entropy_bonus(entropy), mask, denom=denom)
+        metrics["loss/entropy"] = masked_mean(entropy.detach(), mask).item()
+    metrics["loss/total"] = total.item()
+    return total, metrics

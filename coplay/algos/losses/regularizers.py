@@ -1,0 +1,48 @@
+"""Per-unit regularisers added to the policy loss: KL to a reference, entropy bonus.
+
+Inputs are (B, T) per-unit tensors; outputs are (B, T) per-unit losses to be
+aggregated like the policy term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+
+def kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k1 = logp - ref_logp: unbiased for KL(new || ref) under samples from new, high variance."""
+    return logp - ref_logp
+
+
+def kl_k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k2 = (logp - ref_logp)^2 / 2: low variance, biased; its gradient is the KL's."""
+    return 0.5 * (logp - ref_logp) ** 2
+
+
+def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k3 = exp(ref - logp) - (ref - logp) - 1: unbiased for KL(new || ref), always >= 0."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+KL_ESTIMATORS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "k1": kl_k1,
+    "k2": kl_k2,
+    "k3": kl_k3,
+}
+"""Per-unit KL estimators (Schulman, 2020, "Approximating KL divergence"); GRPO uses k3."""
+
+
+def kl_penalty(logp: Tensor, ref_logp: Tensor, *, estimator: str = "k3") -> Tensor:
+    """Per-unit estimate of KL(new || ref) with the named estimator, shape (B, T)."""
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"kl estimator must be one of {sorted(KL_ESTIMATORS)}, got {estimator!r}")
+    return KL_ESTIMATORS[estimator](logp, ref_logp)
+
+
+def entropy_bonus(entropy: Tensor) -> Tensor:
+    """-entropy per unit: adding it with a positive coefficient maximises entropy."""
+    return -entropy

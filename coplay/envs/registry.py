@@ -1,0 +1,112 @@
+"""Game registry: names to environment factories, plus name prefixes for whole families.
+
+``make_env("kuhn_poker", players=3)`` builds a registered game; a prefix such as
+``openspiel:`` makes any member of a family (``openspiel:liars_dice``) without listing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError
+from coplay.types import Env, GameKind
+
+EnvFactory = Callable[..., Env]
+"""Builds an env from game parameters (keyword arguments)."""
+
+
+@dataclass(frozen=True)
+class GameInfo:
+    """One registered game as ``list_games`` describes it (default parameters)."""
+
+    name: str
+    description: str
+    num_players: int
+    kind: GameKind
+
+
+@dataclass(frozen=True)
+class _Entry:
+    factory: EnvFactory
+    description: str
+
+
+@dataclass(frozen=True)
+class _Family:
+    factory: Callable[[str], EnvFactory]
+    """Given the name after the prefix, the factory for that game."""
+    description: str
+
+
+_GAMES: dict[str, _Entry] = {}
+_FAMILIES: dict[str, _Family] = {}
+
+
+def register_game(name: str, factory: EnvFactory, description: str) -> None:
+    """Make ``make_env(name, **params)`` call ``factory(**params)``."""
+    if ":" in name:
+        raise ValueError(f"game name {name!r} must not contain ':' (reserved for families)")
+    _GAMES[name] = _Entry(factory, description)
+
+
+def register_family(prefix: str, factory: Callable[[str], EnvFactory], description: str) -> None:
+    """Make ``make_env(f"{prefix}:{x}")`` build ``factory(x)``; ``description`` names the form."""
+    _FAMILIES[prefix] = _Family(factory, description)
+
+
+def _unknown(name: str) -> UnknownGameError:
+    families = "".join(f" (or {f.description})" for f in _FAMILIES.values())
+    return UnknownGameError(f"unknown game {name!r}; known games: {', '.join(_GAMES)}{families}")
+
+
+def make_env(name: str, **params: object) -> Env:
+    """Build the game called ``name``; ``params`` are the game's own parameters."""
+    prefix, sep, rest = name.partition(":")
+    if sep:
+        if prefix not in _FAMILIES:
+            raise _unknown(name)
+        return _FAMILIES[prefix].factory(rest)(**params)
+    if name not in _GAMES:
+        raise _unknown(name)
+    return _GAMES[name].factory(**params)
+
+
+def list_games() -> list[GameInfo]:
+    """Every registered game with its default number of players and payoff kind."""
+    infos = []
+    for name, entry in _GAMES.items():
+        spec = entry.factory().spec
+        infos.append(GameInfo(name, entry.description, spec.num_players, spec.kind))
+    return infos
+
+
+def _openspiel_factory(openspiel_name: str, *, name: str | None = None) -> EnvFactory:
+    return partial(_make_openspiel, openspiel_name, name or f"openspiel:{openspiel_name}")
+
+
+def _make_openspiel(openspiel_name: str, name: str, **params: object) -> Env:
+    return OpenSpielEnv(openspiel_name, name=name, params=params)
+
+
+register_game(
+    "kuhn_poker",
+    _openspiel_factory("kuhn_poker", name="kuhn_poker"),
+    "Kuhn poker: one private card from J<Q<K, one betting round (players=2..10)",
+)
+register_game(
+    "leduc_poker",
+    _openspiel_factory("leduc_poker", name="leduc_poker"),
+    "Leduc poker: private card, public card, two betting rounds",
+)
+register_game(
+    "tic_tac_toe",
+    _openspiel_factory("tic_tac_toe", name="tic_tac_toe"),
+    "Tic-tac-toe on a numbered 3x3 board",
+)
+register_family(
+    "openspiel",
+    _openspiel_factory,
+    "any OpenSpiel game as 'openspiel:<name>'",
+)

@@ -1,0 +1,126 @@
+"""Exact game-theoretic evaluation of any policy through OpenSpiel.
+
+The policy is queried once per information state, with the very observation the
+environment would show there, and its answers fill an OpenSpiel ``TabularPolicy``;
+OpenSpiel's best responses then give NashConv and exploitability exactly (no
+sampling). Only games with an OpenSpiel backend qualify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyspiel
+from open_spiel.python import policy as os_policy
+from open_spiel.python.algorithms import expected_game_score
+from open_spiel.python.algorithms import exploitability as os_exploitability
+
+from coplay.envs.openspiel_env import observation_for_state
+from coplay.envs.registry import make_env
+from coplay.envs.renderers import render
+from coplay.types import TabularQueryable
+
+QUERY_BATCH = 512
+"""Information states per ``action_probs`` call (one batched forward for an LM)."""
+
+
+@dataclass(frozen=True)
+class ExploitabilityResult:
+    """Exact distance from equilibrium of one policy playing every seat.
+
+    ``exploitability`` is NashConv divided by the number of players (OpenSpiel's
+    convention: uniform random Kuhn poker gives 11/24).
+    """
+
+    exploitability: float
+    nash_conv: float
+    best_response_values: tuple[float, ...]
+    """Value a best responder gets in each seat against the policy."""
+    on_policy_values: tuple[float, ...]
+    """Value of the policy in each seat in self-play."""
+    num_info_states: int
+
+
+def _openspiel_game(game_name: str, params: Mapping[str, object] | None):
+    env = make_env(game_name, **dict(params or {}))
+    game = getattr(env, "game", None)
+    if not isinstance(game, pyspiel.Game):
+        raise ValueError(f"game {game_name!r} has no OpenSpiel backend; exact evaluation needs one")
+    return env, game
+
+
+def to_openspiel_policy(
+    policy: TabularQueryable,
+    game_name: str,
+    *,
+    params: Mapping[str, object] | None = None,
+) -> os_policy.TabularPolicy:
+    """An OpenSpiel tabular policy holding ``policy``'s action distribution at every
+    information state of ``game_name``."""
+    if not hasattr(policy, "action_probs"):
+        raise TypeError(f"{type(policy).__name__} cannot report action probabilities")
+    env, game = _openspiel_game(game_name, params)
+    tab = os_policy.TabularPolicy(game)
+    tab.action_probability_array[:] = 0.0
+    rows = [
+        (i, state, render(env.renderer, state, state.current_player()))
+        for i, state in enumerate(tab.states)
+    ]
+    for start in range(0, len(rows), QUERY_BATCH):
+        chunk = rows[start : start + QUERY_BATCH]
+        observations = [
+            observation_for_state(s, s.current_player(), game_name=env.spec.name, renderer=env.renderer)
+            for _, s, _ in chunk
+        ]
+        for (i, _, rendered), probs in zip(chunk, policy.action_probs(observations), strict=True):
+            for action, p in probs.items():
+                tab.action_probability_array[i, rendered.action_id(action)] = p
+    _check_distributions(tab)
+    return tab
+
+
+def _check_distributions(tab: os_policy.TabularPolicy) -> None:
+    sums = tab.action_probability_array.sum(axis=1)
+    bad = np.flatnonzero(np.abs(sums - 1.0) > 1e-4)
+    if bad.size:
+        key = tab.states[bad[0]].information_state_string()
+        raise ValueError(
+            f"policy probabilities sum to {sums[bad[0]]:.6f} (not 1) at info state {key!r}"
+        )
+
+
+def exploitability(
+    policy: TabularQueryable,
+    game_name: str,
+    *,
+    params: Mapping[str, object] | None = None,
+) -> ExploitabilityResult:
+    """Exact exploitability and NashConv of ``policy`` playing every seat of the game."""
+    _, game = _openspiel_game(game_name, params)
+    tab = to_openspiel_policy(policy, game_name, params=params)
+    return tabular_exploitability(game, tab)
+
+
+def tabular_exploitability(
+    game: pyspiel.Game, tab: os_policy.TabularPolicy
+) -> ExploitabilityResult:
+    """Exploitability of an OpenSpiel tabular policy (shared by every seat)."""
+    res = os_exploitability.nash_conv(game, tab, return_only_nash_conv=False)
+    improvements = np.asarray(res.player_improvements, dtype=float)
+    on_policy = _on_policy_values(game, tab)
+    n = game.num_players()
+    return ExploitabilityResult(
+        exploitability=float(res.nash_conv) / n,
+        nash_conv=float(res.nash_conv),
+        best_response_values=tuple(float(v) for v in on_policy + improvements),
+        on_policy_values=tuple(float(v) for v in on_policy),
+        num_info_states=len(tab.states),
+    )
+
+
+def _on_policy_values(game: pyspiel.Game, tab: os_policy.TabularPolicy) -> np.ndarray:
+    return np.asarray(
+        expected_game_score.policy_value(game.new_initial_state(), [tab] * game.num_players())
+    )

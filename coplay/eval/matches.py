@@ -1,0 +1,128 @@
+"""Head-to-head matches with 95% confidence intervals.
+
+The evaluated policy rotates through every seat so that first-mover advantages
+cancel; win / draw / loss rates carry Wilson score intervals and the mean return a
+normal-approximation interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from coplay.rollout.engine import play_episodes
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.types import Env, Episode, Policy
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its 95% confidence bounds."""
+
+    value: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """Outcome of ``episodes`` games of a policy against opponents, from its side."""
+
+    episodes: int
+    win: Interval
+    draw: Interval
+    loss: Interval
+    mean_return: Interval
+    mean_return_by_seat: tuple[float, ...]
+    invalid_rate: float
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> Interval:
+    """Wilson score interval for a binomial proportion.
+
+    >>> round(wilson(5, 10).low, 3), round(wilson(5, 10).high, 3)
+    (0.237, 0.763)
+    """
+    if n == 0:
+        return Interval(math.nan, 0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_interval(xs: Sequence[float], z: float = Z95) -> Interval:
+    """Mean with a normal-approximation interval (sample standard deviation)."""
+    arr = np.asarray(xs, dtype=float)
+    if arr.size == 0:
+        return Interval(math.nan, math.nan, math.nan)
+    m = float(arr.mean())
+    half = z * float(arr.std(ddof=1)) / math.sqrt(arr.size) if arr.size > 1 else math.inf
+    return Interval(m, m - half, m + half)
+
+
+def outcome(returns: Sequence[float], seat: int) -> int:
+    """+1 win (strictly best return), 0 draw (tied best), -1 loss."""
+    best = max(returns)
+    if returns[seat] < best:
+        return -1
+    return 0 if sum(r == best for r in returns) > 1 else 1
+
+
+def play_match(
+    make_env: Callable[[], Env],
+    policy: Policy,
+    opponents: Sequence[Policy],
+    *,
+    episodes: int,
+    seed: int = 0,
+    invalid: InvalidActionConfig | None = None,
+) -> MatchResult:
+    """Play ``episodes`` games with ``policy`` rotating through the seats.
+
+    ``opponents`` fill the remaining seats in order (one per other seat).
+    """
+    num_players = make_env().spec.num_players
+    if len(opponents) != num_players - 1:
+        raise ValueError(f"need {num_players - 1} opponents, got {len(opponents)}")
+    seats = [i % num_players for i in range(episodes)]
+    seatings = [_seat(policy, opponents, s) for s in seats]
+    seeds = [seed * 1_000_003 + i for i in range(episodes)]
+    eps = play_episodes(make_env, seatings, seeds, invalid=invalid)
+    return summarize(eps, seats, num_players)
+
+
+def _seat(policy: Policy, opponents: Sequence[Policy], seat: int) -> list[Policy]:
+    others = list(opponents)
+    return others[:seat] + [policy] + others[seat:]
+
+
+def summarize(episodes: Sequence[Episode], seats: Sequence[int], num_players: int) -> MatchResult:
+    """Win / draw / loss and return statistics of the player in ``seats[i]`` of episode i."""
+    outs = [outcome(e.returns, s) for e, s in zip(episodes, seats, strict=True)]
+    rets = [e.returns[s] for e, s in zip(episodes, seats, strict=True)]
+    by_seat = tuple(
+        float(np.mean([r for r, s in zip(rets, seats, strict=True) if s == k] or [math.nan]))
+        for k in range(num_players)
+    )
+    turns = [t for e, s in zip(episodes, seats, strict=True) for t in e.trajectories[s].turns]
+    invalid = sum(1 for t in turns if t.treatment in ("penalty", "forfeit") or t.invalid_attempts)
+    n = len(outs)
+    return MatchResult(
+        episodes=n,
+        win=wilson(outs.count(1), n),
+        draw=wilson(outs.count(0), n),
+        loss=wilson(outs.count(-1), n),
+        mean_return=mean_interval(rets),
+        mean_return_by_seat=by_seat,
+        invalid_rate=invalid / max(1, len(turns)),
+    )

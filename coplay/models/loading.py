@@ -1,0 +1,124 @@
+"""Build, save and load language-model policies; checkpoints are plain HF folders.
+
+A checkpoint folder holds what ``save_pretrained`` writes for the model and the
+tokenizer, so ``AutoModelForCausalLM.from_pretrained(folder)`` loads it without
+coplay, plus ``coplay_policy.json`` with how the policy decides (mode, temperature).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from coplay.models.tiny import TinyModelConfig, build_tiny_model
+from coplay.models.tokenizer import train_tokenizer
+from coplay.policies.lm import LMPolicy
+
+POLICY_FILE = "coplay_policy.json"
+
+
+class ModelConfig(BaseModel):
+    """Which language model plays, and how it decides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = Field(
+        None, description="Local HF checkpoint folder; None builds the tiny default model."
+    )
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    mode: Literal["choice", "text"] = Field(
+        "choice", description="'choice' scores legal actions; 'text' generates and parses."
+    )
+    temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
+    max_new_tokens: int = Field(24, gt=0, description="Free-text mode: longest answer.")
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'.")
+
+
+def build_policy(
+    cfg: ModelConfig, *, corpus: Iterable[str], seed: int, policy_id: str = "learner"
+) -> LMPolicy:
+    """The learner's policy: a local checkpoint, or the tiny model with a fresh tokenizer."""
+    if cfg.path:
+        model, tok = _load_hf(cfg.path, cfg.dtype)
+    else:
+        tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size)
+        model = build_tiny_model(cfg.tiny, vocab_size=len(tok), seed=seed)
+    model.to(cfg.device)
+    return LMPolicy(
+        model,
+        tok,
+        policy_id=policy_id,
+        mode=cfg.mode,
+        temperature=cfg.temperature,
+        max_new_tokens=cfg.max_new_tokens,
+        seed=seed,
+    )
+
+
+def _load_hf(path: str | Path, dtype: str):
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"no Hugging Face checkpoint at {path} (config.json missing)")
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return model, tok
+
+
+def save_policy(policy: LMPolicy, folder: str | Path) -> Path:
+    """Write the model, tokenizer and decision settings to ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    policy.model.save_pretrained(folder)
+    policy.tokenizer.save_pretrained(folder)
+    meta = {
+        "mode": policy.mode,
+        "temperature": policy.temperature,
+        "max_new_tokens": policy.max_new_tokens,
+        "policy_id": policy.policy_id,
+        "version": policy.version,
+    }
+    (folder / POLICY_FILE).write_text(json.dumps(meta, indent=2))
+    return folder
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint folder from a checkpoint or a run directory (its final checkpoint)."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    ckpts = path / "checkpoints"
+    if (ckpts / "final" / "config.json").is_file():
+        return ckpts / "final"
+    found = sorted(p for p in ckpts.glob("*") if (p / "config.json").is_file())
+    if found:
+        return found[-1]
+    raise FileNotFoundError(f"{path} is neither a checkpoint nor a run directory with checkpoints")
+
+
+def load_policy(path: str | Path, *, seed: int = 0, device: str = "cpu") -> LMPolicy:
+    """Load a saved policy from a checkpoint folder or a run directory."""
+    folder = resolve_checkpoint(path)
+    meta_file = folder / POLICY_FILE
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    model, tok = _load_hf(folder, "float32")
+    model.to(device)
+    model.eval()
+    policy = LMPolicy(
+        model,
+        tok,
+        policy_id=meta.get("policy_id", folder.name),
+        mode=meta.get("mode", "choice"),
+        temperature=meta.get("temperature", 1.0),
+        max_new_tokens=meta.get("max_new_tokens", 24),
+        seed=seed,
+    )
+    policy.version = int(meta.get("version", 0))
+    return policy

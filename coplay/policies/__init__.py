@@ -1,0 +1,11 @@
+"""Policies: scripted bots (and, added by the lead, the language-model policy)."""
+
+from coplay.policies.scripted import (
+    NashPolicy,
+    PerfectPlayer,
+    RandomPolicy,
+    ScriptedPolicy,
+    make_scripted,
+)
+
+__all__ = ["NashPolicy", "PerfectPlayer", "RandomPolicy", "ScriptedPolicy", "make_scripted"]

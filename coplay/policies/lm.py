@@ -1,0 +1,336 @@
+"""Language-model policy on Hugging Face ``transformers``, in two decision modes.
+
+* ``choice``: every legal action's tokens are scored after the prompt and the action
+  is sampled from the distribution renormalised over the legal actions
+  (constrained decoding). The recorded log-probability is that of the constrained
+  distribution, one unit per decision, and the learner recomputes exactly it.
+* ``text``: the model writes freely; a parser extracts the bracketed action. The
+  recorded log-probs are per generated token under the sampling distribution.
+
+Rollout and learner share one scoring function per mode, so the log-probs the
+learner recomputes equal the sampled ones up to float error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from coplay.envs.actions import parse_action
+from coplay.types import Decision, Observation
+
+Mode = Literal["choice", "text"]
+ACTION_CUE = "Action:"
+"""Appended to a plain prompt; the action follows after one space."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Per-unit log-probs and entropies of a batch of decisions, padded to (B, T)."""
+
+    logp: torch.Tensor  # (B, T)
+    entropy: torch.Tensor  # (B, T)
+    mask: torch.Tensor  # (B, T) float, 1 for real units
+
+
+class LMPolicy:
+    """A causal LM that acts in text games; the learner trains ``model`` in place."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        policy_id: str = "learner",
+        mode: Mode = "choice",
+        temperature: float = 1.0,
+        max_new_tokens: int = 24,
+        seed: int = 0,
+    ) -> None:
+        if mode not in ("choice", "text"):
+            raise ValueError(f"policy mode must be 'choice' or 'text', got {mode!r}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.policy_id = policy_id
+        self.version = 0
+        self.mode: Mode = mode
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.generator = torch.Generator().manual_seed(seed)
+        self._prompt_cache: dict[str, tuple[int, ...]] = {}
+        self._action_cache: dict[str, tuple[int, ...]] = {}
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ----------------------------------------------------------------- prompts
+    def prompt_ids(self, obs: Observation) -> tuple[int, ...]:
+        """Token ids of the prompt for ``obs`` (chat template when the tokenizer has one)."""
+        key = obs.text
+        if key not in self._prompt_cache:
+            self._prompt_cache[key] = tuple(self._encode_prompt(obs))
+        return self._prompt_cache[key]
+
+    def _encode_prompt(self, obs: Observation) -> list[int]:
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            messages = [{"role": r, "content": c} for r, c in (obs.messages or ())] or [
+                {"role": "user", "content": obs.text}
+            ]
+            return list(
+                tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            )
+        ids = tok(obs.text.rstrip("\n") + "\n" + ACTION_CUE, add_special_tokens=False)
+        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
+        return bos + list(ids["input_ids"])
+
+    def action_ids(self, action: str) -> tuple[int, ...]:
+        """Token ids of an action string as the continuation of a prompt."""
+        if action not in self._action_cache:
+            ids = self.tokenizer(" " + action, add_special_tokens=False)["input_ids"]
+            self._action_cache[action] = tuple(ids)
+        return self._action_cache[action]
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        if not observations:
+            return []
+        if self.mode == "choice":
+            return self._act_choice(observations)
+        return self._act_text(observations)
+
+    @torch.no_grad()
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        """Exact constrained distribution over legal actions (choice mode semantics)."""
+        items = [self._choice_item(o) for o in observations]
+        logps = self._choice_logps(items)
+        out = []
+        for obs, lp in zip(observations, logps, strict=True):
+            probs = lp.exp().tolist()
+            out.append(dict(zip(obs.legal_actions or (), probs, strict=True)))
+        return out
+
+    def _choice_item(self, obs: Observation) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        if not obs.legal_actions:
+            raise ValueError(
+                f"choice mode needs legal actions but game {obs.game!r} gave none; "
+                "use policy mode 'text'"
+            )
+        return self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
+
+    def _act_choice(self, observations: Sequence[Observation]) -> list[Decision]:
+        items = [self._choice_item(o) for o in observations]
+        logps = self._choice_logps(items)
+        decisions = []
+        for obs, (prompt, choices), lp in zip(observations, items, logps, strict=True):
+            idx = int(torch.multinomial(lp.exp(), 1, generator=self.generator))
+            action = obs.legal_actions[idx]
+            decisions.append(
+                Decision(
+                    text=action,
+                    action=action,
+                    policy_id=self.policy_id,
+                    policy_version=self.version,
+                    prompt_ids=prompt,
+                    response_ids=choices[idx],
+                    logprobs=(float(lp[idx]),),
+                    choice_ids=choices,
+                    choice_index=idx,
+                )
+            )
+        return decisions
+
+    def _act_text(self, observations: Sequence[Observation]) -> list[Decision]:
+        prompts = [self.prompt_ids(o) for o in observations]
+        responses = sample_text(
+            self.model,
+            prompts,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            eos_id=self.tokenizer.eos_token_id,
+            pad_id=self.tokenizer.pad_token_id,
+            generator=self.generator,
+        )
+        decisions = []
+        for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            action = parse_action(text, obs.legal_actions) if obs.legal_actions else None
+            decisions.append(
+                Decision(
+                    text=text,
+                    action=action,
+                    policy_id=self.policy_id,
+                    policy_version=self.version,
+                    prompt_ids=prompt,
+                    response_ids=ids,
+                    logprobs=lps,
+                )
+            )
+        return decisions
+
+    # ----------------------------------------------------------------- scoring
+    def _choice_logps(self, items) -> list[torch.Tensor]:
+        """Constrained log-probs per item: log softmax over each item's actions."""
+        flat = [(p, c) for p, cs in items for c in cs]
+        seq_lp = sequence_logps(self.model, flat, temperature=self.temperature)  # (N,)
+        out, i = [], 0
+        for _, cs in items:
+            out.append(F.log_softmax(seq_lp[i : i + len(cs)], dim=0))
+            i += len(cs)
+        return out
+
+    def score(self, decisions: Sequence[Decision]) -> Scored:
+        """Differentiable per-unit log-probs and entropies of recorded decisions."""
+        if self.mode == "choice":
+            return self._score_choice(decisions)
+        return self._score_text(decisions)
+
+    def _score_choice(self, decisions: Sequence[Decision]) -> Scored:
+        items = [(d.prompt_ids, d.choice_ids) for d in decisions]
+        logps = self._choice_logps(items)
+        chosen = torch.stack([lp[d.choice_index] for lp, d in zip(logps, decisions, strict=True)])
+        ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+        ones = torch.ones(len(decisions), 1, device=chosen.device)
+        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones)
+
+    def _score_text(self, decisions: Sequence[Decision]) -> Scored:
+        pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
+        logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
+        return Scored(logp=logp, entropy=ent, mask=mask)
+
+
+def _left_pad(
+    seqs: Sequence[Sequence[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded ids, attention mask and position ids (positions count real tokens only).
+
+    Left padding puts every sequence's end in the last column, so only the last
+    few positions need logits; positions skip the padding so a sequence scores the
+    same whatever it is batched with.
+    """
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        attn[i, width - len(s) :] = 1
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    return ids, attn, pos
+
+
+def token_logps(
+    model: PreTrainedModel,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    temperature: float,
+    pad_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-prob and entropy of every response token after its prompt.
+
+    Returns three (B, R) tensors, R the longest response, left-aligned: log-probs,
+    entropies of the full next-token distribution, and the response mask.
+    """
+    device = next(model.parameters()).device
+    width = max(len(r) for _, r in pairs)
+    ids, attn, pos = _left_pad([tuple(p) + tuple(r) for p, r in pairs], pad_id)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=attn.to(device),
+        position_ids=pos.to(device),
+        logits_to_keep=width + 1,
+    )
+    # Column j of the kept logits predicts the token at column j + 1.
+    logits = out.logits[:, :-1].float() / temperature  # (B, R, V)
+    dist = F.log_softmax(logits, dim=-1)
+    tgt = torch.full((len(pairs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(pairs), width))
+    for i, (_, r) in enumerate(pairs):
+        # Right-aligned in the padded batch; realigned to the left for the loss.
+        if r:
+            tgt[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r) :] = 1.0
+    tgt, mask = tgt.to(device), mask.to(device)
+    logp = dist.gather(-1, tgt[..., None]).squeeze(-1) * mask
+    entropy = -(dist.exp() * dist).sum(-1) * mask
+    return _left_align(logp, mask), _left_align(entropy, mask), _left_align(mask, mask)
+
+
+def _left_align(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Move each row's masked-in (right-aligned) units to the start of the row."""
+    n = mask.sum(-1).long()  # (B,)
+    width = x.shape[1]
+    cols = torch.arange(width, device=x.device)[None, :]  # (1, R)
+    src = (cols + (width - n)[:, None]).clamp(max=width - 1)
+    keep = cols < n[:, None]
+    return x.gather(1, src) * keep
+
+
+def sequence_logps(
+    model: PreTrainedModel,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    temperature: float,
+) -> torch.Tensor:
+    """Total log-prob of each response given its prompt, shape (B,)."""
+    logp, _, _ = token_logps(model, pairs, temperature=temperature)
+    return logp.sum(-1)
+
+
+def sample_text(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator,
+) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    """Ancestral sampling from the full softmax(logits / T), with its per-token log-probs.
+
+    A small explicit loop with a KV cache rather than ``generate``: it records the
+    exact sampling log-probs and uses the same padding-free positions as
+    ``token_logps`` so the learner's recomputation matches.
+    """
+    device = next(model.parameters()).device
+    b = len(prompts)
+    ids, attn, pos = _left_pad(prompts, pad_id)
+    ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
+    out = model(
+        input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1
+    )
+    past, logits = out.past_key_values, out.logits[:, -1]
+    next_pos = pos[:, -1:] + 1
+    tokens: list[list[int]] = [[] for _ in range(b)]
+    lps: list[list[float]] = [[] for _ in range(b)]
+    done = torch.zeros(b, dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        logp = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
+        nxt = torch.multinomial(logp.exp().cpu(), 1, generator=generator).squeeze(-1)
+        for i in range(b):
+            if not done[i]:
+                tokens[i].append(int(nxt[i]))
+                lps[i].append(float(logp[i, nxt[i]]))
+                done[i] = int(nxt[i]) == eos_id
+        if bool(done.all()):
+            break
+        attn = torch.cat([attn, torch.ones((b, 1), dtype=torch.long, device=device)], dim=-1)
+        out = model(
+            input_ids=nxt[:, None].to(device),
+            attention_mask=attn,
+            position_ids=next_pos,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        past, logits, next_pos = out.past_key_values, out.logits[:, -1], next_pos + 1
+    return [(tuple(t), tuple(lp)) for t, lp in zip(tokens, lps, strict=True)]

@@ -1,0 +1,157 @@
+"""Scripted policies: uniform random, exact Nash for the poker games, perfect tic-tac-toe.
+
+Each reports its full distribution over the legal actions (``action_probs``) and samples
+from it in ``act`` with its own seeded Generator. Game knowledge is read from
+``Observation.info_key`` (OpenSpiel's information-state string), never from the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyspiel
+
+from coplay.policies.solvers import kuhn_leduc_nash_table, tic_tac_toe_optimal_actions
+from coplay.types import Decision, Observation, Policy
+
+
+def _legal(observation: Observation) -> tuple[str, ...]:
+    if not observation.legal_actions:
+        raise ValueError(
+            f"scripted policies need legal actions; observation of player "
+            f"{observation.player} in {observation.game!r} has none"
+        )
+    return observation.legal_actions
+
+
+class ScriptedPolicy:
+    """Shared ``act``: sample each observation's action from ``action_probs``."""
+
+    policy_id: str
+    version: int = 0
+
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        raise NotImplementedError
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        decisions = []
+        for probs in self.action_probs(observations):
+            actions = list(probs)
+            weights = np.fromiter(probs.values(), dtype=float)
+            action = actions[self._rng.choice(len(actions), p=weights / weights.sum())]
+            decisions.append(Decision(text=action, action=action, policy_id=self.policy_id))
+        return decisions
+
+
+class RandomPolicy(ScriptedPolicy):
+    """Uniform over the legal actions of any game."""
+
+    def __init__(self, seed: int = 0, *, policy_id: str = "random") -> None:
+        super().__init__(seed)
+        self.policy_id = policy_id
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        probs = []
+        for obs in observations:
+            legal = _legal(obs)
+            probs.append(dict.fromkeys(legal, 1.0 / len(legal)))
+        return probs
+
+
+class NashPolicy(ScriptedPolicy):
+    """An approximate Nash equilibrium of 2-player Kuhn or Leduc poker (CFR+).
+
+    The equilibrium table maps OpenSpiel information-state strings to action
+    probabilities; see ``coplay.policies.solvers.kuhn_leduc_nash_table``.
+    """
+
+    def __init__(
+        self, game_name: str = "kuhn_poker", seed: int = 0, *, iterations: int | None = None
+    ) -> None:
+        super().__init__(seed)
+        self.table = kuhn_leduc_nash_table(game_name, iterations)
+        self.game_name = game_name
+        self.policy_id = f"nash:{game_name}"
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        probs = []
+        for obs in observations:
+            legal = _legal(obs)
+            if obs.info_key not in self.table:
+                raise KeyError(f"{self.policy_id}: unknown information state {obs.info_key!r}")
+            row = self.table[obs.info_key]
+            probs.append({a: row.get(a, 0.0) for a in legal})
+        return probs
+
+
+class PerfectPlayer(ScriptedPolicy):
+    """Minimax-optimal tic-tac-toe, uniform among the optimal moves."""
+
+    def __init__(self, game_name: str = "tic_tac_toe", seed: int = 0) -> None:
+        if game_name != "tic_tac_toe":
+            raise ValueError(f"PerfectPlayer plays tic_tac_toe only, not {game_name!r}")
+        super().__init__(seed)
+        self.policy_id = "perfect:tic_tac_toe"
+        self._game = pyspiel.load_game("tic_tac_toe")
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        probs = []
+        for obs in observations:
+            legal = _legal(obs)
+            best = tic_tac_toe_optimal_actions(_history(obs))
+            named = [a for a in legal if int(a.strip("[]")) in best]
+            probs.append({a: (1.0 / len(named) if a in named else 0.0) for a in legal})
+        return probs
+
+
+def _history(observation: Observation) -> tuple[int, ...]:
+    """Tic-tac-toe's information-state string is the move history, e.g. ``"4, 0"``."""
+    if observation.info_key is None:
+        raise ValueError("tic-tac-toe observations must carry info_key (the move history)")
+    return tuple(int(a) for a in observation.info_key.split(",") if a.strip())
+
+
+# --- factory ----------------------------------------------------------------------
+
+_NASH_GAMES = ("kuhn_poker", "leduc_poker")
+
+_BUILDERS: dict[str, Callable[[str, int], Policy]] = {
+    "random": lambda game, seed: RandomPolicy(seed),
+    "nash": lambda game, seed: NashPolicy(game, seed),
+    "perfect": lambda game, seed: PerfectPlayer(game, seed),
+}
+
+_OPTIMAL = {"kuhn_poker": "nash", "leduc_poker": "nash", "tic_tac_toe": "perfect"}
+"""Which exact policy ``"optimal"`` means for each game."""
+
+_SUPPORTED = {"nash": _NASH_GAMES, "perfect": ("tic_tac_toe",)}
+"""Games each game-specific policy plays; absent means any game."""
+
+
+def _resolve(name: str, game_name: str) -> str:
+    if name != "optimal":
+        return name
+    if game_name not in _OPTIMAL:
+        raise ValueError(
+            f"no optimal scripted policy for {game_name!r}; available for: {', '.join(_OPTIMAL)}"
+        )
+    return _OPTIMAL[game_name]
+
+
+def make_scripted(name: str, game_name: str, seed: int = 0) -> Policy:
+    """Build a scripted policy by name: ``random``, ``nash``, ``perfect`` or ``optimal``."""
+    resolved = _resolve(name, game_name)
+    if resolved not in _BUILDERS:
+        raise ValueError(
+            f"unknown scripted policy {name!r}; available: {', '.join([*_BUILDERS, 'optimal'])}"
+        )
+    games = _SUPPORTED.get(resolved)
+    if games is not None and game_name not in games:
+        raise ValueError(
+            f"scripted policy {resolved!r} does not play {game_name!r}; it plays: {', '.join(games)}"
+        )
+    return _BUILDERS[resolved](game_name, seed)

@@ -1,0 +1,1 @@
+"""Ready run configs, one YAML file each (`coplay presets` lists them)."""

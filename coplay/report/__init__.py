@@ -1,0 +1,1 @@
+"""Run directories: metrics, transcripts, summaries."""

@@ -1,0 +1,93 @@
+"""What a run writes to its directory, one small function per file.
+
+    config.yaml        the full resolved config
+    metrics.jsonl      one JSON object per iteration, namespaced keys
+    transcripts.jsonl  sample episodes, token-exact, with the text each player saw
+    summary.json       the final metrics
+    checkpoints/       Hugging Face folders (see coplay.models.loading)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from coplay.types import Episode
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN or infinity; write them as null rather than invalid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def append_metrics(path: Path, iteration: int, metrics: Mapping[str, float]) -> None:
+    row = {"iteration": iteration, **{k: _clean(v) for k, v in sorted(metrics.items())}}
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Every row of a metrics.jsonl file."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
+    """A JSON-able transcript: every turn's observation, answer, tokens and reward."""
+    turns = []
+    for t in episode.turns:
+        d = t.decision
+        turns.append(
+            {
+                "step": t.step,
+                "player": t.player,
+                "observation": t.observation.text,
+                "legal_actions": list(t.observation.legal_actions or ()),
+                "text": d.text,
+                "action": t.played_action,
+                "valid": d.valid,
+                "treatment": t.treatment,
+                "rejected": [a.text for a in t.invalid_attempts],
+                "reward": t.reward,
+                "policy_id": d.policy_id,
+                "policy_version": d.policy_version,
+                "prompt_ids": list(d.prompt_ids),
+                "response_ids": list(d.response_ids),
+                "logprobs": list(d.logprobs),
+            }
+        )
+    return {
+        "iteration": iteration,
+        "game": episode.game,
+        "seed": episode.seed,
+        "group_id": episode.group_id,
+        "seats": list(episode.seats),
+        "returns": list(episode.returns),
+        "truncated": episode.truncated,
+        "forfeited_by": episode.forfeited_by,
+        "turns": turns,
+    }
+
+
+def append_transcripts(path: Path, episodes: Sequence[Episode], iteration: int) -> None:
+    with path.open("a") as f:
+        for ep in episodes:
+            f.write(json.dumps(episode_record(ep, iteration)) + "\n")
+
+
+def write_summary(path: Path, summary: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps({k: _clean(v) for k, v in summary.items()}, indent=2) + "\n")
+
+
+def as_metrics(prefix: str, record: Any) -> dict[str, float]:
+    """Flatten a typed result record's numeric fields under ``prefix/``."""
+    out = {}
+    for k, v in asdict(record).items():
+        if isinstance(v, int | float):
+            out[f"{prefix}/{k}"] = float(v)
+    return out

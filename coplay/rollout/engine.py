@@ -1,0 +1,211 @@
+"""Batched multi-game rollout: many games at once, one forward pass per policy per step.
+
+Every round, each live game reports the players who must act; the engine gathers all
+pending observations of the same policy object into one ``Policy.act`` call (one
+batched forward pass for a language model), applies the invalid-action treatment,
+and steps each game once all its acting players have a legal action (several for
+simultaneous moves). Episodes keep the decisions exactly as sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from coplay.rollout.invalid import InvalidActionConfig, forfeit_returns
+from coplay.types import Decision, Env, Episode, Observation, Policy, Trajectory, Turn
+
+
+@dataclass
+class _Live:
+    """Bookkeeping of one game in flight."""
+
+    env: Env
+    seats: tuple[Policy, ...]
+    seed: int
+    group_id: int
+    trajectories: list[Trajectory]
+    step: int = 0
+    rejected: dict[int, list[Decision]] = field(default_factory=dict)
+    resolved: dict[int, Turn] = field(default_factory=dict)
+    env_credit: list[float] = field(default_factory=list)
+    """Environment reward credited to turns so far, per player (penalties excluded)."""
+    carry: list[float] = field(default_factory=list)
+    """Reward earned before a player's first turn, credited to that turn."""
+    penalties: list[float] = field(default_factory=list)
+    forfeited_by: int | None = None
+    truncated: bool = False
+    done: bool = False
+
+
+def play_episodes(
+    make_env: Callable[[], Env],
+    seatings: Sequence[Sequence[Policy]],
+    seeds: Sequence[int],
+    *,
+    group_ids: Sequence[int] | None = None,
+    invalid: InvalidActionConfig | None = None,
+    max_turns: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> list[Episode]:
+    """Play one episode per seating (seat -> policy) and seed, all at once.
+
+    Args:
+      make_env: builds a fresh environment.
+      seatings: for each episode, the policy in each seat.
+      seeds: environment seed per episode; equal seeds give equal chance outcomes.
+      group_ids: group label per episode (defaults to the seed) for group baselines.
+      invalid: invalid-action treatment; defaults to forfeit with no retries.
+      max_turns: truncate episodes after this many steps (defaults to the game's).
+      rng: randomness for penalty moves.
+    """
+    if len(seatings) != len(seeds):
+        raise ValueError(f"got {len(seatings)} seatings but {len(seeds)} seeds")
+    invalid = invalid or InvalidActionConfig()
+    rng = rng or np.random.default_rng(0)
+    group_ids = list(seeds) if group_ids is None else list(group_ids)
+    games = [_start(make_env(), s, seed, g) for s, seed, g in zip(seatings, seeds, group_ids)]
+    while live := [g for g in games if not g.done]:
+        for policy, requests in _gather(live):
+            decisions = policy.act([obs for _, _, obs in requests])
+            for (game, player, obs), dec in zip(requests, decisions, strict=True):
+                _resolve(game, player, obs, dec, invalid, rng)
+        for game in live:
+            _advance(game, max_turns)
+    return [_finish(g) for g in games]
+
+
+def _start(env: Env, seats: Sequence[Policy], seed: int, group_id: int) -> _Live:
+    n = env.spec.num_players
+    if len(seats) != n:
+        raise ValueError(f"game {env.spec.name!r} has {n} seats but the seating has {len(seats)}")
+    env.reset(seed)
+    trajs = [Trajectory(player=p, policy_id=seats[p].policy_id) for p in range(n)]
+    return _Live(
+        env=env,
+        seats=tuple(seats),
+        seed=seed,
+        group_id=group_id,
+        trajectories=trajs,
+        env_credit=[0.0] * n,
+        carry=[0.0] * n,
+        penalties=[0.0] * n,
+        done=env.is_terminal(),
+    )
+
+
+def _gather(live: Sequence[_Live]) -> list[tuple[Policy, list[tuple[_Live, int, Observation]]]]:
+    """Pending observations grouped by the policy object that must answer them."""
+    requests: dict[int, tuple[Policy, list]] = {}
+    for game in live:
+        for player in game.env.players_to_act():
+            if player in game.resolved:
+                continue
+            policy = game.seats[player]
+            entry = requests.setdefault(id(policy), (policy, []))
+            entry[1].append((game, player, game.env.observe(player)))
+    return list(requests.values())
+
+
+def _resolve(
+    game: _Live,
+    player: int,
+    obs: Observation,
+    dec: Decision,
+    invalid: InvalidActionConfig,
+    rng: np.random.Generator,
+) -> None:
+    """Accept a legal decision, or apply the retry / penalty / forfeit treatment."""
+    earlier = game.rejected.setdefault(player, [])
+    if dec.valid:
+        game.resolved[player] = Turn(
+            player=player,
+            observation=obs,
+            decision=dec,
+            step=game.step,
+            played_action=dec.action,
+            invalid_attempts=tuple(earlier),
+            treatment="retry" if earlier else None,
+        )
+        return
+    if len(earlier) < invalid.retries:
+        earlier.append(dec)  # asked again next round
+        return
+    turn = Turn(
+        player=player,
+        observation=obs,
+        decision=dec,
+        step=game.step,
+        invalid_attempts=tuple(earlier),
+        treatment=invalid.on_fail,
+    )
+    if invalid.on_fail == "penalty" and obs.legal_actions:
+        turn.played_action = obs.legal_actions[int(rng.integers(len(obs.legal_actions)))]
+        turn.reward += invalid.penalty
+        game.penalties[player] += invalid.penalty
+        game.resolved[player] = turn
+        return
+    # Forfeit (also the only option when the game lists no legal actions to pick from).
+    turn.treatment = "forfeit"
+    game.trajectories[player].turns.append(turn)
+    game.forfeited_by = player
+
+
+def _advance(game: _Live, max_turns: int | None) -> None:
+    """Step the game once every acting player has a resolved turn; handle the end."""
+    if game.forfeited_by is not None:
+        _end(game, forfeit_returns(game.env.spec, game.forfeited_by))
+        return
+    acting = game.env.players_to_act()
+    if any(p not in game.resolved for p in acting):
+        return
+    rewards = game.env.step({p: game.resolved[p].played_action for p in acting})
+    for p in acting:
+        game.trajectories[p].turns.append(game.resolved[p])
+    game.resolved.clear()
+    game.rejected.clear()
+    game.step += 1
+    for p, r in rewards.items():
+        _credit(game, p, r)
+    if game.env.is_terminal():
+        _end(game, game.env.returns())
+    elif game.step >= (max_turns or game.env.spec.max_turns):
+        game.truncated = True
+        _end(game, game.env.returns())
+
+
+def _credit(game: _Live, player: int, reward: float) -> None:
+    """Credit environment reward to the player's latest turn (or its first, later)."""
+    game.env_credit[player] += reward
+    turns = game.trajectories[player].turns
+    if turns:
+        turns[-1].reward += reward + game.carry[player]
+        game.carry[player] = 0.0
+    else:
+        game.carry[player] += reward
+
+
+def _end(game: _Live, env_returns: Sequence[float]) -> None:
+    """Fix final returns so that each trajectory's turn rewards sum to its return."""
+    for p, traj in enumerate(game.trajectories):
+        residual = float(env_returns[p]) - game.env_credit[p]
+        if abs(residual) > 0.0:
+            _credit(game, p, residual)
+        traj.ret = float(env_returns[p]) + game.penalties[p]
+    game.done = True
+
+
+def _finish(game: _Live) -> Episode:
+    return Episode(
+        game=game.env.spec.name,
+        seed=game.seed,
+        group_id=game.group_id,
+        seats=tuple(p.policy_id for p in game.seats),
+        trajectories=tuple(game.trajectories),
+        returns=tuple(t.ret for t in game.trajectories),
+        truncated=game.truncated,
+        forfeited_by=game.forfeited_by,
+        num_steps=game.step,
+    )

@@ -1,0 +1,198 @@
+"""The run configuration: one validated record per component, composed.
+
+A run is described by a preset (``coplay/presets/*.yaml``), optionally a YAML file,
+and ``key=value`` overrides with dotted keys (``train.iterations=50``). Every value
+is validated when the config is built; errors name the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from coplay.algos.advantages import ESTIMATORS
+from coplay.algos.losses.compose import LossConfig
+from coplay.models.loading import ModelConfig
+from coplay.rollout.invalid import InvalidActionConfig
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message is one readable line."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class GameConfig(_Strict):
+    name: str = "kuhn_poker"
+    """Registered game name (see `coplay games`)."""
+    params: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    """Game parameters passed to the game (e.g. players: 3)."""
+    invalid: InvalidActionConfig = Field(default_factory=InvalidActionConfig)
+    """Treatment of answers that name no legal action."""
+    max_turns: int | None = Field(None, gt=0)
+    """Truncate episodes after this many steps (default: the game's own bound)."""
+
+
+class RolloutConfig(_Strict):
+    games_per_iter: int = Field(128, gt=0)
+    """Episodes played per training iteration."""
+    group_size: int = Field(1, gt=0)
+    """Episodes sharing one seed (same chance outcomes); GRPO needs at least 2."""
+
+
+class AlgoConfig(_Strict):
+    estimator: str = "rae"
+    """Advantage estimator (registry name)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Estimator hyper-parameters."""
+
+    @field_validator("estimator")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {v!r}; known: {', '.join(sorted(ESTIMATORS))}")
+        return v
+
+
+class OptimConfig(_Strict):
+    lr: float = Field(1e-3, gt=0.0)
+    """Adam learning rate."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    """Gradient clipping threshold."""
+    epochs: int = Field(1, gt=0)
+    """Passes over each batch of turns (PPO epochs)."""
+    minibatch_size: int = Field(512, gt=0)
+    """Turns per optimizer step."""
+    micro_batch_size: int = Field(512, gt=0)
+    """Turns per forward/backward pass; gradients accumulate exactly across them."""
+
+
+class TrainConfig(_Strict):
+    iterations: int = Field(100, gt=0)
+    seed: int = 0
+    opponent: str = "self"
+    """'self' for shared-weight self-play, a scripted bot (random, nash, perfect) or a
+    checkpoint path for training against a fixed opponent."""
+    eval_every: int = Field(10, gt=0)
+    """Iterations between evaluations (exploitability where exact, matches otherwise)."""
+    eval_episodes: int = Field(200, gt=0)
+    eval_opponents: list[str] = Field(default_factory=lambda: ["random"])
+    """Opponents for evaluation matches."""
+    save_every: int = Field(0, ge=0)
+    """Iterations between intermediate checkpoints (0: final checkpoint only)."""
+    transcripts: int = Field(4, ge=0)
+    """Sample episodes written as JSONL transcripts at each evaluation."""
+
+
+class RunConfig(_Strict):
+    game: GameConfig = Field(default_factory=GameConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled presets."""
+    files = resources.files("coplay.presets").iterdir()
+    return sorted(f.name.removesuffix(".yaml") for f in files if f.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The raw mapping of a bundled preset."""
+    if name not in preset_names():
+        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
+    text = resources.files("coplay.presets").joinpath(f"{name}.yaml").read_text()
+    return yaml.safe_load(text) or {}
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from a file, with a clear error if it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}".splitlines()[0]) from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge of mappings; ``over`` wins."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_override(item: str) -> dict[str, Any]:
+    """``a.b=3`` -> ``{"a": {"b": 3}}``; values are parsed as YAML scalars or lists."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. train.iterations=50)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def build_config(
+    *,
+    preset: str | None = None,
+    file: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> RunConfig:
+    """Preset, then file, then overrides, validated into a ``RunConfig``."""
+    data: dict[str, Any] = load_preset(preset) if preset else {}
+    if file:
+        data = merge(data, load_yaml(file))
+    for item in overrides:
+        data = merge(data, parse_override(item))
+    return validate(data)
+
+
+def validate(data: dict[str, Any]) -> RunConfig:
+    """Validate a raw mapping, turning pydantic's report into one line per problem."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """``invalid config: train.iterations: must be > 0 (got -1); ...``"""
+    problems = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        got = "" if e["type"] in ("extra_forbidden", "missing") else f" (got {e.get('input')!r})"
+        problems.append(f"{loc}: {msg}{got}")
+    return "invalid config: " + "; ".join(problems)
+
+
+def to_yaml(cfg: RunConfig) -> str:
+    """The full resolved config as YAML (written to every run directory)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,167 @@
+"""The learner's update: recompute log-probs of sampled turns and take PPO steps.
+
+Turns are recorded token-exact in the episodes; here they are scored again under
+the current weights (``LMPolicy.score``), compared with the sampled log-probs, and
+the composed policy loss is minimised. Gradients of micro-batches accumulate with a
+shared denominator, so the micro-batch size never changes the update.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from coplay.algos.advantages import Advantages
+from coplay.algos.losses.aggregation import global_denom
+from coplay.algos.losses.compose import LossConfig, policy_loss
+from coplay.policies.lm import LMPolicy
+from coplay.types import Decision, Episode
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One trainable decision and its advantage."""
+
+    decision: Decision
+    advantage: float
+
+
+@dataclass
+class Learner:
+    """A trainable policy with its optimizer and optional frozen reference."""
+
+    policy: LMPolicy
+    optimizer: torch.optim.Optimizer
+    loss: LossConfig
+    max_grad_norm: float
+    epochs: int
+    minibatch_size: int
+    micro_batch_size: int
+    reference: LMPolicy | None = None
+
+
+def make_learner(policy: LMPolicy, loss: LossConfig, optim) -> Learner:
+    """Adam on the policy's weights; a frozen copy as KL reference when the loss needs one."""
+    opt = torch.optim.AdamW(
+        policy.model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay
+    )
+    ref = None
+    if loss.kl_coef > 0:
+        ref = copy.copy(policy)
+        ref.model = copy.deepcopy(policy.model).eval().requires_grad_(False)
+    return Learner(
+        policy=policy,
+        optimizer=opt,
+        loss=loss,
+        max_grad_norm=optim.max_grad_norm,
+        epochs=optim.epochs,
+        minibatch_size=optim.minibatch_size,
+        micro_batch_size=optim.micro_batch_size,
+        reference=ref,
+    )
+
+
+def collect_samples(
+    episodes: Sequence[Episode], advantages: Advantages, policy_id: str
+) -> list[Sample]:
+    """Trainable decisions of ``policy_id`` (rejected retries included) with advantages.
+
+    A rejected answer shares its turn's advantage, so an invalid answer that led to a
+    penalty or forfeit is pushed down with it.
+    """
+    out = []
+    for ep, per_seat in zip(episodes, advantages, strict=True):
+        for traj, advs in zip(ep.trajectories, per_seat, strict=True):
+            for turn, adv in zip(traj.turns, advs, strict=True):
+                for dec in (*turn.invalid_attempts, turn.decision):
+                    if dec.policy_id == policy_id and dec.trainable:
+                        out.append(Sample(dec, float(adv)))
+    return out
+
+
+def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.float32)
+    return out
+
+
+def _micro_step(learner: Learner, batch: Sequence[Sample], denom: float) -> dict[str, float]:
+    """Forward and backward of one micro-batch; gradients accumulate on the weights."""
+    decisions = [s.decision for s in batch]
+    scored = learner.policy.score(decisions)  # (B, T) each
+    width = scored.logp.shape[1]
+    device = scored.logp.device
+    old = _pad([d.logprobs for d in decisions], width).to(device)
+    adv = torch.tensor([s.advantage for s in batch], device=device)[:, None]  # (B, 1)
+    ref_logp = None
+    if learner.reference is not None:
+        with torch.no_grad():
+            ref_logp = learner.reference.score(decisions).logp
+    loss, metrics = policy_loss(
+        learner.loss,
+        logp=scored.logp,
+        old_logp=old,
+        adv=adv,
+        mask=scored.mask,
+        ref_logp=ref_logp,
+        entropy=scored.entropy,
+        denom=denom,
+    )
+    loss.backward()
+    metrics["loss/entropy"] = float((scored.entropy * scored.mask).sum() / scored.mask.sum())
+    return metrics
+
+
+def update(learner: Learner, samples: Sequence[Sample], rng: np.random.Generator) -> dict[str, float]:
+    """PPO epochs over shuffled minibatches; returns averaged ``loss/*`` metrics."""
+    if not samples:
+        return {"loss/steps": 0.0}
+    learner.policy.model.train()
+    history: list[dict[str, float]] = []
+    for _ in range(learner.epochs):
+        order = rng.permutation(len(samples))
+        for start in range(0, len(samples), learner.minibatch_size):
+            minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
+            history.append(_minibatch_step(learner, minibatch))
+    learner.policy.model.eval()
+    learner.policy.version += 1
+    keys = {k for h in history for k in h}
+    out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
+    out["loss/steps"] = float(len(history))
+    out["loss/grad_spikes"] = float(sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history))
+    return out
+
+
+def _minibatch_step(learner: Learner, minibatch: Sequence[Sample]) -> dict[str, float]:
+    masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in minibatch]
+    denom = global_denom(learner.loss.aggregation, masks)
+    learner.optimizer.zero_grad(set_to_none=True)
+    parts = []
+    for start in range(0, len(minibatch), learner.micro_batch_size):
+        micro = minibatch[start : start + learner.micro_batch_size]
+        parts.append((len(micro), _micro_step(learner, micro, denom)))
+    grad_norm = torch.nn.utils.clip_grad_norm_(
+        learner.policy.model.parameters(), learner.max_grad_norm
+    )
+    learner.optimizer.step()
+    metrics = _combine(parts)
+    metrics["loss/grad_norm"] = float(grad_norm)
+    return metrics
+
+
+def _combine(parts: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """Aggregated loss terms add up over micro-batches; means are weighted by size."""
+    additive = {"loss/policy", "loss/kl", "loss/total"}
+    total = sum(n for n, _ in parts)
+    keys = {k for _, m in parts for k in m}
+    return {
+        k: sum(m.get(k, 0.0) for _, m in parts)
+        if k in additive
+        else sum(n * m.get(k, 0.0) for n, m in parts) / total
+        for k in keys
+    }

@@ -1,0 +1,209 @@
+"""The training loop: collect -> advantages -> update -> evaluate -> log.
+
+Reads top to bottom: ``train`` calls one function per stage. Only this module logs;
+everything it calls is a function that returns records or metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from coplay.algos.advantages import Estimator, make_estimator
+from coplay.envs.registry import make_env
+from coplay.eval.exact import exploitability
+from coplay.eval.matches import play_match
+from coplay.models.loading import build_policy, save_policy
+from coplay.policies.scripted import RandomPolicy
+from coplay.report import sinks
+from coplay.rollout.engine import play_episodes
+from coplay.train.config import RunConfig, to_yaml
+from coplay.train.learner import Learner, collect_samples, make_learner, update
+from coplay.train.opponents import build_opponent
+from coplay.types import Env, Episode, Policy
+
+Progress = Callable[[int, dict[str, float]], None]
+
+
+@dataclass
+class Run:
+    """Everything a training run holds between iterations."""
+
+    cfg: RunConfig
+    out: Path
+    make_env: Callable[[], Env]
+    learner: Learner
+    opponent: Policy | None
+    """None for shared-weight self-play."""
+    estimator: Estimator
+    adv_state: Any
+    rng: np.random.Generator
+    eval_opponents: dict[str, Policy] = field(default_factory=dict)
+    exact: bool = False
+
+
+def game_corpus(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) -> list[str]:
+    """Text of random play, for training the tiny model's tokenizer."""
+    env = make()
+    bot = RandomPolicy(seed=seed)
+    eps = play_episodes(make, [[bot] * env.spec.num_players] * episodes, range(episodes))
+    texts = [t.observation.text for e in eps for t in e.turns]
+    actions = {a for e in eps for t in e.turns for a in (t.observation.legal_actions or ())}
+    return texts + [f"Action: {a}" for a in sorted(actions)] * 20
+
+
+def setup(cfg: RunConfig, out: Path) -> Run:
+    """Build the environment factory, learner, opponents and estimator; create ``out``."""
+    torch.manual_seed(cfg.train.seed)
+    game = cfg.game
+
+    def make() -> Env:
+        return make_env(game.name, **game.params)
+
+    spec = make().spec
+    policy = build_policy(cfg.model, corpus=game_corpus(make, seed=cfg.train.seed), seed=cfg.train.seed)
+    opponent = None
+    if cfg.train.opponent != "self":
+        opponent = build_opponent(cfg.train.opponent, game.name, seed=cfg.train.seed + 1)
+    evals = {
+        name: build_opponent(name, game.name, seed=cfg.train.seed + 2 + i)
+        for i, name in enumerate(cfg.train.eval_opponents)
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(to_yaml(cfg))
+    for name in ("metrics.jsonl", "transcripts.jsonl"):
+        (out / name).write_text("")
+    est = make_estimator(cfg.algo.estimator, **cfg.algo.params)
+    return Run(
+        cfg=cfg,
+        out=out,
+        make_env=make,
+        learner=make_learner(policy, cfg.loss, cfg.optim),
+        opponent=opponent,
+        estimator=est,
+        adv_state=est.init(),
+        rng=np.random.default_rng(cfg.train.seed),
+        eval_opponents=evals,
+        exact=spec.openspiel_name is not None and not spec.perfect_information,
+    )
+
+
+def seatings(run: Run, num_games: int) -> list[list[Policy]]:
+    """Self-play fills every seat with the learner; otherwise the learner rotates seats."""
+    n = run.make_env().spec.num_players
+    me = run.learner.policy
+    if run.opponent is None:
+        return [[me] * n for _ in range(num_games)]
+    return [[me if s == i % n else run.opponent for s in range(n)] for i in range(num_games)]
+
+
+def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
+    """Play one iteration's episodes (groups of ``group_size`` share a seed)."""
+    r = run.cfg.rollout
+    base = (run.cfg.train.seed * 1_000_003 + iteration) * r.games_per_iter
+    seeds = [base + i // r.group_size for i in range(r.games_per_iter)]
+    t0 = time.perf_counter()
+    episodes = play_episodes(
+        run.make_env,
+        seatings(run, r.games_per_iter),
+        seeds,
+        invalid=run.cfg.game.invalid,
+        max_turns=run.cfg.game.max_turns,
+        rng=run.rng,
+    )
+    return episodes, rollout_metrics(episodes, run.learner.policy.policy_id, time.perf_counter() - t0)
+
+
+def rollout_metrics(episodes: Sequence[Episode], learner_id: str, seconds: float) -> dict[str, float]:
+    """Returns per seat, lengths, invalid-action rate and throughput of the learner's play."""
+    turns = [t for e in episodes for tr in e.trajectories if tr.policy_id == learner_id for t in tr.turns]
+    decisions = sum(1 + len(t.invalid_attempts) for t in turns)
+    invalid = sum(len(t.invalid_attempts) + (not t.decision.valid) for t in turns)
+    m = {
+        "rollout/episode_len": float(np.mean([e.num_steps for e in episodes])),
+        "rollout/decisions": float(decisions),
+        "rollout/invalid_rate": invalid / max(1, decisions),
+        "rollout/response_len": float(np.mean([len(t.decision.response_ids) for t in turns] or [0])),
+        "rollout/truncated": float(np.mean([e.truncated for e in episodes])),
+        "perf/rollout_s": seconds,
+        "perf/decisions_per_s": decisions / max(seconds, 1e-9),
+    }
+    for seat in range(len(episodes[0].returns)):
+        rets = [e.returns[seat] for e in episodes if e.seats[seat] == learner_id]
+        if rets:
+            m[f"rollout/return_seat{seat}"] = float(np.mean(rets))
+    return m
+
+
+def learn(run: Run, episodes: Sequence[Episode]) -> dict[str, float]:
+    """Advantages, then the policy update; returns ``adv/*`` and ``loss/*`` metrics."""
+    t0 = time.perf_counter()
+    est = run.estimator.estimate(episodes, run.adv_state)
+    run.adv_state = est.state
+    samples = collect_samples(episodes, est.advantages, run.learner.policy.policy_id)
+    metrics = {**est.metrics, **update(run.learner, samples, run.rng)}
+    metrics["perf/update_s"] = time.perf_counter() - t0
+    return metrics
+
+
+def evaluate(run: Run, iteration: int) -> dict[str, float]:
+    """Exact exploitability where the game allows it, and matches against each opponent."""
+    cfg, policy = run.cfg, run.learner.policy
+    m: dict[str, float] = {}
+    if run.exact:
+        res = exploitability(policy, cfg.game.name, params=cfg.game.params)
+        m["eval/exploitability"] = res.exploitability
+        m["eval/nash_conv"] = res.nash_conv
+    n = run.make_env().spec.num_players
+    for i, (name, opp) in enumerate(run.eval_opponents.items()):
+        res = play_match(
+            run.make_env,
+            policy,
+            [opp] * (n - 1),
+            episodes=cfg.train.eval_episodes,
+            seed=10_000 + i,
+            invalid=cfg.game.invalid,
+        )
+        m[f"eval/{name}/win"] = res.win.value
+        m[f"eval/{name}/draw"] = res.draw.value
+        m[f"eval/{name}/loss"] = res.loss.value
+        m[f"eval/{name}/mean_return"] = res.mean_return.value
+    return m
+
+
+def train(cfg: RunConfig, out: str | Path, *, progress: Progress | None = None) -> dict[str, Any]:
+    """Train the learner as configured, writing the run directory ``out``."""
+    run = setup(cfg, Path(out))
+    start = time.perf_counter()
+    initial = evaluate(run, 0)
+    sinks.append_metrics(run.out / "metrics.jsonl", 0, initial)
+    last_eval = initial
+    for it in range(1, cfg.train.iterations + 1):
+        episodes, metrics = collect(run, it)
+        metrics |= learn(run, episodes)
+        if it % cfg.train.eval_every == 0 or it == cfg.train.iterations:
+            last_eval = evaluate(run, it)
+            metrics |= last_eval
+            sinks.append_transcripts(run.out / "transcripts.jsonl", episodes[: cfg.train.transcripts], it)
+        if cfg.train.save_every and it % cfg.train.save_every == 0:
+            save_policy(run.learner.policy, run.out / "checkpoints" / f"iter_{it:06d}")
+        metrics["perf/elapsed_s"] = time.perf_counter() - start
+        sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
+        if progress:
+            progress(it, metrics)
+    save_policy(run.learner.policy, run.out / "checkpoints" / "final")
+    summary = {
+        "game": cfg.game.name,
+        "iterations": cfg.train.iterations,
+        "wall_s": time.perf_counter() - start,
+        **{f"initial/{k}": v for k, v in initial.items()},
+        **{f"final/{k}": v for k, v in last_eval.items()},
+    }
+    sinks.write_summary(run.out / "summary.json", summary)
+    return summary

@@ -1,0 +1,200 @@
+"""Core records and protocols: read this module first.
+
+Everything that moves through the loop is one of these records:
+
+    Env --observe--> Observation --Policy.act--> Decision --(engine)--> Turn
+    Turn* --> Trajectory (one player, one episode) --> Episode (all players)
+
+Records are frozen where the loop never needs to mutate them. Token ids and
+log-probs are kept exactly as sampled: the learner never re-tokenises text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+
+class GameKind(StrEnum):
+    """Payoff structure of a game, which decides how evaluation reads returns."""
+
+    ZERO_SUM = "zero_sum"
+    GENERAL_SUM = "general_sum"
+    COOPERATIVE = "cooperative"
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """Static facts about a game that the engine and evaluation rely on."""
+
+    name: str
+    num_players: int
+    kind: GameKind
+    max_turns: int
+    """Hard limit on decisions per episode; the engine truncates past it."""
+    perfect_information: bool
+    simultaneous: bool = False
+    min_return: float = -1.0
+    """Lowest return a player can get; a forfeit gives the offender this."""
+    max_return: float = 1.0
+    openspiel_name: str | None = None
+    """Set when exact evaluation through OpenSpiel is possible."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one player may see when asked to act; never another player's secrets."""
+
+    game: str
+    player: int
+    text: str
+    legal_actions: tuple[str, ...] | None = None
+    """Bracketed action strings such as ``"[Bet]"``; None when the game has no list."""
+    info_key: str | None = None
+    """Exact information-state key (OpenSpiel's string) when the game has one."""
+    messages: tuple[tuple[str, str], ...] | None = None
+    """Optional chat form as (role, content) pairs; ``text`` is always present."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer to one observation, token-exact.
+
+    ``logprobs`` has one entry per *unit* of the sampling distribution:
+    one per generated token in free-text mode, exactly one in choice mode (the
+    log-probability of the chosen action under the distribution renormalised
+    over the legal actions). Scripted policies leave the token fields empty.
+    """
+
+    text: str
+    action: str | None
+    """The canonical legal action this text parsed to, or None if invalid."""
+    policy_id: str
+    policy_version: int = 0
+    prompt_ids: tuple[int, ...] = ()
+    response_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    choice_ids: tuple[tuple[int, ...], ...] = ()
+    """Choice mode: the token ids of every legal action, in observation order."""
+    choice_index: int = -1
+    """Choice mode: index of the sampled action in ``choice_ids``."""
+
+    @property
+    def valid(self) -> bool:
+        return self.action is not None
+
+    @property
+    def trainable(self) -> bool:
+        """True when the decision carries tokens a learner can score."""
+        return bool(self.logprobs)
+
+
+@dataclass
+class Turn:
+    """One decision in an episode plus what the environment made of it."""
+
+    player: int
+    observation: Observation
+    decision: Decision
+    step: int
+    """Index of the environment step this turn belongs to (shared by simultaneous moves)."""
+    played_action: str | None = None
+    """The action the environment applied (differs from the decision after a penalty)."""
+    reward: float = 0.0
+    """Immediate reward credited to this turn (dense rewards and invalid-action penalties)."""
+    invalid_attempts: tuple[Decision, ...] = ()
+    """Rejected decisions before this one (retry allowance)."""
+    treatment: str | None = None
+    """How an invalid action was handled: None, "retry", "penalty" or "forfeit"."""
+    advantage: float = 0.0
+    """Filled by an advantage estimator."""
+
+
+@dataclass
+class Trajectory:
+    """One player's turns in one episode."""
+
+    player: int
+    policy_id: str
+    turns: list[Turn] = field(default_factory=list)
+    ret: float = 0.0
+    """The player's episode return including any penalties."""
+
+
+@dataclass
+class Episode:
+    """A finished game: every player's trajectory, returns and provenance."""
+
+    game: str
+    seed: int
+    group_id: int
+    seats: tuple[str, ...]
+    """Policy id per seat."""
+    trajectories: tuple[Trajectory, ...]
+    returns: tuple[float, ...]
+    truncated: bool = False
+    forfeited_by: int | None = None
+    num_steps: int = 0
+
+    @property
+    def turns(self) -> list[Turn]:
+        """All turns in play order."""
+        return sorted(
+            (t for traj in self.trajectories for t in traj.turns),
+            key=lambda t: (t.step, t.player),
+        )
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A multi-player, multi-turn text game.
+
+    ``step`` takes the action text of every player in ``players_to_act()`` (one
+    for turn-based games, several for simultaneous moves). Actions must already
+    be valid (see ``parse_action``); the engine applies the invalid-action
+    treatment before calling ``step``.
+    """
+
+    spec: GameSpec
+
+    def reset(self, seed: int) -> None: ...
+
+    def players_to_act(self) -> list[int]: ...
+
+    def observe(self, player: int) -> Observation: ...
+
+    def parse_action(self, player: int, text: str) -> str | None:
+        """Canonical legal action named in ``text``, or None when there is none."""
+        ...
+
+    def step(self, actions: dict[int, str]) -> dict[int, float]:
+        """Apply one action per acting player; return immediate rewards per player."""
+        ...
+
+    def is_terminal(self) -> bool: ...
+
+    def returns(self) -> list[float]:
+        """Final return per player (valid once terminal)."""
+        ...
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that can act: a language model, a scripted bot, a remote endpoint."""
+
+    policy_id: str
+    version: int
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]: ...
+
+
+@runtime_checkable
+class TabularQueryable(Protocol):
+    """A policy that can report its full distribution over the legal actions.
+
+    Exact evaluation (exploitability) queries this once per information state.
+    """
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]: ...

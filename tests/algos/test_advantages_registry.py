@@ -1,0 +1,65 @@
+"""Registry, factory validation and the shared per-turn helpers."""
+
+import pytest
+
+from coplay.algos.advantages import (
+    ESTIMATORS,
+    Estimator,
+    assign_advantages,
+    expand_to_turns,
+    make_estimator,
+)
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
+
+
+def make_turn(player: int, step: int) -> Turn:
+    obs = Observation(game="g", player=player, text="")
+    return Turn(player=player, observation=obs, decision=Decision("", "a", "p"), step=step)
+
+
+def make_episode(returns, turns) -> Episode:
+    trajs = tuple(
+        Trajectory(p, f"pol{p}", [make_turn(p, 2 * k + p) for k in range(n)], ret=r)
+        for p, (r, n) in enumerate(zip(returns, turns, strict=True))
+    )
+    return Episode("g", 0, 0, ("pol0", "pol1"), trajs, tuple(returns))
+
+
+def test_builtin_estimators_are_registered():
+    assert {"reinforce", "grpo", "rae"} <= set(ESTIMATORS)
+    for name in ESTIMATORS:
+        est = make_estimator(name)
+        assert isinstance(est, Estimator)
+        out = est.estimate([], est.init())
+        assert out.advantages == ()
+        assert out.metrics["adv/mean"] == 0.0
+
+
+def test_unknown_name_lists_known_estimators():
+    with pytest.raises(ValueError, match="known estimators.*grpo.*rae.*reinforce"):
+        make_estimator("ppo-ish")
+
+
+def test_unknown_parameter_is_named():
+    with pytest.raises(ValueError, match="'alpha'.*scale_by_std"):
+        make_estimator("grpo", alpha=0.5)
+
+
+def test_expand_to_turns_uses_the_credit_function():
+    ep = make_episode([1.0, -1.0], [3, 2])
+    assert expand_to_turns([ep], [[2.0, 5.0]]) == ((((2.0,) * 3), (5.0, 5.0)),)
+
+    def decaying(traj, value):  # a stand-in for a future reward-to-go scheme
+        return tuple(value * 0.5**k for k in range(len(traj.turns)))
+
+    assert expand_to_turns([ep], [[2.0, 5.0]], credit=decaying) == (((2.0, 1.0, 0.5), (5.0, 2.5)),)
+
+
+def test_assign_advantages_writes_turns():
+    eps = [make_episode([1.0, -1.0], [2, 1]), make_episode([-1.0, 1.0], [1, 1])]
+    est = make_estimator("reinforce")
+    out = est.estimate(eps, est.init())
+    assert all(t.advantage == 0.0 for ep in eps for t in ep.turns)
+    assign_advantages(eps, out.advantages)
+    assert [t.advantage for t in eps[0].trajectories[0].turns] == [1.0, 1.0]
+    assert eps[1].trajectories[1].turns[0].advantage == 1.0

@@ -1,0 +1,71 @@
+"""PPO-clip and REINFORCE objectives: gradient signs and sizes at hand-picked points."""
+
+import math
+
+import pytest
+import torch
+
+from coplay.algos.losses import ppo_clip, reinforce_objective
+
+
+def grad_of_ppo(ratio: float, adv: float, **clip) -> tuple[float, float]:
+    """(per-unit loss, d loss / d logp) at one unit with the given ratio and advantage."""
+    logp = torch.tensor([[math.log(ratio)]], dtype=torch.float64, requires_grad=True)
+    old = torch.zeros(1, 1, dtype=torch.float64)
+    loss, _ = ppo_clip(logp, old, torch.tensor([[adv]], dtype=torch.float64), **clip)
+    loss.sum().backward()
+    return loss.item(), logp.grad.item()
+
+
+@pytest.mark.parametrize("adv", [2.0, -0.5])
+def test_gradient_is_minus_advantage_at_ratio_one(adv):
+    loss, grad = grad_of_ppo(1.0, adv)
+    assert loss == pytest.approx(-adv)
+    assert grad == pytest.approx(-adv)  # positive advantage: descending raises logp
+
+
+def test_clipped_region_has_zero_gradient():
+    assert grad_of_ppo(1.5, 1.0)[1] == 0.0  # too likely already, positive advantage
+    assert grad_of_ppo(0.5, -1.0)[1] == 0.0  # too unlikely already, negative advantage
+    loss, grad = grad_of_ppo(1.5, -1.0)  # pessimistic bound keeps the unclipped term
+    assert loss == pytest.approx(1.5)
+    assert grad == pytest.approx(1.5)  # -A * ratio
+    loss, grad = grad_of_ppo(1.5, 1.0)
+    assert loss == pytest.approx(-1.2)
+
+
+def test_low_and_high_clip_are_separate():
+    clip = {"clip_low": 0.1, "clip_high": 0.3}
+    assert grad_of_ppo(1.2, 1.0, **clip)[1] == pytest.approx(-1.2)  # inside 1 + 0.3
+    assert grad_of_ppo(1.35, 1.0, **clip)[1] == 0.0  # above 1 + 0.3
+    assert grad_of_ppo(1.35, 1.0, **clip)[0] == pytest.approx(-1.3)
+    assert grad_of_ppo(0.95, -1.0, **clip)[1] == pytest.approx(0.95)  # inside 1 - 0.1
+    assert grad_of_ppo(0.85, -1.0, **clip)[1] == 0.0  # below 1 - 0.1
+    assert grad_of_ppo(0.85, -1.0, **clip)[0] == pytest.approx(0.9)
+
+
+def test_metrics_clip_frac_and_k3_approx_kl_over_mask():
+    ratios = torch.tensor([[2.0, 1.0, 0.5, 3.0]], dtype=torch.float64)
+    logp = torch.log(ratios)
+    adv = torch.tensor([[1.0, 1.0, -1.0, 1.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)  # last unit is padding
+    _, m = ppo_clip(logp, torch.zeros_like(logp), adv, mask=mask)
+    assert m["loss/clip_frac"] == pytest.approx(2 / 3)  # units 0 and 2 are clipped
+    k3 = [(r - 1) - math.log(r) for r in (2.0, 1.0, 0.5)]
+    assert m["loss/approx_kl"] == pytest.approx(sum(k3) / 3)
+
+
+def test_advantage_broadcasts_per_row():
+    logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    loss, _ = ppo_clip(logp, logp.detach(), torch.tensor([[1.0], [-2.0]], dtype=torch.float64))
+    loss.sum().backward()
+    assert torch.equal(logp.grad, torch.tensor([[-1.0] * 3, [2.0] * 3], dtype=torch.float64))
+
+
+def test_reinforce_objective_gradient():
+    logp = torch.tensor([[-0.3, -2.0]], requires_grad=True)
+    adv = torch.tensor([[1.5, -1.0]])
+    loss, metrics = reinforce_objective(logp, adv)
+    loss.sum().backward()
+    assert torch.allclose(logp.grad, -adv)
+    assert metrics == {}

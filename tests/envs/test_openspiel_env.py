@@ -1,0 +1,162 @@
+"""The OpenSpiel adapter: seeding, legality, returns, simultaneous moves, n players."""
+
+import numpy as np
+import pyspiel
+import pytest
+
+from coplay.envs import OpenSpielEnv, make_env, observation_for_state
+from coplay.types import Env, GameKind
+
+
+def play_random(env: Env, seed: int, rng: np.random.Generator) -> list:
+    """Play one game with uniform random actions; return every observation seen."""
+    env.reset(seed)
+    seen = []
+    while not env.is_terminal():
+        actions = {}
+        for p in env.players_to_act():
+            obs = env.observe(p)
+            seen.append(obs)
+            actions[p] = obs.legal_actions[rng.integers(len(obs.legal_actions))]
+        env.step(actions)
+    return seen
+
+
+def test_is_an_env_with_spec_from_openspiel():
+    env = make_env("leduc_poker")
+    assert isinstance(env, Env)
+    spec = env.spec
+    assert (spec.name, spec.num_players, spec.kind) == ("leduc_poker", 2, GameKind.ZERO_SUM)
+    assert (spec.min_return, spec.max_return, spec.max_turns) == (-13.0, 13.0, 8)
+    assert not spec.perfect_information and not spec.simultaneous
+    assert spec.openspiel_name == "leduc_poker"
+    assert make_env("tic_tac_toe").spec.perfect_information
+    assert make_env("openspiel:matrix_pd").spec.kind == GameKind.GENERAL_SUM
+
+
+def test_same_seed_same_deals_and_observations():
+    env_a, env_b = make_env("leduc_poker"), make_env("leduc_poker")
+    obs_a = play_random(env_a, seed=7, rng=np.random.default_rng(1))
+    obs_b = play_random(env_b, seed=7, rng=np.random.default_rng(1))
+    assert obs_a == obs_b
+    assert env_a.returns() == env_b.returns()
+
+
+def test_different_seeds_give_different_deals():
+    env = make_env("kuhn_poker")
+    deals = set()
+    for seed in range(30):
+        env.reset(seed)
+        deals.add(tuple(env.state.history()))
+    assert len(deals) == 6  # every permutation of 2 of 3 cards turns up
+
+
+def test_players_see_different_private_cards():
+    env = make_env("kuhn_poker")
+    env.reset(3)
+    cards = env.state.history()
+    texts = [env.observe(p).text for p in range(2)]
+    names = "JQK"
+    assert f"Your card: {names[cards[0]]}." in texts[0]
+    assert f"Your card: {names[cards[1]]}." in texts[1]
+    assert f"Your card: {names[cards[1]]}." not in texts[0]
+
+
+def test_legal_actions_and_returns_match_openspiel():
+    rng = np.random.default_rng(0)
+    for name in ["kuhn_poker", "leduc_poker", "tic_tac_toe", "openspiel:liars_dice"]:
+        env = make_env(name)
+        for seed in range(20):
+            env.reset(seed)
+            while not env.is_terminal():
+                (p,) = env.players_to_act()
+                assert p == env.state.current_player()
+                obs = env.observe(p)
+                assert len(obs.legal_actions) == len(env.state.legal_actions(p))
+                action = obs.legal_actions[rng.integers(len(obs.legal_actions))]
+                shadow = env.state.clone()
+                env.step({p: f"thinking... {action.lower()}"})
+                shadow_history = env.state.history()[: len(shadow.history()) + 1]
+                shadow.apply_action(shadow_history[-1])
+                assert shadow_history == shadow.history()
+            assert env.returns() == list(env.state.returns())
+            assert env.players_to_act() == []
+
+
+def test_info_key_is_openspiel_information_state():
+    env = make_env("kuhn_poker")
+    env.reset(0)
+    assert env.observe(0).info_key == env.state.information_state_string(0)
+    ttt = make_env("tic_tac_toe")
+    ttt.step({0: "[4]"})
+    ttt.step({1: "[0]"})
+    assert ttt.observe(0).info_key == "4, 0"
+
+
+def test_observation_for_state_equals_env_observe():
+    env = make_env("leduc_poker")
+    env.reset(11)
+    env.step({0: "[Raise]"})
+    assert observation_for_state(env.state, 1) == env.observe(1)
+    assert env.observe_state(env.state.clone(), 1) == env.observe(1)
+
+
+def test_three_player_kuhn_plays_to_the_end():
+    env = make_env("kuhn_poker", players=3)
+    rng = np.random.default_rng(0)
+    for seed in range(20):
+        seen = play_random(env, seed, rng)
+        assert {o.player for o in seen} >= {0, 1, 2}
+        assert "cards J<Q<K<A" in seen[0].text
+        assert sum(env.returns()) == pytest.approx(0.0)
+
+
+def test_simultaneous_moves_goofspiel():
+    env = make_env("openspiel:goofspiel", num_cards=3)
+    assert env.spec.simultaneous
+    env.reset(0)
+    assert env.players_to_act() == [0, 1]
+    assert env.observe(0).legal_actions == ("[Bid: 1]", "[Bid: 2]", "[Bid: 3]")
+    steps = 0
+    while not env.is_terminal():
+        env.step({p: env.observe(p).legal_actions[0] for p in env.players_to_act()})
+        steps += 1
+    assert steps == 2  # OpenSpiel plays the last, forced, bid itself
+    assert env.returns() == [0.0, 0.0]  # identical bids tie every round
+
+
+def test_simultaneous_matrix_game_returns():
+    env = make_env("openspiel:matrix_pd")
+    env.reset(0)
+    rewards = env.step({0: "[Cooperate]", 1: "[Defect]"})
+    assert rewards == {0: 0.0, 1: 0.0}  # terminal-reward game: the outcome is in returns()
+    assert env.is_terminal()
+    assert env.returns() == [0.0, 10.0]
+
+
+def test_step_rejects_wrong_players_and_illegal_actions():
+    env = make_env("kuhn_poker")
+    env.reset(0)
+    with pytest.raises(ValueError, match=r"expected actions for players \[0\]"):
+        env.step({1: "[Bet]"})
+    with pytest.raises(ValueError, match=r"names no legal action; legal: \[Pass\] \[Bet\]"):
+        env.step({0: "[Fold]"})
+    assert env.parse_action(0, "I [bet]") == "[Bet]"
+    assert env.parse_action(0, "fold") is None
+
+
+def test_intermediate_rewards_are_reported_by_step():
+    # cliff_walking costs -1 per step: a dense-reward game.
+    env = make_env("openspiel:cliff_walking", horizon=6)
+    assert pyspiel.load_game("cliff_walking").get_type().reward_model.name == "REWARDS"
+    rewards = []
+    while not env.is_terminal():
+        (p,) = env.players_to_act()
+        rewards.append(env.step({p: env.observe(p).legal_actions[0]})[p])
+    assert all(r < 0 for r in rewards)
+    assert sum(rewards) == pytest.approx(env.returns()[0])
+
+
+def test_direct_construction_with_name():
+    env = OpenSpielEnv("kuhn_poker", name="my_kuhn")
+    assert env.observe(0).game == "my_kuhn"
