@@ -15,7 +15,7 @@ from coplay.envs.registry import (
     register_family,
     register_game,
 )
-from coplay.envs.renderers import RENDERERS, Renderer, Rendered, render, renderer_for
+from coplay.envs.renderers import RENDERERS, Rendered, Renderer, render, renderer_for
 
 __all__ = [
     "RENDERERS",

@@ -71,7 +71,9 @@ def to_openspiel_policy(
     for start in range(0, len(rows), QUERY_BATCH):
         chunk = rows[start : start + QUERY_BATCH]
         observations = [
-            observation_for_state(s, s.current_player(), game_name=env.spec.name, renderer=env.renderer)
+            observation_for_state(
+                s, s.current_player(), game_name=env.spec.name, renderer=env.renderer
+            )
             for _, s, _ in chunk
         ]
         for (i, _, rendered), probs in zip(chunk, policy.action_probs(observations), strict=True):

@@ -23,6 +23,7 @@ class TinyModelConfig(BaseModel):
     intermediate_size: int = Field(128, gt=0, description="MLP width.")
     vocab_size: int = Field(512, ge=300, description="Tokenizer vocabulary trained on game text.")
     max_positions: int = Field(512, gt=16, description="Longest prompt + response in tokens.")
+    init_std: float = Field(0.02, gt=0.0, description="Std of the initial weights.")
 
 
 def build_tiny_model(cfg: TinyModelConfig, *, vocab_size: int, seed: int) -> PreTrainedModel:
@@ -44,6 +45,7 @@ def build_tiny_model(cfg: TinyModelConfig, *, vocab_size: int, seed: int) -> Pre
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
+        initializer_range=cfg.init_std,
     )
     with torch.random.fork_rng():
         torch.manual_seed(seed)

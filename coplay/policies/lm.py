@@ -85,9 +85,9 @@ class LMPolicy:
             messages = [{"role": r, "content": c} for r, c in (obs.messages or ())] or [
                 {"role": "user", "content": obs.text}
             ]
-            return list(
-                tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            )
+            # Render to text, then encode: the template already holds any special tokens.
+            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return list(tok(text, add_special_tokens=False)["input_ids"])
         ids = tok(obs.text.rstrip("\n") + "\n" + ACTION_CUE, add_special_tokens=False)
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
         return bos + list(ids["input_ids"])

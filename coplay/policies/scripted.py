@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import pyspiel
 
-from coplay.policies.solvers import kuhn_leduc_nash_table, tic_tac_toe_optimal_actions
+from coplay.policies.solvers import (
+    NASH_ITERATIONS,
+    kuhn_leduc_nash_table,
+    tic_tac_toe_optimal_actions,
+)
 from coplay.types import Decision, Observation, Policy
 
 
@@ -96,7 +99,6 @@ class PerfectPlayer(ScriptedPolicy):
             raise ValueError(f"PerfectPlayer plays tic_tac_toe only, not {game_name!r}")
         super().__init__(seed)
         self.policy_id = "perfect:tic_tac_toe"
-        self._game = pyspiel.load_game("tic_tac_toe")
 
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         probs = []
@@ -117,7 +119,7 @@ def _history(observation: Observation) -> tuple[int, ...]:
 
 # --- factory ----------------------------------------------------------------------
 
-_NASH_GAMES = ("kuhn_poker", "leduc_poker")
+_NASH_GAMES = tuple(NASH_ITERATIONS)
 
 _BUILDERS: dict[str, Callable[[str, int], Policy]] = {
     "random": lambda game, seed: RandomPolicy(seed),

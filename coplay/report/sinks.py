@@ -1,10 +1,10 @@
 """What a run writes to its directory, one small function per file.
 
-    config.yaml        the full resolved config
-    metrics.jsonl      one JSON object per iteration, namespaced keys
-    transcripts.jsonl  sample episodes, token-exact, with the text each player saw
-    summary.json       the final metrics
-    checkpoints/       Hugging Face folders (see coplay.models.loading)
+config.yaml        the full resolved config
+metrics.jsonl      one JSON object per iteration, namespaced keys
+transcripts.jsonl  sample episodes, token-exact, with the text each player saw
+summary.json       the final metrics
+checkpoints/       Hugging Face folders (see coplay.models.loading)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coplay.algos.advantages import ESTIMATORS
 from coplay.algos.losses.compose import LossConfig
@@ -37,6 +37,13 @@ class GameConfig(_Strict):
     """Treatment of answers that name no legal action."""
     max_turns: int | None = Field(None, gt=0)
     """Truncate episodes after this many steps (default: the game's own bound)."""
+
+    @model_validator(mode="after")
+    def _game_exists(self) -> GameConfig:
+        from coplay.envs.registry import make_env
+
+        make_env(self.name, **self.params)  # raises a one-line error naming the problem
+        return self
 
 
 class RolloutConfig(_Strict):

@@ -46,9 +46,7 @@ class Learner:
 
 def make_learner(policy: LMPolicy, loss: LossConfig, optim) -> Learner:
     """Adam on the policy's weights; a frozen copy as KL reference when the loss needs one."""
-    opt = torch.optim.AdamW(
-        policy.model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay
-    )
+    opt = torch.optim.AdamW(policy.model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     ref = None
     if loss.kl_coef > 0:
         ref = copy.copy(policy)
@@ -113,11 +111,15 @@ def _micro_step(learner: Learner, batch: Sequence[Sample], denom: float) -> dict
         denom=denom,
     )
     loss.backward()
-    metrics["loss/entropy"] = float((scored.entropy * scored.mask).sum() / scored.mask.sum())
+    metrics["loss/entropy"] = float(
+        (scored.entropy.detach() * scored.mask).sum() / scored.mask.sum()
+    )
     return metrics
 
 
-def update(learner: Learner, samples: Sequence[Sample], rng: np.random.Generator) -> dict[str, float]:
+def update(
+    learner: Learner, samples: Sequence[Sample], rng: np.random.Generator
+) -> dict[str, float]:
     """PPO epochs over shuffled minibatches; returns averaged ``loss/*`` metrics."""
     if not samples:
         return {"loss/steps": 0.0}
@@ -133,7 +135,9 @@ def update(learner: Learner, samples: Sequence[Sample], rng: np.random.Generator
     keys = {k for h in history for k in h}
     out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
-    out["loss/grad_spikes"] = float(sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history))
+    out["loss/grad_spikes"] = float(
+        sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
+    )
     return out
 
 

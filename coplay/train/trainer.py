@@ -67,7 +67,9 @@ def setup(cfg: RunConfig, out: Path) -> Run:
         return make_env(game.name, **game.params)
 
     spec = make().spec
-    policy = build_policy(cfg.model, corpus=game_corpus(make, seed=cfg.train.seed), seed=cfg.train.seed)
+    policy = build_policy(
+        cfg.model, corpus=game_corpus(make, seed=cfg.train.seed), seed=cfg.train.seed
+    )
     opponent = None
     if cfg.train.opponent != "self":
         opponent = build_opponent(cfg.train.opponent, game.name, seed=cfg.train.seed + 1)
@@ -117,19 +119,27 @@ def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
         max_turns=run.cfg.game.max_turns,
         rng=run.rng,
     )
-    return episodes, rollout_metrics(episodes, run.learner.policy.policy_id, time.perf_counter() - t0)
+    return episodes, rollout_metrics(
+        episodes, run.learner.policy.policy_id, time.perf_counter() - t0
+    )
 
 
-def rollout_metrics(episodes: Sequence[Episode], learner_id: str, seconds: float) -> dict[str, float]:
+def rollout_metrics(
+    episodes: Sequence[Episode], learner_id: str, seconds: float
+) -> dict[str, float]:
     """Returns per seat, lengths, invalid-action rate and throughput of the learner's play."""
-    turns = [t for e in episodes for tr in e.trajectories if tr.policy_id == learner_id for t in tr.turns]
+    turns = [
+        t for e in episodes for tr in e.trajectories if tr.policy_id == learner_id for t in tr.turns
+    ]
     decisions = sum(1 + len(t.invalid_attempts) for t in turns)
     invalid = sum(len(t.invalid_attempts) + (not t.decision.valid) for t in turns)
     m = {
         "rollout/episode_len": float(np.mean([e.num_steps for e in episodes])),
         "rollout/decisions": float(decisions),
         "rollout/invalid_rate": invalid / max(1, decisions),
-        "rollout/response_len": float(np.mean([len(t.decision.response_ids) for t in turns] or [0])),
+        "rollout/response_len": float(
+            np.mean([len(t.decision.response_ids) for t in turns] or [0])
+        ),
         "rollout/truncated": float(np.mean([e.truncated for e in episodes])),
         "perf/rollout_s": seconds,
         "perf/decisions_per_s": decisions / max(seconds, 1e-9),
@@ -190,7 +200,9 @@ def train(cfg: RunConfig, out: str | Path, *, progress: Progress | None = None) 
         if it % cfg.train.eval_every == 0 or it == cfg.train.iterations:
             last_eval = evaluate(run, it)
             metrics |= last_eval
-            sinks.append_transcripts(run.out / "transcripts.jsonl", episodes[: cfg.train.transcripts], it)
+            sinks.append_transcripts(
+                run.out / "transcripts.jsonl", episodes[: cfg.train.transcripts], it
+            )
         if cfg.train.save_every and it % cfg.train.save_every == 0:
             save_policy(run.learner.policy, run.out / "checkpoints" / f"iter_{it:06d}")
         metrics["perf/elapsed_s"] = time.perf_counter() - start

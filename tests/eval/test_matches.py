@@ -1,0 +1,45 @@
+"""Match statistics: intervals, outcomes, seat rotation."""
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.eval.matches import mean_interval, outcome, play_match, wilson
+from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy
+
+
+def test_wilson_known_values():
+    iv = wilson(5, 10)
+    assert (round(iv.low, 3), round(iv.high, 3)) == (0.237, 0.763)
+    assert wilson(0, 20).low == 0.0 and wilson(20, 20).high == 1.0
+
+
+def test_mean_interval_contains_mean_and_shrinks():
+    small, big = mean_interval([0, 1] * 10), mean_interval([0, 1] * 1000)
+    assert small.low < 0.5 < small.high
+    assert (big.high - big.low) < (small.high - small.low)
+
+
+@pytest.mark.parametrize(
+    ("returns", "seat", "expected"),
+    [((1, -1), 0, 1), ((1, -1), 1, -1), ((0, 0), 0, 0), ((2, 2, -4), 0, 0), ((-1, 3, -2), 2, -1)],
+)
+def test_outcome(returns, seat, expected):
+    assert outcome(returns, seat) == expected
+
+
+def test_perfect_player_never_loses_to_random():
+    make = lambda: make_env("tic_tac_toe")  # noqa: E731
+    res = play_match(make, PerfectPlayer(seed=0), [RandomPolicy(seed=1)], episodes=40)
+    assert res.loss.value == 0.0 and res.win.value > 0.5
+
+
+def test_nash_vs_random_in_kuhn_wins_on_average():
+    make = lambda: make_env("kuhn_poker")  # noqa: E731
+    res = play_match(make, NashPolicy("kuhn_poker"), [RandomPolicy(seed=1)], episodes=2000)
+    assert res.mean_return.low > 0
+    assert res.episodes == 2000 and len(res.mean_return_by_seat) == 2
+
+
+def test_opponent_count_must_match_seats():
+    with pytest.raises(ValueError, match="need 1 opponents"):
+        play_match(lambda: make_env("kuhn_poker"), RandomPolicy(), [], episodes=2)

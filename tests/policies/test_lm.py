@@ -1,0 +1,134 @@
+"""LM policy: exact log-probs in both modes, constrained distributions, chat templates."""
+
+import math
+
+import pytest
+import torch
+
+from coplay.envs.registry import make_env
+from coplay.models.tiny import TinyModelConfig, build_tiny_model
+from coplay.models.tokenizer import train_tokenizer
+from coplay.policies.lm import LMPolicy
+from coplay.rollout.engine import play_episodes
+from coplay.types import Observation
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    env = make_env("kuhn_poker")
+    corpus = [env.observe(env.players_to_act()[0]).text, "Action: [Pass] [Bet] [Call] [Fold]"] * 20
+    tok = train_tokenizer(corpus, vocab_size=320)
+    model = build_tiny_model(TinyModelConfig(vocab_size=320), vocab_size=len(tok), seed=0)
+    return model.eval(), tok
+
+
+def _observations(n=12):
+    env = make_env("kuhn_poker")
+    out = []
+    for seed in range(n):
+        env.reset(seed)
+        out.append(env.observe(env.players_to_act()[0]))
+    return out
+
+
+def test_choice_logprobs_recomputed_by_learner_match(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="choice", seed=1)
+    decisions = policy.act(_observations())
+    scored = policy.score(decisions)
+    sampled = torch.tensor([d.logprobs[0] for d in decisions])
+    assert scored.logp.shape == (len(decisions), 1)
+    assert torch.allclose(scored.logp[:, 0], sampled, atol=1e-5)
+
+
+def test_text_logprobs_recomputed_by_learner_match(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="text", max_new_tokens=10, seed=2)
+    decisions = policy.act(_observations(8))
+    lengths = {len(d.response_ids) for d in decisions}
+    assert all(len(d.logprobs) == len(d.response_ids) for d in decisions)
+    scored = policy.score(decisions)
+    for i, d in enumerate(decisions):
+        n = len(d.response_ids)
+        assert scored.mask[i].sum() == n
+        assert torch.allclose(scored.logp[i, :n], torch.tensor(d.logprobs), atol=1e-5)
+    assert lengths  # responses may differ in length; padding must not change scores
+
+
+def test_choice_scores_do_not_depend_on_batch_composition(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="choice")
+    obs = _observations(6)
+    together = policy.action_probs(obs)
+    alone = [policy.action_probs([o])[0] for o in obs]
+    for a, b in zip(together, alone, strict=True):
+        for k in a:
+            assert a[k] == pytest.approx(b[k], abs=1e-6)
+
+
+def test_action_probs_is_a_distribution_over_legal_actions(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    for obs, probs in zip(_observations(), policy.action_probs(_observations()), strict=True):
+        assert tuple(probs) == obs.legal_actions
+        assert math.isclose(sum(probs.values()), 1.0, abs_tol=1e-6)
+
+
+def test_sampled_frequencies_follow_action_probs(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, seed=3)
+    obs = _observations(1)[0]
+    probs = policy.action_probs([obs])[0]
+    picks = [d.action for d in policy.act([obs] * 4000)]
+    for action, p in probs.items():
+        assert picks.count(action) / len(picks) == pytest.approx(p, abs=0.03)
+
+
+def test_choice_mode_needs_legal_actions(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    obs = Observation(game="x", player=0, text="free", legal_actions=None)
+    with pytest.raises(ValueError, match="choice mode needs legal actions"):
+        policy.act([obs])
+
+
+def test_text_mode_marks_unparsable_answers_invalid(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="text", max_new_tokens=4, seed=0)
+    decisions = policy.act(_observations(16))
+    for d in decisions:
+        assert d.valid == (d.action is not None)
+        assert d.action is None or d.action in ("[Pass]", "[Bet]")
+
+
+def test_chat_template_is_used_when_present(tiny):
+    model, tok = tiny
+    tok = tok.__class__.from_pretrained(_save(tok))
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+    )
+    policy = LMPolicy(model, tok)
+    obs = _observations(1)[0]
+    text = tok.decode(policy.prompt_ids(obs))
+    assert text.startswith("<user>") and text.endswith("<assistant>")
+
+
+def _save(tok):
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    tok.save_pretrained(d)
+    return d
+
+
+def test_engine_episodes_keep_sampled_tokens(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, seed=4)
+    eps = play_episodes(lambda: make_env("kuhn_poker"), [[policy, policy]] * 8, list(range(8)))
+    decisions = [t.decision for e in eps for t in e.turns]
+    scored = policy.score(decisions)
+    assert torch.allclose(
+        scored.logp[:, 0], torch.tensor([d.logprobs[0] for d in decisions]), atol=1e-5
+    )
+    for d in decisions:
+        assert d.response_ids == d.choice_ids[d.choice_index]

@@ -1,0 +1,174 @@
+"""Rollout engine: batching, token-exact episodes, rewards, invalid-action treatments."""
+
+from collections.abc import Sequence
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.policies.scripted import RandomPolicy
+from coplay.rollout.engine import play_episodes
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.types import Decision, Observation
+
+
+class Scripted:
+    """Answers with a fixed sequence of texts (cycling), parsing them like an LM would."""
+
+    def __init__(self, texts: Sequence[str], policy_id: str = "scripted"):
+        self.texts = list(texts)
+        self.policy_id = policy_id
+        self.version = 0
+        self.calls: list[int] = []
+        self._i = 0
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        from coplay.envs.actions import parse_action
+
+        self.calls.append(len(observations))
+        out = []
+        for obs in observations:
+            text = self.texts[self._i % len(self.texts)]
+            self._i += 1
+            out.append(
+                Decision(
+                    text=text,
+                    action=parse_action(text, obs.legal_actions),
+                    policy_id=self.policy_id,
+                )
+            )
+        return out
+
+
+class FirstLegal:
+    policy_id = "first"
+    version = 0
+
+    def act(self, observations):
+        return [
+            Decision(text=o.legal_actions[0], action=o.legal_actions[0], policy_id="first")
+            for o in observations
+        ]
+
+
+def kuhn():
+    return make_env("kuhn_poker")
+
+
+def test_one_batched_call_per_policy_per_round():
+    bot = Scripted(["[Pass]"])
+    play_episodes(kuhn, [[bot, bot]] * 10, list(range(10)))
+    # Kuhn with everyone passing lasts two rounds: all 10 games ask at once each round.
+    assert bot.calls == [10, 10]
+
+
+def test_turn_rewards_sum_to_returns_and_returns_match_env():
+    r = RandomPolicy(seed=0)
+    eps = play_episodes(kuhn, [[r, r]] * 50, list(range(50)))
+    for e in eps:
+        assert sum(e.returns) == pytest.approx(0.0)
+        for traj in e.trajectories:
+            assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
+
+
+def test_equal_seeds_form_groups_with_equal_deals():
+    bot = FirstLegal()
+    eps = play_episodes(kuhn, [[bot, bot]] * 6, [7, 7, 7, 9, 9, 9])
+    texts = [e.turns[0].observation.text for e in eps]
+    assert texts[0] == texts[1] == texts[2]
+    assert [e.group_id for e in eps] == [7, 7, 7, 9, 9, 9]
+
+
+def test_results_do_not_depend_on_batch_order():
+    bot = FirstLegal()
+    seeds = list(range(20))
+    fwd = play_episodes(kuhn, [[bot, bot]] * 20, seeds)
+    rev = play_episodes(kuhn, [[bot, bot]] * 20, seeds[::-1])
+    assert [e.returns for e in fwd] == [e.returns for e in rev[::-1]]
+
+
+def test_seat_permutation_swaps_per_seat_statistics():
+    a, b = FirstLegal(), Scripted(["[Bet]", "[Call]"], policy_id="b")
+    ab = play_episodes(kuhn, [[a, b]] * 30, list(range(30)))
+    ba = play_episodes(kuhn, [[b, a]] * 30, list(range(30)))
+    # The seat of each policy is recorded; a policy's returns in a seat don't depend on
+    # which list position its opponent came from.
+    assert all(e.seats == ("first", "b") for e in ab)
+    assert all(e.seats == ("b", "first") for e in ba)
+    ret_a_seat0 = [e.returns[0] for e in ab]
+    ret_a_seat1 = [e.returns[1] for e in ba]
+    assert len(ret_a_seat0) == len(ret_a_seat1) == 30
+
+
+def test_valid_answer_needs_no_treatment():
+    bot = Scripted(["I think [pass]"])
+    ep = play_episodes(kuhn, [[bot, bot]], [0])[0]
+    assert all(t.treatment is None and t.played_action == "[Pass]" for t in ep.turns)
+
+
+def test_retry_allowance_records_rejected_answers():
+    bot = Scripted(["nonsense", "[Bet]", "[Pass]"])
+    cfg = InvalidActionConfig(retries=1, on_fail="forfeit")
+    ep = play_episodes(kuhn, [[bot, bot]], [0], invalid=cfg)[0]
+    first = ep.trajectories[0].turns[0]
+    assert first.treatment == "retry"
+    assert [d.text for d in first.invalid_attempts] == ["nonsense"]
+    assert first.played_action == "[Bet]"
+    assert ep.forfeited_by is None
+
+
+def test_penalty_plays_a_random_legal_action_and_costs_reward():
+    bot = Scripted(["???"])
+    cfg = InvalidActionConfig(retries=0, on_fail="penalty", penalty=-0.5)
+    ep = play_episodes(kuhn, [[bot, bot]], [0], invalid=cfg)[0]
+    env_returns = [
+        tr.ret + 0.5 * sum(t.treatment == "penalty" for t in tr.turns) for tr in ep.trajectories
+    ]
+    for traj in ep.trajectories:
+        for t in traj.turns:
+            assert t.treatment == "penalty"
+            assert t.played_action in t.observation.legal_actions
+            assert not t.decision.valid
+        assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
+    assert sum(env_returns) == pytest.approx(0.0)  # the game itself stays zero-sum
+    n_pen = sum(t.treatment == "penalty" for t in ep.turns)
+    assert sum(ep.returns) == pytest.approx(-0.5 * n_pen)
+
+
+def test_retries_then_penalty():
+    bot = Scripted(["x", "y", "z"])
+    cfg = InvalidActionConfig(retries=2, on_fail="penalty", penalty=-1.0)
+    ep = play_episodes(kuhn, [[bot, bot]], [0], invalid=cfg)[0]
+    first = ep.trajectories[0].turns[0]
+    assert [d.text for d in first.invalid_attempts] == ["x", "y"]
+    assert first.decision.text == "z" and first.treatment == "penalty"
+
+
+def test_forfeit_ends_the_game_with_minimum_return():
+    good, bad = FirstLegal(), Scripted(["no idea"], policy_id="bad")
+    ep = play_episodes(kuhn, [[good, bad]], [0])[0]  # default: forfeit, no retries
+    spec = kuhn().spec
+    assert ep.forfeited_by == 1
+    assert ep.returns == (-spec.min_return, spec.min_return)
+    last = ep.trajectories[1].turns[-1]
+    assert last.treatment == "forfeit" and last.played_action is None
+    for traj in ep.trajectories:
+        assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
+
+
+def test_simultaneous_moves_collect_every_player():
+    r = RandomPolicy(seed=1)
+    make = lambda: make_env("openspiel:matrix_pd")  # noqa: E731
+    ep = play_episodes(make, [[r, r]], [0])[0]
+    assert [len(t.turns) for t in ep.trajectories] == [1, 1]
+    assert ep.turns[0].step == ep.turns[1].step == 0
+
+
+def test_truncation_marks_episode():
+    r = RandomPolicy(seed=2)
+    ep = play_episodes(lambda: make_env("tic_tac_toe"), [[r, r]], [0], max_turns=2)[0]
+    assert ep.truncated and ep.num_steps == 2
+
+
+def test_seating_must_fill_every_seat():
+    with pytest.raises(ValueError, match="2 seats"):
+        play_episodes(kuhn, [[FirstLegal()]], [0])

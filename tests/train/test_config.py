@@ -1,0 +1,75 @@
+"""Config building: presets, files, overrides, and one-line errors for bad input."""
+
+import pytest
+
+from coplay.train.config import ConfigError, build_config, parse_override, preset_names, to_yaml
+
+
+def test_presets_exist_and_validate():
+    assert {"kuhn-selfplay", "leduc-selfplay", "tictactoe-selfplay"} <= set(preset_names())
+    for name in preset_names():
+        build_config(preset=name)
+
+
+def test_overrides_are_typed_and_nested():
+    cfg = build_config(
+        preset="kuhn-selfplay", overrides=["train.iterations=7", "loss.clip_high=0.28"]
+    )
+    assert cfg.train.iterations == 7 and cfg.loss.clip_high == 0.28
+    assert parse_override("a.b.c=[1, 2]") == {"a": {"b": {"c": [1, 2]}}}
+
+
+def test_file_is_merged_over_preset(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("train:\n  iterations: 3\n")
+    cfg = build_config(preset="kuhn-selfplay", file=f)
+    assert cfg.train.iterations == 3 and cfg.game.name == "kuhn_poker"
+
+
+def test_resolved_config_round_trips(tmp_path):
+    import yaml
+
+    cfg = build_config(preset="leduc-selfplay")
+    f = tmp_path / "config.yaml"
+    f.write_text(to_yaml(cfg))
+    assert build_config(file=f) == cfg
+    assert yaml.safe_load(f.read_text())["game"]["name"] == "leduc_poker"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["train.iterations=-1"], "train.iterations"),
+        (["nonsense.key=1"], "nonsense: unknown key"),
+        (["game.name=chess_x"], "unknown game 'chess_x'"),
+        (["game.params.players=30"], "bad parameters"),
+        (["game.params.bogus=1"], "unknown parameter"),
+        (["algo.estimator=ppo_magic"], "unknown estimator"),
+        (["loss.aggregation=median"], "aggregation must be one of"),
+        (["model.mode=telepathy"], "model.mode"),
+        (["model.temperature=0"], "model.temperature"),
+        (["game.invalid.on_fail=explode"], "game.invalid.on_fail"),
+        (["train.iterations"], "key=value"),
+    ],
+)
+def test_malformed_configs_give_one_clear_line(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        build_config(preset="kuhn-selfplay", overrides=overrides)
+    text = str(err.value)
+    assert message in text
+    assert "\n" not in text
+
+
+def test_unknown_preset_and_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="unknown preset"):
+        build_config(preset="nope")
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_config(file=tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        build_config(file=bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        build_config(file=listy)
