@@ -125,7 +125,9 @@ class LMPolicy:
                 f"choice mode needs legal actions but game {obs.game!r} gave none; "
                 "use policy mode 'text'"
             )
-        return self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
+        return fold_common_prefix(
+            self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
+        )
 
     def _act_choice(self, observations: Sequence[Observation]) -> list[Decision]:
         items = [self._choice_item(o) for o in observations]
@@ -180,8 +182,9 @@ class LMPolicy:
     # ----------------------------------------------------------------- scoring
     def _choice_logps(self, items) -> list[torch.Tensor]:
         """Constrained log-probs per item: log softmax over each item's actions."""
-        flat = [(p, c) for p, cs in items for c in cs]
-        seq_lp = sequence_logps(self.model, flat, temperature=self.temperature)  # (N,)
+        seq_lp = choice_sequence_logps(
+            self.model, items, temperature=self.temperature, pad_id=self.tokenizer.pad_token_id or 0
+        )  # (N,) over all items' actions, flattened
         out, i = [], 0
         for _, cs in items:
             out.append(F.log_softmax(seq_lp[i : i + len(cs)], dim=0))
@@ -206,6 +209,26 @@ class LMPolicy:
         pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
         logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
         return Scored(logp=logp, entropy=ent, mask=mask)
+
+
+def fold_common_prefix(
+    prompt: tuple[int, ...], choices: tuple[tuple[int, ...], ...]
+) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """Move the tokens every action starts with (such as `` [``) into the prompt.
+
+    Tokens shared by all candidates add the same log-prob to each, so they cancel in
+    the renormalised distribution: folding them changes no probability, and every
+    decision still records the exact sequence (prompt + response) it was scored on.
+    Each action keeps at least one token.
+
+    >>> fold_common_prefix((1,), ((5, 6, 7), (5, 8, 7)))
+    ((1, 5), ((6, 7), (8, 7)))
+    """
+    shortest = min(len(c) for c in choices)
+    k = 0
+    while k < shortest - 1 and len({c[k] for c in choices}) == 1:
+        k += 1
+    return prompt + choices[0][:k], tuple(c[k:] for c in choices)
 
 
 def _left_pad(
@@ -283,6 +306,55 @@ def sequence_logps(
     """Total log-prob of each response given its prompt, shape (B,)."""
     logp, _, _ = token_logps(model, pairs, temperature=temperature)
     return logp.sum(-1)
+
+
+def choice_sequence_logps(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    temperature: float,
+    pad_id: int = 0,
+) -> torch.Tensor:
+    """Total log-prob of every candidate action after its prompt, flattened to (N,).
+
+    Each prompt runs once; its KV cache is then shared by all of its candidates, so
+    scoring k actions costs one prompt pass plus k short continuations instead of k
+    full sequences. Equal to ``sequence_logps`` on the concatenated pairs up to float
+    error.
+    """
+    device = next(model.parameters()).device
+    ids, attn, pos = _left_pad([p for p, _ in items], pad_id)
+    attn, pos = attn.to(device), pos.to(device)
+    out = model(
+        input_ids=ids.to(device), attention_mask=attn, position_ids=pos, use_cache=True,
+        logits_to_keep=1,
+    )
+    owner = torch.tensor([i for i, (_, cs) in enumerate(items) for _ in cs], device=device)
+    cands = [tuple(c) for _, cs in items for c in cs]
+    width = max(len(c) for c in cands)
+    cand_ids = torch.full((len(cands), width), pad_id, dtype=torch.long)
+    cand_mask = torch.zeros((len(cands), width), dtype=torch.long)
+    for j, c in enumerate(cands):
+        cand_ids[j, : len(c)] = torch.tensor(c, dtype=torch.long)
+        cand_mask[j, : len(c)] = 1
+    cand_ids, cand_mask = cand_ids.to(device), cand_mask.to(device)
+    first = F.log_softmax(out.logits[owner, -1].float() / temperature, dim=-1)  # (N, V)
+    total = first.gather(-1, cand_ids[:, :1]).squeeze(-1)  # (N,)
+    if width > 1:
+        cache = out.past_key_values
+        cache.batch_select_indices(owner)  # one copy of the prompt's cache per candidate
+        rest = model(
+            input_ids=cand_ids[:, :-1],
+            attention_mask=torch.cat([attn[owner], cand_mask[:, :-1]], dim=-1),
+            position_ids=pos[owner, -1:] + 1 + torch.arange(width - 1, device=device),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        # Column j of the continuation predicts candidate token j + 1.
+        lp = F.log_softmax(rest.logits.float() / temperature, dim=-1)  # (N, W-1, V)
+        tok = lp.gather(-1, cand_ids[:, 1:, None]).squeeze(-1)  # (N, W-1)
+        total = total + (tok * cand_mask[:, 1:]).sum(-1)
+    return total
 
 
 def sample_text(

@@ -66,7 +66,10 @@ def play_episodes(
     invalid = invalid or InvalidActionConfig()
     rng = rng or np.random.default_rng(0)
     group_ids = list(seeds) if group_ids is None else list(group_ids)
-    games = [_start(make_env(), s, seed, g) for s, seed, g in zip(seatings, seeds, group_ids)]
+    games = [
+        _start(make_env(), s, seed, g)
+        for s, seed, g in zip(seatings, seeds, group_ids, strict=True)
+    ]
     while live := [g for g in games if not g.done]:
         for policy, requests in _gather(live):
             decisions = policy.act([obs for _, _, obs in requests])

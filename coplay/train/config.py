@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -70,6 +70,11 @@ class AlgoConfig(_Strict):
 class OptimConfig(_Strict):
     lr: float = Field(1e-3, gt=0.0)
     """Adam learning rate."""
+    lr_schedule: Literal["constant", "linear"] = "constant"
+    """'linear' decays the learning rate to lr * final_lr_frac over the run, which damps
+    the cycling of self-play in the last iterations."""
+    final_lr_frac: float = Field(0.1, gt=0.0, le=1.0)
+    """Final learning rate as a fraction of lr (linear schedule)."""
     weight_decay: float = Field(0.0, ge=0.0)
     max_grad_norm: float = Field(1.0, gt=0.0)
     """Gradient clipping threshold."""

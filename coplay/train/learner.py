@@ -42,11 +42,20 @@ class Learner:
     minibatch_size: int
     micro_batch_size: int
     reference: LMPolicy | None = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+    """Stepped once per training iteration."""
 
 
-def make_learner(policy: LMPolicy, loss: LossConfig, optim) -> Learner:
+def make_learner(policy: LMPolicy, loss: LossConfig, optim, *, iterations: int = 1) -> Learner:
     """Adam on the policy's weights; a frozen copy as KL reference when the loss needs one."""
     opt = torch.optim.AdamW(policy.model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
+    scheduler = None
+    if optim.lr_schedule == "linear":
+        end = optim.final_lr_frac
+        span = max(1, iterations - 1)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
+        )
     ref = None
     if loss.kl_coef > 0:
         ref = copy.copy(policy)
@@ -60,6 +69,7 @@ def make_learner(policy: LMPolicy, loss: LossConfig, optim) -> Learner:
         minibatch_size=optim.minibatch_size,
         micro_batch_size=optim.micro_batch_size,
         reference=ref,
+        scheduler=scheduler,
     )
 
 
@@ -132,9 +142,12 @@ def update(
             history.append(_minibatch_step(learner, minibatch))
     learner.policy.model.eval()
     learner.policy.version += 1
+    if learner.scheduler is not None:
+        learner.scheduler.step()
     keys = {k for h in history for k in h}
     out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
+    out["loss/lr"] = learner.optimizer.param_groups[0]["lr"]
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )

@@ -86,7 +86,7 @@ def setup(cfg: RunConfig, out: Path) -> Run:
         cfg=cfg,
         out=out,
         make_env=make,
-        learner=make_learner(policy, cfg.loss, cfg.optim),
+        learner=make_learner(policy, cfg.loss, cfg.optim, iterations=cfg.train.iterations),
         opponent=opponent,
         estimator=est,
         adv_state=est.init(),

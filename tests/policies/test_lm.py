@@ -132,3 +132,39 @@ def test_engine_episodes_keep_sampled_tokens(tiny):
     )
     for d in decisions:
         assert d.response_ids == d.choice_ids[d.choice_index]
+
+
+def test_shared_prefix_scoring_equals_full_sequences(tiny):
+    from coplay.policies.lm import choice_sequence_logps, sequence_logps
+
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    env = make_env("tic_tac_toe")
+    items = []
+    for seed in range(6):
+        env.reset(seed)
+        for _ in range(seed % 4):
+            env.step({env.players_to_act()[0]: env.observe(env.players_to_act()[0]).legal_actions[0]})
+        obs = env.observe(env.players_to_act()[0])
+        items.append(policy._choice_item(obs))
+    with torch.no_grad():
+        fast = choice_sequence_logps(model, items, temperature=0.7)
+        ref = sequence_logps(model, [(p, c) for p, cs in items for c in cs], temperature=0.7)
+    assert fast.shape == ref.shape
+    assert torch.allclose(fast, ref, atol=1e-5)
+
+
+def test_folding_the_common_prefix_keeps_the_distribution(tiny):
+    import torch.nn.functional as F
+
+    from coplay.policies.lm import sequence_logps
+
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    obs = _observations(3)
+    folded = policy.action_probs(obs)
+    with torch.no_grad():
+        for o, probs in zip(obs, folded, strict=True):
+            pairs = [(policy.prompt_ids(o), policy.action_ids(a)) for a in o.legal_actions]
+            full = F.softmax(sequence_logps(model, pairs, temperature=1.0), dim=0)
+            assert torch.allclose(full, torch.tensor(list(probs.values())), atol=1e-5)
