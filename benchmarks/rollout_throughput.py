@@ -50,7 +50,9 @@ def raw_run(policy, batches) -> tuple[float, int]:
     """Time the forward passes alone on the engine's exact inputs; return (s, tokens)."""
     inputs = []
     for batch in batches:
-        pairs = [(policy.prompt_ids(o), policy.action_ids(a)) for o in batch for a in o.legal_actions]
+        pairs = [
+            (policy.prompt_ids(o), policy.action_ids(a)) for o in batch for a in o.legal_actions
+        ]
         inputs.append(pairs)
     tokens = sum(len(p) + len(c) for pairs in inputs for p, c in pairs)
     t0 = time.perf_counter()
@@ -89,9 +91,19 @@ def main() -> None:
         )
     best = max(rows, key=lambda x: x["ratio"])
     median = sorted(rows, key=lambda x: x["ratio"])[len(rows) // 2]
-    print(json.dumps({"game": args.game, "games": args.games, "threads": torch.get_num_threads(),
-                      "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
-                      "median": median, "best": best}, indent=2))
+    print(
+        json.dumps(
+            {
+                "game": args.game,
+                "games": args.games,
+                "threads": torch.get_num_threads(),
+                "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
+                "median": median,
+                "best": best,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

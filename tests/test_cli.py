@@ -114,3 +114,24 @@ def test_bad_input_gives_one_error_line(argv, message, capsys):
 def test_eval_rejects_unknown_opponent(kuhn_run, capsys):
     assert main(["eval", str(kuhn_run), "--opponent", "grandmaster"]) == 2
     assert "unknown opponent" in capsys.readouterr().err
+
+
+def test_training_continues_from_a_local_checkpoint_against_a_fixed_opponent(kuhn_run, tmp_path):
+    ckpt = kuhn_run / "checkpoints" / "final"
+    out = tmp_path / "from_ckpt"
+    argv = [
+        "train",
+        "--quiet",
+        "--out",
+        str(out),
+        *TINY,
+        f"model.path={ckpt}",
+        "train.opponent=nash",
+    ]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # Starting from the saved weights, the initial evaluation is the saved policy's.
+    saved = json.loads((kuhn_run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert rows[0]["eval/exploitability"] == pytest.approx(saved["eval/exploitability"], abs=1e-6)
+    # Against a fixed opponent the learner sits in both seats, the opponent never trains.
+    assert "rollout/return_seat0" in rows[1] and "rollout/return_seat1" in rows[1]

@@ -326,7 +326,10 @@ def choice_sequence_logps(
     ids, attn, pos = _left_pad([p for p, _ in items], pad_id)
     attn, pos = attn.to(device), pos.to(device)
     out = model(
-        input_ids=ids.to(device), attention_mask=attn, position_ids=pos, use_cache=True,
+        input_ids=ids.to(device),
+        attention_mask=attn,
+        position_ids=pos,
+        use_cache=True,
         logits_to_keep=1,
     )
     owner = torch.tensor([i for i, (_, cs) in enumerate(items) for _ in cs], device=device)

@@ -86,6 +86,14 @@ class OptimConfig(_Strict):
     """Turns per forward/backward pass; gradients accumulate exactly across them."""
 
 
+class ReferenceConfig(_Strict):
+    ema: float = Field(0.0, ge=0.0, le=1.0)
+    """0 keeps the initial policy as the KL reference; > 0 turns it into a *magnet* that
+    moves toward the learner by this fraction of the gap after every iteration
+    (magnetic mirror descent, Sokota et al. 2023), for last-iterate convergence in
+    two-player zero-sum self-play. Active only when loss.kl_coef > 0."""
+
+
 class TrainConfig(_Strict):
     iterations: int = Field(100, gt=0)
     seed: int = 0
@@ -110,6 +118,7 @@ class RunConfig(_Strict):
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
 
 

@@ -44,9 +44,13 @@ class Learner:
     reference: LMPolicy | None = None
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     """Stepped once per training iteration."""
+    reference_ema: float = 0.0
+    """Fraction by which the reference (magnet) moves toward the policy per iteration."""
 
 
-def make_learner(policy: LMPolicy, loss: LossConfig, optim, *, iterations: int = 1) -> Learner:
+def make_learner(
+    policy: LMPolicy, loss: LossConfig, optim, *, iterations: int = 1, reference_ema: float = 0.0
+) -> Learner:
     """Adam on the policy's weights; a frozen copy as KL reference when the loss needs one."""
     opt = torch.optim.AdamW(policy.model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     scheduler = None
@@ -70,6 +74,7 @@ def make_learner(policy: LMPolicy, loss: LossConfig, optim, *, iterations: int =
         micro_batch_size=optim.micro_batch_size,
         reference=ref,
         scheduler=scheduler,
+        reference_ema=reference_ema,
     )
 
 
@@ -133,6 +138,7 @@ def update(
     """PPO epochs over shuffled minibatches; returns averaged ``loss/*`` metrics."""
     if not samples:
         return {"loss/steps": 0.0}
+    lr = learner.optimizer.param_groups[0]["lr"]
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     for _ in range(learner.epochs):
@@ -144,14 +150,23 @@ def update(
     learner.policy.version += 1
     if learner.scheduler is not None:
         learner.scheduler.step()
+    if learner.reference is not None and learner.reference_ema > 0:
+        move_magnet(learner.reference.model, learner.policy.model, learner.reference_ema)
     keys = {k for h in history for k in h}
     out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
-    out["loss/lr"] = learner.optimizer.param_groups[0]["lr"]
+    out["loss/lr"] = lr
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )
     return out
+
+
+@torch.no_grad()
+def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) -> None:
+    """magnet <- magnet + ema * (policy - magnet), parameter by parameter."""
+    for m, p in zip(magnet.parameters(), policy.parameters(), strict=True):
+        m.lerp_(p, ema)
 
 
 def _minibatch_step(learner: Learner, minibatch: Sequence[Sample]) -> dict[str, float]:

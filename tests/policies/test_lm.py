@@ -144,7 +144,9 @@ def test_shared_prefix_scoring_equals_full_sequences(tiny):
     for seed in range(6):
         env.reset(seed)
         for _ in range(seed % 4):
-            env.step({env.players_to_act()[0]: env.observe(env.players_to_act()[0]).legal_actions[0]})
+            env.step(
+                {env.players_to_act()[0]: env.observe(env.players_to_act()[0]).legal_actions[0]}
+            )
         obs = env.observe(env.players_to_act()[0])
         items.append(policy._choice_item(obs))
     with torch.no_grad():

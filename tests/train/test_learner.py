@@ -80,3 +80,26 @@ def test_collect_samples_pairs_each_turn_with_its_advantage():
     ]
     assert [(s.decision, s.advantage) for s in samples] == expected
     assert collect_samples(eps, advs, "someone-else") == []
+
+
+@pytest.mark.parametrize("ema", [0.0, 0.5, 1.0])
+def test_magnet_moves_toward_the_policy_by_ema(ema):
+    policy = _policy()
+    samples = _samples(policy)
+    learner = make_learner(policy, LossConfig(kl_coef=0.1), OptimConfig(lr=1e-2), reference_ema=ema)
+    ref0 = [p.detach().clone() for p in learner.reference.model.parameters()]
+    update(learner, samples, np.random.default_rng(0))
+    for r0, r1, p in zip(
+        ref0, learner.reference.model.parameters(), policy.model.parameters(), strict=True
+    ):
+        assert torch.allclose(r1, r0 + ema * (p.detach() - r0), atol=1e-6)
+        assert not r1.requires_grad
+
+
+def test_lr_schedule_decays_linearly_to_final_fraction():
+    policy = _policy()
+    optim = OptimConfig(lr=1e-2, lr_schedule="linear", final_lr_frac=0.1)
+    learner = make_learner(policy, LossConfig(), optim, iterations=3)
+    samples = _samples(policy)
+    lrs = [update(learner, samples, np.random.default_rng(0))["loss/lr"] for _ in range(3)]
+    assert lrs == pytest.approx([1e-2, 5.5e-3, 1e-3])
