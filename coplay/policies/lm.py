@@ -134,7 +134,7 @@ class LMPolicy:
         logps = self._choice_logps(items)
         decisions = []
         for obs, (prompt, choices), lp in zip(observations, items, logps, strict=True):
-            idx = int(torch.multinomial(lp.exp(), 1, generator=self.generator))
+            idx = int(torch.multinomial(lp.exp().cpu(), 1, generator=self.generator))
             action = obs.legal_actions[idx]
             decisions.append(
                 Decision(
