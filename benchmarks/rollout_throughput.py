@@ -20,7 +20,7 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.models.loading import ModelConfig, build_policy
-from coplay.policies.lm import sequence_logps
+from coplay.policies.scoring import sequence_logps
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_corpus
 

@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["coplay.envs.actions", "coplay.eval.matches", "coplay.policies.lm"]
+MODULES = ["coplay.envs.actions", "coplay.eval.matches", "coplay.policies.scoring"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from coplay.algos.advantages import ESTIMATORS
+from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig
 from coplay.models.loading import ModelConfig
 from coplay.rollout.invalid import InvalidActionConfig
@@ -59,12 +59,10 @@ class AlgoConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     """Estimator hyper-parameters."""
 
-    @field_validator("estimator")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        if v not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {v!r}; known: {', '.join(sorted(ESTIMATORS))}")
-        return v
+    @model_validator(mode="after")
+    def _buildable(self) -> AlgoConfig:
+        make_estimator(self.estimator, **self.params)  # names a bad estimator or parameter
+        return self
 
 
 class OptimConfig(_Strict):

@@ -6,20 +6,9 @@ import pytest
 import torch
 
 from coplay.envs.registry import make_env
-from coplay.models.tiny import TinyModelConfig, build_tiny_model
-from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.types import Observation
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    env = make_env("kuhn_poker")
-    corpus = [env.observe(env.players_to_act()[0]).text, "Action: [Pass] [Bet] [Call] [Fold]"] * 20
-    tok = train_tokenizer(corpus, vocab_size=320)
-    model = build_tiny_model(TinyModelConfig(vocab_size=320), vocab_size=len(tok), seed=0)
-    return model.eval(), tok
 
 
 def _observations(n=12):
@@ -134,32 +123,10 @@ def test_engine_episodes_keep_sampled_tokens(tiny):
         assert d.response_ids == d.choice_ids[d.choice_index]
 
 
-def test_shared_prefix_scoring_equals_full_sequences(tiny):
-    from coplay.policies.lm import choice_sequence_logps, sequence_logps
-
-    model, tok = tiny
-    policy = LMPolicy(model, tok)
-    env = make_env("tic_tac_toe")
-    items = []
-    for seed in range(6):
-        env.reset(seed)
-        for _ in range(seed % 4):
-            env.step(
-                {env.players_to_act()[0]: env.observe(env.players_to_act()[0]).legal_actions[0]}
-            )
-        obs = env.observe(env.players_to_act()[0])
-        items.append(policy._choice_item(obs))
-    with torch.no_grad():
-        fast = choice_sequence_logps(model, items, temperature=0.7)
-        ref = sequence_logps(model, [(p, c) for p, cs in items for c in cs], temperature=0.7)
-    assert fast.shape == ref.shape
-    assert torch.allclose(fast, ref, atol=1e-5)
-
-
 def test_folding_the_common_prefix_keeps_the_distribution(tiny):
     import torch.nn.functional as F
 
-    from coplay.policies.lm import sequence_logps
+    from coplay.policies.scoring import sequence_logps
 
     model, tok = tiny
     policy = LMPolicy(model, tok)

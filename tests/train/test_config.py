@@ -45,6 +45,7 @@ def test_resolved_config_round_trips(tmp_path):
         (["game.params.players=30"], "bad parameters"),
         (["game.params.bogus=1"], "unknown parameter"),
         (["algo.estimator=ppo_magic"], "unknown estimator"),
+        (["algo.params={bogus: 1}"], "has no parameter 'bogus'"),
         (["loss.aggregation=median"], "aggregation must be one of"),
         (["model.mode=telepathy"], "model.mode"),
         (["model.temperature=0"], "model.temperature"),

@@ -1,0 +1,215 @@
+"""Scoring and sampling kernels shared by rollout and learner.
+
+Every function here takes token ids and a causal LM and returns log-probs; the
+rollout calls them under ``no_grad`` and the learner with gradients, so the two
+compute the same numbers. Sequences are left-padded with positions that skip the
+padding, so a sequence scores the same whatever it is batched with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+
+
+def fold_common_prefix(
+    prompt: tuple[int, ...], choices: tuple[tuple[int, ...], ...]
+) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """Move the tokens every action starts with (such as `` [``) into the prompt.
+
+    Tokens shared by all candidates add the same log-prob to each, so they cancel in
+    the renormalised distribution: folding them changes no probability, and every
+    decision still records the exact sequence (prompt + response) it was scored on.
+    Each action keeps at least one token.
+
+    >>> fold_common_prefix((1,), ((5, 6, 7), (5, 8, 7)))
+    ((1, 5), ((6, 7), (8, 7)))
+    """
+    shortest = min(len(c) for c in choices)
+    k = 0
+    while k < shortest - 1 and len({c[k] for c in choices}) == 1:
+        k += 1
+    return prompt + choices[0][:k], tuple(c[k:] for c in choices)
+
+
+def _left_pad(
+    seqs: Sequence[Sequence[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded ids, attention mask and position ids (positions count real tokens only).
+
+    Left padding puts every sequence's end in the last column, so only the last
+    few positions need logits; positions skip the padding so a sequence scores the
+    same whatever it is batched with.
+    """
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        attn[i, width - len(s) :] = 1
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    return ids, attn, pos
+
+
+def token_logps(
+    model: PreTrainedModel,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    temperature: float,
+    pad_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-prob and entropy of every response token after its prompt.
+
+    Returns three (B, R) tensors, R the longest response, left-aligned: log-probs,
+    entropies of the full next-token distribution, and the response mask.
+    """
+    device = next(model.parameters()).device
+    width = max(len(r) for _, r in pairs)
+    ids, attn, pos = _left_pad([tuple(p) + tuple(r) for p, r in pairs], pad_id)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=attn.to(device),
+        position_ids=pos.to(device),
+        logits_to_keep=width + 1,
+    )
+    # Column j of the kept logits predicts the token at column j + 1.
+    logits = out.logits[:, :-1].float() / temperature  # (B, R, V)
+    dist = F.log_softmax(logits, dim=-1)
+    tgt = torch.full((len(pairs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(pairs), width))
+    for i, (_, r) in enumerate(pairs):
+        # Right-aligned in the padded batch; realigned to the left for the loss.
+        if r:
+            tgt[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r) :] = 1.0
+    tgt, mask = tgt.to(device), mask.to(device)
+    logp = dist.gather(-1, tgt[..., None]).squeeze(-1) * mask
+    entropy = -(dist.exp() * dist).sum(-1) * mask
+    return _left_align(logp, mask), _left_align(entropy, mask), _left_align(mask, mask)
+
+
+def _left_align(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Move each row's masked-in (right-aligned) units to the start of the row."""
+    n = mask.sum(-1).long()  # (B,)
+    width = x.shape[1]
+    cols = torch.arange(width, device=x.device)[None, :]  # (1, R)
+    src = (cols + (width - n)[:, None]).clamp(max=width - 1)
+    keep = cols < n[:, None]
+    return x.gather(1, src) * keep
+
+
+def sequence_logps(
+    model: PreTrainedModel,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    temperature: float,
+) -> torch.Tensor:
+    """Total log-prob of each response given its prompt, shape (B,)."""
+    logp, _, _ = token_logps(model, pairs, temperature=temperature)
+    return logp.sum(-1)
+
+
+def choice_sequence_logps(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    temperature: float,
+    pad_id: int = 0,
+) -> torch.Tensor:
+    """Total log-prob of every candidate action after its prompt, flattened to (N,).
+
+    Each prompt runs once; its KV cache is then shared by all of its candidates, so
+    scoring k actions costs one prompt pass plus k short continuations instead of k
+    full sequences. Equal to ``sequence_logps`` on the concatenated pairs up to float
+    error.
+    """
+    device = next(model.parameters()).device
+    ids, attn, pos = _left_pad([p for p, _ in items], pad_id)
+    attn, pos = attn.to(device), pos.to(device)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=attn,
+        position_ids=pos,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    owner = torch.tensor([i for i, (_, cs) in enumerate(items) for _ in cs], device=device)
+    cands = [tuple(c) for _, cs in items for c in cs]
+    width = max(len(c) for c in cands)
+    cand_ids = torch.full((len(cands), width), pad_id, dtype=torch.long)
+    cand_mask = torch.zeros((len(cands), width), dtype=torch.long)
+    for j, c in enumerate(cands):
+        cand_ids[j, : len(c)] = torch.tensor(c, dtype=torch.long)
+        cand_mask[j, : len(c)] = 1
+    cand_ids, cand_mask = cand_ids.to(device), cand_mask.to(device)
+    first = F.log_softmax(out.logits[owner, -1].float() / temperature, dim=-1)  # (N, V)
+    total = first.gather(-1, cand_ids[:, :1]).squeeze(-1)  # (N,)
+    if width > 1:
+        cache = out.past_key_values
+        cache.batch_select_indices(owner)  # one copy of the prompt's cache per candidate
+        rest = model(
+            input_ids=cand_ids[:, :-1],
+            attention_mask=torch.cat([attn[owner], cand_mask[:, :-1]], dim=-1),
+            position_ids=pos[owner, -1:] + 1 + torch.arange(width - 1, device=device),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        # Column j of the continuation predicts candidate token j + 1.
+        lp = F.log_softmax(rest.logits.float() / temperature, dim=-1)  # (N, W-1, V)
+        tok = lp.gather(-1, cand_ids[:, 1:, None]).squeeze(-1)  # (N, W-1)
+        total = total + (tok * cand_mask[:, 1:]).sum(-1)
+    return total
+
+
+def sample_text(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator,
+) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    """Ancestral sampling from the full softmax(logits / T), with its per-token log-probs.
+
+    A small explicit loop with a KV cache rather than ``generate``: it records the
+    exact sampling log-probs and uses the same padding-free positions as
+    ``token_logps`` so the learner's recomputation matches.
+    """
+    device = next(model.parameters()).device
+    b = len(prompts)
+    ids, attn, pos = _left_pad(prompts, pad_id)
+    ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
+    out = model(
+        input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1
+    )
+    past, logits = out.past_key_values, out.logits[:, -1]
+    next_pos = pos[:, -1:] + 1
+    tokens: list[list[int]] = [[] for _ in range(b)]
+    lps: list[list[float]] = [[] for _ in range(b)]
+    done = torch.zeros(b, dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        logp = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
+        nxt = torch.multinomial(logp.exp().cpu(), 1, generator=generator).squeeze(-1)
+        for i in range(b):
+            if not done[i]:
+                tokens[i].append(int(nxt[i]))
+                lps[i].append(float(logp[i, nxt[i]]))
+                done[i] = int(nxt[i]) == eos_id
+        if bool(done.all()):
+            break
+        attn = torch.cat([attn, torch.ones((b, 1), dtype=torch.long, device=device)], dim=-1)
+        out = model(
+            input_ids=nxt[:, None].to(device),
+            attention_mask=attn,
+            position_ids=next_pos,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        past, logits, next_pos = out.past_key_values, out.logits[:, -1], next_pos + 1
+    return [(tuple(t), tuple(lp)) for t, lp in zip(tokens, lps, strict=True)]
