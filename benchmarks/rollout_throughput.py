@@ -22,7 +22,7 @@ from coplay.envs.registry import make_env
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.scoring import sequence_logps
 from coplay.rollout.engine import play_episodes
-from coplay.train.trainer import game_corpus
+from coplay.train.trainer import game_text
 
 
 class Recording:
@@ -71,7 +71,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     make = lambda: make_env(args.game)  # noqa: E731
-    policy = build_policy(ModelConfig(), corpus=game_corpus(make), seed=0)
+    text = game_text(make)
+    policy = build_policy(ModelConfig(), corpus=text.texts, actions=text.actions, seed=0)
     engine_run(policy, make, 32, seed=10**6)  # warm-up
     rows = []
     for r in range(args.repeats):

@@ -8,7 +8,7 @@ coplay, plus ``coplay_policy.json`` with how the policy decides (mode, temperatu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -41,13 +41,19 @@ class ModelConfig(BaseModel):
 
 
 def build_policy(
-    cfg: ModelConfig, *, corpus: Iterable[str], seed: int, policy_id: str = "learner"
+    cfg: ModelConfig,
+    *,
+    corpus: Iterable[str],
+    seed: int,
+    actions: Sequence[str] = (),
+    policy_id: str = "learner",
 ) -> LMPolicy:
-    """The learner's policy: a local checkpoint, or the tiny model with a fresh tokenizer."""
+    """The learner's policy: a local checkpoint, or the tiny model with a tokenizer
+    trained on ``corpus`` (game text) in which each of ``actions`` is one token."""
     if cfg.path:
         model, tok = _load_hf(cfg.path, cfg.dtype)
     else:
-        tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size)
+        tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size, actions=actions)
         model = build_tiny_model(cfg.tiny, vocab_size=len(tok), seed=seed)
     model.to(cfg.device)
     return LMPolicy(

@@ -48,14 +48,22 @@ class Run:
     exact: bool = False
 
 
-def game_corpus(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) -> list[str]:
+@dataclass(frozen=True)
+class GameText:
+    """Observations and action strings seen in random play of a game."""
+
+    texts: list[str]
+    actions: list[str]
+
+
+def game_text(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) -> GameText:
     """Text of random play, for training the tiny model's tokenizer."""
     env = make()
     bot = RandomPolicy(seed=seed)
     eps = play_episodes(make, [[bot] * env.spec.num_players] * episodes, range(episodes))
     texts = [t.observation.text for e in eps for t in e.turns]
     actions = {a for e in eps for t in e.turns for a in (t.observation.legal_actions or ())}
-    return texts + [f"Action: {a}" for a in sorted(actions)] * 20
+    return GameText(texts=texts, actions=sorted(actions))
 
 
 def setup(cfg: RunConfig, out: Path) -> Run:
@@ -67,9 +75,8 @@ def setup(cfg: RunConfig, out: Path) -> Run:
         return make_env(game.name, **game.params)
 
     spec = make().spec
-    policy = build_policy(
-        cfg.model, corpus=game_corpus(make, seed=cfg.train.seed), seed=cfg.train.seed
-    )
+    text = game_text(make, seed=cfg.train.seed)
+    policy = build_policy(cfg.model, corpus=text.texts, actions=text.actions, seed=cfg.train.seed)
     opponent = None
     if cfg.train.opponent != "self":
         opponent = build_opponent(cfg.train.opponent, game.name, seed=cfg.train.seed + 1)
