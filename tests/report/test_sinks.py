@@ -1,0 +1,36 @@
+"""Run-directory files are valid JSON, even with NaN metrics."""
+
+import json
+import math
+
+from coplay.envs.registry import make_env
+from coplay.policies.scripted import RandomPolicy
+from coplay.report.sinks import append_metrics, append_transcripts, read_metrics, write_summary
+from coplay.rollout.engine import play_episodes
+
+
+def test_metrics_rows_append_and_nan_becomes_null(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    append_metrics(path, 0, {"eval/x": 1.0})
+    append_metrics(path, 1, {"eval/x": math.nan, "loss/y": 2.0})
+    rows = read_metrics(path)
+    assert rows == [
+        {"iteration": 0, "eval/x": 1.0},
+        {"iteration": 1, "eval/x": None, "loss/y": 2.0},
+    ]
+
+
+def test_transcripts_hold_every_turn(tmp_path):
+    r = RandomPolicy(seed=0)
+    eps = play_episodes(lambda: make_env("kuhn_poker"), [[r, r]] * 3, [0, 1, 2])
+    path = tmp_path / "t.jsonl"
+    append_transcripts(path, eps, iteration=4)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 3 and rows[0]["iteration"] == 4
+    assert len(rows[0]["turns"]) == eps[0].num_steps
+    assert rows[0]["turns"][0]["observation"] == eps[0].turns[0].observation.text
+
+
+def test_summary_is_strict_json(tmp_path):
+    write_summary(tmp_path / "s.json", {"a": math.inf, "b": 1})
+    assert json.loads((tmp_path / "s.json").read_text()) == {"a": None, "b": 1}

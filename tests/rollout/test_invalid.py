@@ -1,0 +1,32 @@
+"""Forfeit returns and treatment config validation."""
+
+import pytest
+from pydantic import ValidationError
+
+from coplay.rollout.invalid import InvalidActionConfig, forfeit_returns
+from coplay.types import GameKind, GameSpec
+
+
+def _spec(n, kind):
+    return GameSpec(
+        name="g", num_players=n, kind=kind, max_turns=10, perfect_information=False, min_return=-2.0
+    )
+
+
+def test_zero_sum_forfeit_stays_zero_sum():
+    assert forfeit_returns(_spec(2, GameKind.ZERO_SUM), 0) == [-2.0, 2.0]
+    out = forfeit_returns(_spec(3, GameKind.ZERO_SUM), 1)
+    assert out == [1.0, -2.0, 1.0] and sum(out) == 0
+
+
+@pytest.mark.parametrize("kind", [GameKind.GENERAL_SUM, GameKind.COOPERATIVE])
+def test_other_games_give_others_nothing(kind):
+    assert forfeit_returns(_spec(3, kind), 2) == [0.0, 0.0, -2.0]
+
+
+@pytest.mark.parametrize(
+    "bad", [{"retries": -1}, {"penalty": 0.5}, {"on_fail": "ignore"}, {"typo": 1}]
+)
+def test_bad_treatments_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        InvalidActionConfig(**bad)
