@@ -3,7 +3,8 @@
 The engine plays ``--games`` games at once; every round it batches all pending
 decisions into one forward pass. The raw baseline runs exactly the model inputs the
 engine built (the same prompts and candidate actions, in the same batch sizes) and
-nothing else: no environment, no tokenisation, no sampling, no bookkeeping. The
+nothing else: no environment, no tokenisation, no sampling, no bookkeeping. Tokens
+are prompt tokens plus candidate-action tokens. The
 ratio engine / raw is the share of model throughput that the engine keeps.
 
     python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 3
@@ -20,7 +21,7 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.models.loading import ModelConfig, build_policy
-from coplay.policies.scoring import sequence_logps
+from coplay.policies.scoring import choice_sequence_logps
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_text
 
@@ -47,17 +48,17 @@ def engine_run(policy, make, games: int, seed: int):
 
 @torch.no_grad()
 def raw_run(policy, batches) -> tuple[float, int]:
-    """Time the forward passes alone on the engine's exact inputs; return (s, tokens)."""
-    inputs = []
-    for batch in batches:
-        pairs = [
-            (policy.prompt_ids(o), policy.action_ids(a)) for o in batch for a in o.legal_actions
-        ]
-        inputs.append(pairs)
-    tokens = sum(len(p) + len(c) for pairs in inputs for p, c in pairs)
+    """Time the model computation alone on the engine's exact inputs; return (s, tokens).
+
+    Inputs are tokenised before the clock starts; what is timed is the batched
+    forward pass over the prompts (plus candidate continuations when an action
+    spans several tokens), exactly as the engine runs it.
+    """
+    inputs = [[policy._choice_item(o) for o in batch] for batch in batches]
+    tokens = sum(len(p) + sum(len(c) for c in cs) for items in inputs for p, cs in items)
     t0 = time.perf_counter()
-    for pairs in inputs:
-        sequence_logps(policy.model, pairs, temperature=policy.temperature)
+    for items in inputs:
+        choice_sequence_logps(policy.model, items, temperature=policy.temperature)
     return time.perf_counter() - t0, tokens
 
 
