@@ -39,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=1000)
     e.add_argument("--seed", type=int, default=0)
 
+    c = sub.add_parser("config", help="show every config key with its value and meaning")
+    c.add_argument("--preset", default="kuhn-selfplay")
+    c.add_argument("--config", default=None, help="YAML file merged over the preset")
+    c.add_argument("overrides", nargs="*", help="key=value overrides")
+
     sub.add_parser("games", help="list registered games")
     sub.add_parser("presets", help="list bundled presets")
     return p
@@ -160,6 +165,19 @@ def _game_of(path: Path, game: str | None) -> tuple[str, dict]:
     raise ValueError(f"cannot tell which game {path} plays; pass --game")
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from coplay.train.config import build_config, describe
+
+    cfg = build_config(preset=args.preset, file=args.config, overrides=args.overrides)
+    table = Table(title=f"config ({args.preset})")
+    for col in ("key", "value", "meaning"):
+        table.add_column(col)
+    for key, value, doc in describe(cfg):
+        table.add_row(key, value, doc)
+    console.print(table)
+    return 0
+
+
 def cmd_games(args: argparse.Namespace) -> int:
     from coplay.envs.registry import list_games
 
@@ -180,7 +198,13 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "games": cmd_games, "presets": cmd_presets}
+COMMANDS = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "config": cmd_config,
+    "games": cmd_games,
+    "presets": cmd_presets,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -135,3 +135,9 @@ def test_training_continues_from_a_local_checkpoint_against_a_fixed_opponent(kuh
     assert rows[0]["eval/exploitability"] == pytest.approx(saved["eval/exploitability"], abs=1e-6)
     # Against a fixed opponent the learner sits in both seats, the opponent never trains.
     assert "rollout/return_seat0" in rows[1] and "rollout/return_seat1" in rows[1]
+
+
+def test_config_command_lists_keys(capsys):
+    assert main(["config", "--preset", "kuhn-selfplay", "train.iterations=7"]) == 0
+    out = capsys.readouterr().out
+    assert "train.iterations" in out and "7" in out

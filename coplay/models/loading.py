@@ -36,7 +36,9 @@ class ModelConfig(BaseModel):
     )
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
     max_new_tokens: int = Field(24, gt=0, description="Free-text mode: longest answer.")
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype when loading model.path (bfloat16 on GPUs)."
+    )
     device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'.")
 
 

@@ -74,6 +74,7 @@ class OptimConfig(_Strict):
     final_lr_frac: float = Field(0.1, gt=0.0, le=1.0)
     """Final learning rate as a fraction of lr (linear schedule)."""
     weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW weight decay."""
     max_grad_norm: float = Field(1.0, gt=0.0)
     """Gradient clipping threshold."""
     epochs: int = Field(1, gt=0)
@@ -94,13 +95,16 @@ class ReferenceConfig(_Strict):
 
 class TrainConfig(_Strict):
     iterations: int = Field(100, gt=0)
+    """Training iterations (collect, learn, maybe evaluate)."""
     seed: int = 0
+    """Seeds the model initialisation, game deals and sampling."""
     opponent: str = "self"
     """'self' for shared-weight self-play, a scripted bot (random, nash, perfect) or a
     checkpoint path for training against a fixed opponent."""
     eval_every: int = Field(10, gt=0)
     """Iterations between evaluations (exploitability where exact, matches otherwise)."""
     eval_episodes: int = Field(200, gt=0)
+    """Games per evaluation opponent."""
     eval_opponents: list[str] = Field(default_factory=lambda: ["random"])
     """Opponents for evaluation matches."""
     save_every: int = Field(0, ge=0)
@@ -215,3 +219,23 @@ def format_validation_error(err: ValidationError) -> str:
 def to_yaml(cfg: RunConfig) -> str:
     """The full resolved config as YAML (written to every run directory)."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def describe(model: BaseModel, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, value, meaning) for every leaf field, from the field docstrings."""
+    rows = []
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        key = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            rows.extend(describe(value, key + "."))
+        else:
+            doc = " ".join((field.description or "").split())
+            rows.append(
+                (
+                    key,
+                    yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("..."),
+                    doc,
+                )
+            )
+    return rows

@@ -74,3 +74,11 @@ def test_unknown_preset_and_bad_files(tmp_path):
     listy.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         build_config(file=listy)
+
+
+def test_every_config_key_is_documented():
+    from coplay.train.config import describe
+
+    rows = describe(build_config(preset="kuhn-selfplay"))
+    assert len(rows) > 30
+    assert [key for key, _, doc in rows if not doc] == []
