@@ -30,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--config", default=None, help="YAML file merged over the preset")
     t.add_argument("--out", default=None, help="run directory (default: runs/<preset>)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue a run from its saved state (its config.yaml plus any overrides)",
+    )
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=50")
 
     e = sub.add_parser("eval", help="evaluate a run or checkpoint against an opponent")
@@ -69,17 +75,25 @@ def cmd_train(args: argparse.Namespace) -> int:
     from coplay.train.config import build_config
     from coplay.train.trainer import train
 
-    preset = args.preset or (None if args.config else "kuhn-selfplay")
-    cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
-    out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
+    if args.resume:
+        out = Path(args.resume)
+        cfg = build_config(file=out / "config.yaml", overrides=args.overrides)
+    else:
+        preset = args.preset or (None if args.config else "kuhn-selfplay")
+        cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
+        out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
     console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
+    resume = bool(args.resume)
     if args.quiet:
-        summary = train(cfg, out)
+        summary = train(cfg, out, resume=resume)
     else:
         with _progress() as bar:
             task = bar.add_task("training", total=cfg.train.iterations, status="")
             summary = train(
-                cfg, out, progress=lambda it, m: bar.update(task, completed=it, status=_status(m))
+                cfg,
+                out,
+                resume=resume,
+                progress=lambda it, m: bar.update(task, completed=it, status=_status(m)),
             )
     _print_summary(summary)
     console.print(f"run directory: {out}")

@@ -141,3 +141,18 @@ def test_config_command_lists_keys(capsys):
     assert main(["config", "--preset", "kuhn-selfplay", "train.iterations=7"]) == 0
     out = capsys.readouterr().out
     assert "train.iterations" in out and "7" in out
+
+
+def test_resume_extends_a_finished_run(kuhn_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "extended"
+    shutil.copytree(kuhn_run, run)
+    assert main(["train", "--quiet", "--resume", str(run), "train.iterations=3"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+
+
+def test_resume_of_a_directory_without_a_run_fails_cleanly(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -37,6 +37,15 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def keep_until(path: Path, iteration: int) -> None:
+    """Drop rows of a JSONL file logged after ``iteration`` (used when resuming)."""
+    if not path.is_file():
+        return
+    rows = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = [line for line in rows if json.loads(line)["iteration"] <= iteration]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
 def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
     """A JSON-able transcript: every turn's observation, answer, tokens and reward."""
     turns = []

@@ -107,8 +107,9 @@ class TrainConfig(_Strict):
     """Games per evaluation opponent."""
     eval_opponents: list[str] = Field(default_factory=lambda: ["random"])
     """Opponents for evaluation matches."""
-    save_every: int = Field(0, ge=0)
-    """Iterations between intermediate checkpoints (0: final checkpoint only)."""
+    save_every: int = Field(50, ge=0)
+    """Iterations between saved states (for --resume) and intermediate checkpoints;
+    0 saves only at the end."""
     transcripts: int = Field(4, ge=0)
     """Sample episodes written as JSONL transcripts at each evaluation."""
 

@@ -26,6 +26,7 @@ from coplay.rollout.engine import play_episodes
 from coplay.train.config import RunConfig, to_yaml
 from coplay.train.learner import Learner, collect_samples, make_learner, update
 from coplay.train.opponents import build_opponent
+from coplay.train.state import load_state, save_state
 from coplay.types import Env, Episode, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
@@ -66,8 +67,11 @@ def game_text(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) ->
     return GameText(texts=texts, actions=sorted(actions))
 
 
-def setup(cfg: RunConfig, out: Path) -> Run:
-    """Build the environment factory, learner, opponents and estimator; create ``out``."""
+def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
+    """Build the environment factory, learner, opponents and estimator; create ``out``.
+
+    A fresh run starts empty metric and transcript files; a resumed one keeps them.
+    """
     torch.manual_seed(cfg.train.seed)
     game = cfg.game
 
@@ -87,7 +91,8 @@ def setup(cfg: RunConfig, out: Path) -> Run:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(to_yaml(cfg))
     for name in ("metrics.jsonl", "transcripts.jsonl"):
-        (out / name).write_text("")
+        if fresh or not (out / name).exists():
+            (out / name).write_text("")
     est = make_estimator(cfg.algo.estimator, **cfg.algo.params)
     return Run(
         cfg=cfg,
@@ -200,35 +205,64 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
     return m
 
 
-def train(cfg: RunConfig, out: str | Path, *, progress: Progress | None = None) -> dict[str, Any]:
-    """Train the learner as configured, writing the run directory ``out``."""
-    run = setup(cfg, Path(out))
+def train(
+    cfg: RunConfig,
+    out: str | Path,
+    *,
+    progress: Progress | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+) -> dict[str, Any]:
+    """Train the learner as configured, writing the run directory ``out``.
+
+    ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
+    iterations and at the end); the result equals an uninterrupted run.
+    ``stop_after`` ends after that iteration with the state saved, as a job with a
+    time limit would.
+    """
+    run = setup(cfg, Path(out), fresh=not resume)
     start = time.perf_counter()
-    initial = evaluate(run, 0)
-    sinks.append_metrics(run.out / "metrics.jsonl", 0, initial)
-    last_eval = initial
-    for it in range(1, cfg.train.iterations + 1):
+    done, evals = _begin(run, resume)
+    end = min(cfg.train.iterations, stop_after or cfg.train.iterations)
+    for it in range(done + 1, end + 1):
         episodes, metrics = collect(run, it)
         metrics |= learn(run, episodes)
         if it % cfg.train.eval_every == 0 or it == cfg.train.iterations:
-            last_eval = evaluate(run, it)
-            metrics |= last_eval
+            evals["last"] = evaluate(run, it)
+            metrics |= evals["last"]
             sinks.append_transcripts(
                 run.out / "transcripts.jsonl", episodes[: cfg.train.transcripts], it
             )
+        if (cfg.train.save_every and it % cfg.train.save_every == 0) or it == end:
+            save_state(run, it, evals)
         if cfg.train.save_every and it % cfg.train.save_every == 0:
             save_policy(run.learner.policy, run.out / "checkpoints" / f"iter_{it:06d}")
         metrics["perf/elapsed_s"] = time.perf_counter() - start
         sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
         if progress:
             progress(it, metrics)
-    save_policy(run.learner.policy, run.out / "checkpoints" / "final")
+    if end == cfg.train.iterations:
+        save_policy(run.learner.policy, run.out / "checkpoints" / "final")
     summary = {
         "game": cfg.game.name,
-        "iterations": cfg.train.iterations,
+        "iterations": end,
         "wall_s": time.perf_counter() - start,
-        **{f"initial/{k}": v for k, v in initial.items()},
-        **{f"final/{k}": v for k, v in last_eval.items()},
+        **{f"initial/{k}": v for k, v in evals["initial"].items()},
+        **{f"final/{k}": v for k, v in evals["last"].items()},
     }
     sinks.write_summary(run.out / "summary.json", summary)
     return summary
+
+
+def _begin(run: Run, resume: bool) -> tuple[int, dict[str, dict[str, float]]]:
+    """Iterations already done and the evaluations so far (initial, last)."""
+    metrics_file = run.out / "metrics.jsonl"
+    if resume:
+        done, evals = load_state(run)
+        # Rows logged after the saved state belong to work that is being redone.
+        sinks.keep_until(metrics_file, done)
+        sinks.keep_until(run.out / "transcripts.jsonl", done)
+        return done, evals
+    initial = evaluate(run, 0)
+    sinks.append_metrics(metrics_file, 0, initial)
+    return 0, {"initial": initial, "last": initial}

@@ -19,6 +19,10 @@ B, T, V = 8, 6, 11
         ("aggregation", "median", "constant_norm.*sequence_mean.*token_mean"),
         ("kl_estimator", "k9", "k1.*k2.*k3"),
         ("kl_coeff", 0.1, "Extra inputs"),
+        ("dual_clip", 1.0, "greater than 1"),
+        ("dual_clip", -3.0, "greater than 1"),
+        ("tis_cap", 0.0, "greater than 0"),
+        ("tis_cap", -2.0, "greater than 0"),
     ],
 )
 def test_config_errors_name_field_and_allowed_values(field, value, hint):
@@ -38,6 +42,12 @@ def make_batch(seed: int = 0):
     ref_logp = old_logp + 0.2 * torch.randn(B, T, generator=g, dtype=torch.float64)
     adv = torch.randn(B, 1, generator=g, dtype=torch.float64)
     return logits, actions, mask, old_logp, ref_logp, adv
+
+
+def behavior_of(old_logp):
+    """Log-probs of a sampler that drifted from the old policy; weights around 1, some capped."""
+    g = torch.Generator().manual_seed(7)
+    return old_logp + 0.5 * torch.randn(old_logp.shape, generator=g, dtype=torch.float64)
 
 
 def forward(logits, actions):
@@ -60,14 +70,18 @@ def loss_and_grad(cfg, rows, denom, batch):
         ref_logp=ref_logp[rows],
         entropy=entropy,
         denom=denom,
+        behavior_logp=behavior_of(old_logp)[rows],
     )
     loss.backward()
     return loss.detach(), logits.grad.clone()
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "constant_norm", "sequence_mean"])
-def test_micro_batches_of_one_equal_one_batch_of_eight(aggregation):
-    cfg = LossConfig(aggregation=aggregation, kl_coef=0.1, entropy_coef=0.01, clip_low=0.1)
+@pytest.mark.parametrize("off_policy", [{}, {"dual_clip": 1.5, "tis_cap": 1.2}])
+def test_micro_batches_of_one_equal_one_batch_of_eight(aggregation, off_policy):
+    cfg = LossConfig(
+        aggregation=aggregation, kl_coef=0.1, entropy_coef=0.01, clip_low=0.1, **off_policy
+    )
     batch = make_batch()
     mask = batch[2]
     micro = [slice(i, i + 1) for i in range(B)]
@@ -122,3 +136,40 @@ def test_on_policy_gradient_is_minus_advantage_over_token_count():
     loss.backward()
     want = torch.tensor([[-1.0, -1.0, -1.0], [2.0, 0.0, 0.0]], dtype=torch.float64) / 4
     assert torch.allclose(logp.grad, want)
+
+
+def test_defaults_ignore_behavior_logp():
+    logits, actions, mask, old_logp, ref_logp, adv = make_batch(2)
+    logp, _ = forward(logits, actions)
+    kw = dict(logp=logp, old_logp=old_logp, adv=adv, mask=mask)
+    plain, m = policy_loss(LossConfig(), **kw)
+    with_behavior, _ = policy_loss(LossConfig(), behavior_logp=behavior_of(old_logp), **kw)
+    assert with_behavior.item() == plain.item()
+    assert not {"loss/dual_clip_frac", "loss/tis_weight_mean"} & set(m)
+
+
+def test_tis_without_behavior_logp_says_what_is_missing():
+    logp = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="behavior_logp"):
+        policy_loss(LossConfig(tis_cap=2.0), logp=logp, old_logp=logp, adv=logp, mask=logp + 1)
+
+
+def test_dual_clip_and_tis_compose_by_hand():
+    """Three units, token_mean over 3: a stale negative unit, a capped and a down-weighted one."""
+    ratio = torch.tensor([[10.0, 1.0, 1.0]], dtype=torch.float64)
+    logp = torch.log(ratio).requires_grad_()
+    old = torch.zeros(1, 3, dtype=torch.float64)
+    behavior = torch.log(torch.tensor([[1.0, 0.25, 2.0]], dtype=torch.float64))  # w = 1, 4->2, 0.5
+    adv = torch.tensor([[-1.0, 1.0, -1.0]], dtype=torch.float64)
+    mask = torch.ones(1, 3, dtype=torch.float64)
+    cfg = LossConfig(dual_clip=3.0, tis_cap=2.0)
+    loss, m = policy_loss(cfg, logp=logp, old_logp=old, adv=adv, mask=mask, behavior_logp=behavior)
+    loss.backward()
+    # per unit: min(10, 3) * 1 = 3;  -1 * 2 = -2;  1 * 0.5 = 0.5
+    assert loss.item() == pytest.approx((3.0 - 2.0 + 0.5) / 3)
+    # d/dlogp: dual-clipped unit 0; -A * r * w = -2 and +0.5
+    want = torch.tensor([[0.0, -2.0, 0.5]], dtype=torch.float64) / 3
+    assert torch.allclose(logp.grad, want)
+    assert m["loss/dual_clip_frac"] == pytest.approx(1 / 3)
+    assert m["loss/tis_capped_frac"] == pytest.approx(1 / 3)
+    assert m["loss/tis_weight_mean"] == pytest.approx(3.5 / 3)

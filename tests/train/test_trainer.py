@@ -61,3 +61,47 @@ def test_grpo_needs_groups_to_learn(tmp_path):
     )
     rows = [json.loads(x) for x in (tmp_path / "g" / "metrics.jsonl").read_text().splitlines()]
     assert rows[1]["adv/singleton_group_frac"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "extra", [[], ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"]]
+)
+def test_resume_equals_uninterrupted(tmp_path, extra):
+    import torch
+
+    from coplay.models.loading import load_policy
+
+    over = [
+        *TINY,
+        "train.iterations=4",
+        "train.eval_every=1",
+        "train.save_every=0",
+        "loss.kl_coef=0.1",
+        "reference.ema=0.1",
+        "optim.lr_schedule=linear",
+        "train.eval_opponents=[random]",
+        *extra,
+    ]
+    cfg = build_config(overrides=over)
+    train(cfg, tmp_path / "whole")
+    train(cfg, tmp_path / "split", stop_after=2)
+    # Pretend the interrupted job had logged a row past its saved state.
+    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"iteration": 3, "junk": 1}) + "\n")
+    train(cfg, tmp_path / "split", resume=True)
+
+    def rows(name):
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [
+            {k: v for k, v in json.loads(x).items() if not k.startswith("perf/")} for x in lines
+        ]
+
+    assert rows("whole") == rows("split")
+    a, b = load_policy(tmp_path / "whole"), load_policy(tmp_path / "split")
+    for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_resume_without_state_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved state"):
+        train(build_config(overrides=TINY), tmp_path / "empty", resume=True)

@@ -4,7 +4,7 @@ Importing this package registers every built-in estimator; ``make_estimator(name
 **params)`` builds one from the registry with its hyper-parameters validated.
 """
 
-from coplay.algos.advantages import grpo, rae, reinforce
+from coplay.algos.advantages import grpo, rae, reinforce, rloo
 from coplay.algos.advantages.base import (
     ESTIMATORS,
     Advantages,
@@ -30,4 +30,5 @@ __all__ = [
     "rae",
     "register",
     "reinforce",
+    "rloo",
 ]

@@ -121,6 +121,29 @@ def expand_to_turns(
     )
 
 
+def reward_to_go(rewards: Sequence[float], gamma: float = 1.0) -> tuple[float, ...]:
+    """``G_t = sum_{k >= t} gamma^(k - t) r_k`` for every ``t``, computed backwards."""
+    out = [0.0] * len(rewards)
+    acc = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        acc = rewards[t] + gamma * acc
+        out[t] = acc
+    return tuple(out)
+
+
+def turn_returns(episodes: Sequence[Episode], gamma: float = 1.0) -> Advantages:
+    """Each turn's discounted return-to-go over its own player's ``Turn.reward`` s.
+
+    Indexed ``[episode][seat][turn]`` like ``Advantages``. The engine credits each
+    trajectory's rewards so that they sum to ``Trajectory.ret``, so with ``gamma = 1``
+    a trajectory's first turn has ``G_0 = ret``.
+    """
+    return tuple(
+        tuple(reward_to_go([t.reward for t in traj.turns], gamma) for traj in ep.trajectories)
+        for ep in episodes
+    )
+
+
 def mean(xs: Iterable[float]) -> float:
     xs = list(xs)
     return sum(xs) / len(xs) if xs else 0.0

@@ -1,6 +1,11 @@
 """The policy loss: PPO-clip objective + optional KL and entropy terms, aggregated.
 
-    loss = agg(ppo_clip) + kl_coef * agg(kl) + entropy_coef * agg(-entropy)
+    pg   = w * dual_clip(ppo_clip)        # each step only when configured
+    loss = agg(pg) + kl_coef * agg(kl) + entropy_coef * agg(-entropy)
+
+``dual_clip`` bounds the loss of negative-advantage units (Ye et al., 2020); ``w`` are
+truncated importance weights for samples from a behaviour policy (TIS). See
+``objectives.py`` for both.
 
 All terms share one aggregation (and one ``denom``), so gradient accumulation with
 ``denom=global_denom(cfg.aggregation, masks)`` is exact for the whole loss.
@@ -12,7 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import Tensor
 
 from coplay.algos.losses.aggregation import AGGREGATIONS
-from coplay.algos.losses.objectives import masked_mean, ppo_clip
+from coplay.algos.losses.objectives import (
+    dual_clip,
+    masked_mean,
+    ppo_clip,
+    truncated_is_weights,
+)
 from coplay.algos.losses.regularizers import KL_ESTIMATORS, entropy_bonus, kl_penalty
 
 
@@ -33,6 +43,29 @@ class LossConfig(BaseModel):
     """Weight of the entropy bonus; 0 turns it off."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
+    dual_clip: float | None = None
+    """Dual clip c > 1: bound the loss of negative-advantage units at c*|A|; None is off."""
+    tis_cap: float | None = None
+    """Cap of truncated importance weights old/behaviour policy (needs behavior_logp); None is off."""
+
+    @field_validator("dual_clip")
+    @classmethod
+    def _dual_clip_above_one(cls, v: float | None) -> float | None:
+        if v is not None and not v > 1.0:
+            raise ValueError(
+                f"dual_clip must be greater than 1 (c <= 1 would cut units at ratio 1), "
+                f"or None to turn it off; got {v}"
+            )
+        return v
+
+    @field_validator("tis_cap")
+    @classmethod
+    def _tis_cap_positive(cls, v: float | None) -> float | None:
+        if v is not None and not v > 0.0:
+            raise ValueError(
+                f"tis_cap must be greater than 0 (e.g. 2.0), or None to turn it off; got {v}"
+            )
+        return v
 
     @field_validator("kl_estimator")
     @classmethod
@@ -59,6 +92,7 @@ def policy_loss(
     ref_logp: Tensor | None = None,
     entropy: Tensor | None = None,
     denom: float | None = None,
+    behavior_logp: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss and metrics from padded (B, T) per-unit tensors.
 
@@ -66,16 +100,18 @@ def policy_loss(
     ``cfg.kl_coef > 0`` and ``ref_logp`` is given; the entropy term only when
     ``cfg.entropy_coef > 0`` and ``entropy`` is given. ``denom`` overrides the
     aggregation's denominator (see ``global_denom``), which gradient accumulation
-    needs.
+    needs. ``behavior_logp`` (B, T) are the log-probs under the policy that sampled
+    the units; they are used only when ``cfg.tis_cap`` is set, which requires them.
 
     Metrics: ``loss/policy``, ``loss/kl``, ``loss/total`` are the aggregated terms (with
     a global ``denom`` they are this micro-batch's share: sum them over micro-batches);
     ``loss/entropy`` (mean entropy), ``loss/clip_frac`` and ``loss/approx_kl`` are
-    means over this micro-batch's valid units.
+    means over this micro-batch's valid units, as are ``loss/dual_clip_frac`` and
+    ``loss/tis_weight_mean``, ``loss/tis_capped_frac`` when those terms are on.
     """
     aggregate = AGGREGATIONS[cfg.aggregation]
-    per_unit, metrics = ppo_clip(
-        logp, old_logp, adv, mask=mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high
+    per_unit, metrics = _per_unit_policy_loss(
+        cfg, logp=logp, old_logp=old_logp, adv=adv, mask=mask, behavior_logp=behavior_logp
     )
     policy = aggregate(per_unit, mask, denom=denom)
     total = policy
@@ -89,3 +125,33 @@ def policy_loss(
         metrics["loss/entropy"] = masked_mean(entropy.detach(), mask).item()
     metrics["loss/total"] = total.item()
     return total, metrics
+
+
+def _per_unit_policy_loss(
+    cfg: LossConfig,
+    *,
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    behavior_logp: Tensor | None,
+) -> tuple[Tensor, dict[str, float]]:
+    """PPO-clip, then dual clip and truncated IS weights where configured; (B, T)."""
+    per_unit, metrics = ppo_clip(
+        logp, old_logp, adv, mask=mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high
+    )
+    if cfg.dual_clip is not None:
+        per_unit, dual_metrics = dual_clip(per_unit, adv, c=cfg.dual_clip, mask=mask)
+        metrics.update(dual_metrics)
+    if cfg.tis_cap is not None:
+        if behavior_logp is None:
+            raise ValueError(
+                "tis_cap is set but behavior_logp was not given: pass the sampling "
+                "policy's log-probs, or set tis_cap=None"
+            )
+        weights, tis_metrics = truncated_is_weights(
+            old_logp, behavior_logp, cap=cfg.tis_cap, mask=mask
+        )
+        per_unit = per_unit * weights
+        metrics.update(tis_metrics)
+    return per_unit, metrics

@@ -59,3 +59,59 @@ def reinforce_objective(logp: Tensor, adv: Tensor) -> tuple[Tensor, dict[str, fl
     on-policy and no old log-probs are kept.
     """
     return -adv * logp, {}
+
+
+def dual_clip(
+    loss: Tensor, adv: Tensor, *, c: float, mask: Tensor | None = None
+) -> tuple[Tensor, dict[str, float]]:
+    """Bound a per-unit PPO loss at c * |A| where the advantage is negative (dual clip).
+
+        loss' = min(loss, -c * A)   if A < 0                                  # (B, T)
+        loss' = loss                otherwise
+
+    Ye et al., 2020, "Mastering Complex Control in MOBA Games with Deep RL" (arXiv
+    1912.09729), objective max(min(r A, clip(r) A), c A) for A < 0. PPO's pessimistic
+    bound keeps -r * A for A < 0, which grows without limit when a stale sample's
+    ratio r is huge; past r = c the unit's gradient is 0. ``c`` must exceed 1, or the
+    bound would cut units whose ratio is still 1. ``adv`` broadcasts to ``loss``.
+
+    Metric: ``loss/dual_clip_frac``, the share of valid units where the bound is active.
+    """
+    if c <= 1.0:
+        raise ValueError(f"dual clip c must be greater than 1, got {c}")
+    bound = -c * adv  # only compared where adv < 0, so positive
+    clipped = torch.where(adv < 0, torch.minimum(loss, bound), loss)  # (B, T)
+    mask = torch.ones_like(loss) if mask is None else mask
+    with torch.no_grad():
+        active = ((adv < 0) & (bound < loss)).to(loss.dtype)
+        frac = masked_mean(active, mask)
+    return clipped, {"loss/dual_clip_frac": frac.item()}
+
+
+def truncated_is_weights(
+    old_logp: Tensor, behavior_logp: Tensor, *, cap: float, mask: Tensor | None = None
+) -> tuple[Tensor, dict[str, float]]:
+    """Truncated importance weights for samples drawn by a behaviour policy, detached.
+
+        w = min(exp(old_logp - behavior_logp), cap)                           # (B, T)
+
+    Multiplying the per-unit PPO loss by ``w`` corrects for units sampled by a policy
+    other than the one PPO's ratio is taken against (an older policy version, or an
+    inference engine whose numerics differ from the trainer's); the cap bounds the
+    variance. Truncated IS, as in TIS (Yao et al., 2025, "Your Efficient RL Framework
+    Secretly Brings You Off-Policy RL Training"; verl's ``tis_imp_ratio_cap``). The
+    weights are constants: no gradient flows to either log-prob through them.
+
+    Metrics: ``loss/tis_weight_mean`` and ``loss/tis_capped_frac`` over valid units.
+    """
+    if cap <= 0.0:
+        raise ValueError(f"tis cap must be greater than 0, got {cap}")
+    mask = torch.ones_like(old_logp) if mask is None else mask
+    with torch.no_grad():
+        raw = torch.exp(old_logp - behavior_logp)
+        weights = raw.clamp(max=cap)
+        metrics = {
+            "loss/tis_weight_mean": masked_mean(weights, mask).item(),
+            "loss/tis_capped_frac": masked_mean((raw > cap).to(raw.dtype), mask).item(),
+        }
+    return weights, metrics
