@@ -143,7 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy = load_policy(args.path, seed=args.seed)
     make = lambda: make_env(game, **params)  # noqa: E731
     spec = make().spec
-    opponent = build_opponent(args.opponent, game, seed=args.seed + 1)
+    opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
     res = play_match(
         make, policy, [opponent] * (spec.num_players - 1), episodes=args.episodes, seed=args.seed
     )

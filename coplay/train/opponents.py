@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from coplay.models.loading import load_policy
@@ -11,12 +12,21 @@ from coplay.types import Policy
 SCRIPTED_NAMES = ("random", "nash", "perfect", "optimal")
 
 
-def build_opponent(spec: str, game_name: str, *, seed: int = 0) -> Policy:
+def build_opponent(
+    spec: str, game_name: str, *, seed: int = 0, params: Mapping[str, object] | None = None
+) -> Policy:
     """A scripted policy (``random``, ``nash``, ``perfect``, ``optimal``) or a checkpoint.
 
-    A checkpoint opponent is frozen: it is loaded once and never trained.
+    A checkpoint opponent is frozen: it is loaded once and never trained. The solved
+    players know only the games' standard two-player forms, so game parameters that
+    change the game rule them out here rather than mid-game.
     """
     if spec in SCRIPTED_NAMES:
+        if spec != "random" and params:
+            raise ValueError(
+                f"opponent {spec!r} is solved for the standard {game_name!r} only; "
+                f"the game parameters {dict(params)} change it (use 'random' or a checkpoint)"
+            )
         return make_scripted(spec, game_name, seed)
     if Path(spec).exists():
         policy = load_policy(spec, seed=seed)

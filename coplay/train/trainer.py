@@ -83,9 +83,11 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
     policy = build_policy(cfg.model, corpus=text.texts, actions=text.actions, seed=cfg.train.seed)
     opponent = None
     if cfg.train.opponent != "self":
-        opponent = build_opponent(cfg.train.opponent, game.name, seed=cfg.train.seed + 1)
+        opponent = build_opponent(
+            cfg.train.opponent, game.name, seed=cfg.train.seed + 1, params=game.params
+        )
     evals = {
-        name: build_opponent(name, game.name, seed=cfg.train.seed + 2 + i)
+        name: build_opponent(name, game.name, seed=cfg.train.seed + 2 + i, params=game.params)
         for i, name in enumerate(cfg.train.eval_opponents)
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -20,3 +20,9 @@ def test_unknown_opponent_names_the_choices():
 def test_nash_needs_a_solvable_game():
     with pytest.raises(ValueError, match="does not play"):
         build_opponent("nash", "tic_tac_toe")
+
+
+def test_solved_opponents_refuse_changed_games():
+    with pytest.raises(ValueError, match="solved for the standard 'kuhn_poker' only"):
+        build_opponent("nash", "kuhn_poker", params={"players": 3})
+    assert isinstance(build_opponent("random", "kuhn_poker", params={"players": 3}), RandomPolicy)

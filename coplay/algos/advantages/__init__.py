@@ -4,7 +4,7 @@ Importing this package registers every built-in estimator; ``make_estimator(name
 **params)`` builds one from the registry with its hyper-parameters validated.
 """
 
-from coplay.algos.advantages import grpo, rae, reinforce, rloo
+from coplay.algos.advantages import grpo, mars, rae, reinforce, rloo
 from coplay.algos.advantages.base import (
     ESTIMATORS,
     Advantages,
@@ -27,6 +27,7 @@ __all__ = [
     "expand_to_turns",
     "grpo",
     "make_estimator",
+    "mars",
     "rae",
     "register",
     "reinforce",

@@ -50,13 +50,10 @@ def role_values(episodes: Sequence[Episode], values: Advantages) -> dict[RoleKey
     return roles
 
 
-def role_baselines(
-    episodes: Sequence[Episode], means: dict[RoleKey, float]
-) -> list[list[float]]:
+def role_baselines(episodes: Sequence[Episode], means: dict[RoleKey, float]) -> list[list[float]]:
     """``means`` laid out ``[episode][seat]`` for ``summary_metrics``."""
     return [
-        [means.get((ep.game, seat), 0.0) for seat in range(len(ep.trajectories))]
-        for ep in episodes
+        [means.get((ep.game, seat), 0.0) for seat in range(len(ep.trajectories))] for ep in episodes
     ]
 
 

@@ -44,8 +44,7 @@ def informative_groups(group_ids: Sequence[Hashable], returns: ArrayLike) -> np.
     returns = np.asarray(returns, dtype=np.float64)
     if returns.shape != (len(group_ids),):
         raise ValueError(
-            f"returns must have shape ({len(group_ids)},), one per group id; "
-            f"got {returns.shape}"
+            f"returns must have shape ({len(group_ids)},), one per group id; got {returns.shape}"
         )
     spans: dict[Hashable, tuple[float, float]] = {}
     for key, r in zip(group_ids, returns.tolist(), strict=True):
