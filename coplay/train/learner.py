@@ -124,6 +124,10 @@ def _micro_step(learner: Learner, batch: Sequence[Sample], denom: float) -> dict
         ref_logp=ref_logp,
         entropy=scored.entropy,
         denom=denom,
+        # One process samples and learns, so the behaviour policy is the one whose
+        # log-probs were recorded: truncated IS weights are 1 until rollouts run
+        # asynchronously on other workers.
+        behavior_logp=old,
     )
     loss.backward()
     metrics["loss/entropy"] = float(

@@ -1,4 +1,4 @@
-"""PPO-clip, dual clip, truncated IS and REINFORCE: gradient signs and sizes at hand-picked points."""
+"""PPO-clip, dual clip, truncated IS, REINFORCE: gradient signs and sizes at hand-picked points."""
 
 import math
 

@@ -4,7 +4,7 @@ Importing this package registers every built-in estimator; ``make_estimator(name
 **params)`` builds one from the registry with its hyper-parameters validated.
 """
 
-from coplay.algos.advantages import grpo, mars, rae, reinforce, rloo
+from coplay.algos.advantages import dr_mas, gigpo, gra, grpo, mars, rae, reinforce, rloo
 from coplay.algos.advantages.base import (
     ESTIMATORS,
     Advantages,
@@ -24,7 +24,10 @@ __all__ = [
     "Estimate",
     "Estimator",
     "assign_advantages",
+    "dr_mas",
     "expand_to_turns",
+    "gigpo",
+    "gra",
     "grpo",
     "make_estimator",
     "mars",

@@ -46,7 +46,7 @@ class LossConfig(BaseModel):
     dual_clip: float | None = None
     """Dual clip c > 1: bound the loss of negative-advantage units at c*|A|; None is off."""
     tis_cap: float | None = None
-    """Cap of truncated importance weights old/behaviour policy (needs behavior_logp); None is off."""
+    """Cap of the truncated IS weights pi_old / pi_behavior (needs behavior_logp); None is off."""
 
     @field_validator("dual_clip")
     @classmethod

@@ -1,0 +1,81 @@
+"""Gated reward accumulation (G-RA; Sun et al., 2025, arXiv 2508.10548).
+
+"Stabilizing Long-term Multi-turn Reinforcement Learning with Gated Rewards"
+accumulates immediate (per-step) rewards only when the long-term outcome reward
+passes a threshold, so that a policy cannot collect step rewards on episodes that
+fail. What this module implements, for seat s of episode e with turn rewards
+r(e, s, 0..T-1) (``Turn.reward``) and outcome O(e, s) = ``Trajectory.ret``:
+
+    open(e, s) = O(e, s) > gate                                  (strict)
+    G(e, s, t) = sum_{k >= t} gamma^(k - t) r(e, s, k)           if open
+               = gamma^(T - 1 - t) * O(e, s)                      otherwise
+    A(e, s, t) = G(e, s, t) - b(game, s)
+
+When the gate is closed the trajectory is treated as if its whole return arrived
+at its last turn: no turn gets credit for the immediate rewards that followed it.
+The engine credits rewards so that they sum to ``ret``; with gamma = 1 the two
+cases differ only in how ``ret`` is split over turns. O is ``ret`` itself because
+the records do not separate the terminal outcome from dense rewards.
+b(game, s) is the mean of G over all turns of seat s in the batch's episodes of that
+game (a per-role batch-mean baseline, as in ``reinforce``). ``adv/gate_open_frac``
+is the share of trajectories with at least one turn whose gate is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coplay.algos.advantages.base import (
+    Advantages,
+    EmptyState,
+    Estimate,
+    Estimator,
+    mean,
+    register,
+    reward_to_go,
+    summary_metrics,
+)
+from coplay.algos.advantages.mars import role_baselines, role_values
+from coplay.types import Episode, Trajectory
+
+
+def gated_returns(traj: Trajectory, *, gate: float, gamma: float) -> tuple[float, ...]:
+    """G per turn: reward-to-go if the outcome passes ``gate``, else the outcome alone."""
+    if traj.ret > gate:
+        return reward_to_go([t.reward for t in traj.turns], gamma)
+    last = len(traj.turns) - 1
+    return tuple(gamma ** (last - t) * traj.ret for t in range(len(traj.turns)))
+
+
+@register("gra")
+def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
+    """Gated per-turn returns minus a per-(game, seat) batch-mean baseline."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+
+    def init() -> EmptyState:
+        return EmptyState()
+
+    def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
+        returns: Advantages = tuple(
+            tuple(gated_returns(traj, gate=gate, gamma=gamma) for traj in ep.trajectories)
+            for ep in episodes
+        )
+        means = {key: mean(gs) for key, gs in role_values(episodes, returns).items()}
+        advantages = tuple(
+            tuple(
+                tuple(g - means[(ep.game, seat)] for g in seat_g)
+                for seat, seat_g in enumerate(ep_g)
+            )
+            for ep, ep_g in zip(episodes, returns, strict=True)
+        )
+        metrics = summary_metrics(advantages, role_baselines(episodes, means))
+        metrics["adv/gate_open_frac"] = mean(
+            1.0 if traj.ret > gate else 0.0
+            for ep in episodes
+            for traj in ep.trajectories
+            if traj.turns
+        )
+        return Estimate(advantages, state, metrics)
+
+    return Estimator(init, estimate)

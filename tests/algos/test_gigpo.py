@@ -1,0 +1,165 @@
+"""GiGPO: hand values, anchor keys, loop reference, permutation and purity."""
+
+import copy
+import math
+import random
+
+import pytest
+
+from coplay.algos.advantages import EmptyState, make_estimator
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
+
+
+def make_turn(player, step, text, reward, *, game="g", info_key=None) -> Turn:
+    obs = Observation(game=game, player=player, text=text, info_key=info_key)
+    decision = Decision("", "a", "p")
+    return Turn(player=player, observation=obs, decision=decision, step=step, reward=reward)
+
+
+def make_episode(seats, *, game="g", group_id=0, info=False) -> Episode:
+    """``seats[s]`` lists (observation text, reward) per turn; ``info`` copies text to info_key."""
+    trajs = tuple(
+        Trajectory(
+            p,
+            f"pol{p}",
+            [
+                make_turn(p, 2 * k + p, text, r, game=game, info_key=text if info else None)
+                for k, (text, r) in enumerate(turns)
+            ],
+            ret=sum(r for _, r in turns),
+        )
+        for p, turns in enumerate(seats)
+    )
+    return Episode(game, 0, group_id, tuple(t.policy_id for t in trajs), trajs,
+                   tuple(t.ret for t in trajs))  # fmt: skip
+
+
+def random_episodes(rng: random.Random, n: int, num_seats: int = 2) -> list[Episode]:
+    return [
+        make_episode(
+            [
+                [
+                    (rng.choice(["x", "y", "z"]), rng.choice([-1.0, 0.0, 1.0]))
+                    for _ in range(rng.randint(0, 4))
+                ]
+                for _ in range(num_seats)
+            ],
+            game=rng.choice(["g", "h"]),
+            group_id=rng.randrange(3),
+            info=rng.random() < 0.5,
+        )
+        for _ in range(n)
+    ]
+
+
+def normalised(x, pool, scale_by_std, eps):
+    if len(pool) < 2 or max(pool) == min(pool):
+        return 0.0
+    m = sum(pool) / len(pool)
+    sd = math.sqrt(sum((v - m) ** 2 for v in pool) / (len(pool) - 1))
+    return (x - m) / (sd + eps) if scale_by_std else x - m
+
+
+def reference(episodes, *, gamma=0.95, omega=1.0, scale_by_std=True, eps=1e-6):
+    def rtg(traj, t):
+        return sum(gamma ** (k - t) * traj.turns[k].reward for k in range(t, len(traj.turns)))
+
+    def anchor(turn):
+        o = turn.observation
+        return ("info", o.info_key) if o.info_key is not None else ("text", o.text)
+
+    out = []
+    for ep in episodes:
+        group = [o for o in episodes if o.game == ep.game and o.group_id == ep.group_id]
+        ep_out = []
+        for s, traj in enumerate(ep.trajectories):
+            rets = [o.trajectories[s].ret for o in group]
+            a_ep = normalised(traj.ret, rets, scale_by_std, eps)
+            seat_out = []
+            for t, turn in enumerate(traj.turns):
+                pool = [
+                    rtg(o.trajectories[s], u)
+                    for o in group
+                    for u, other in enumerate(o.trajectories[s].turns)
+                    if anchor(other) == anchor(turn)
+                ]
+                a_step = normalised(rtg(traj, t), pool, scale_by_std, eps)
+                seat_out.append(a_ep + omega * a_step)
+            ep_out.append(seat_out)
+        out.append(ep_out)
+    return out
+
+
+def estimate(episodes, **params):
+    est = make_estimator("gigpo", **params)
+    return est.estimate(episodes, est.init())
+
+
+def assert_close(got, want):
+    """Nested [seat][turn] sequences equal within float tolerance."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert list(g) == pytest.approx(list(w))
+
+
+def test_hand_computed():
+    eps = [
+        make_episode([[("s0", 0.0), ("a", 1.0)], [("t0", 0.0)]]),
+        make_episode([[("s0", 0.0), ("b", -1.0)], [("t0", 2.0)]]),
+        make_episode([[("s0", 5.0)], [("t0", 0.0)]], group_id=1),  # alone in its group
+    ]
+    out = estimate(eps, gamma=1.0, omega=0.5, scale_by_std=False)
+    # episode level (seat 0): R = (1, -1) -> +-1; step group "s0": G = (1, -1) -> +-1;
+    # "a" and "b" are single visits -> 0
+    assert_close(out.advantages[0], [[1.5, 1.0], [-1.5]])
+    assert_close(out.advantages[1], [[-1.5, -1.0], [1.5]])
+    assert_close(out.advantages[2], [[0.0], [0.0]])
+    # 8 turns; those in "s0" and "t0" of group 0 share a state with another turn
+    assert out.metrics["adv/step_group_frac"] == pytest.approx(4 / 8)
+    # with std scaling and discounting: group "s0" returns (0.95, -0.95)
+    out = estimate(eps, eps=0.0)
+    assert out.advantages[0][0] == pytest.approx((1 / math.sqrt(2) * 2, 1 / math.sqrt(2)))
+
+
+def test_info_key_decides_the_anchor_state_over_text():
+    ep0 = make_episode([[("same text", 1.0)]])
+    ep1 = make_episode([[("same text", -1.0)]])
+    ep0.trajectories[0].turns[0].observation = Observation("g", 0, "one", info_key="k")
+    ep1.trajectories[0].turns[0].observation = Observation("g", 0, "two", info_key="k")
+    assert estimate([ep0, ep1], omega=1.0).metrics["adv/step_group_frac"] == 1.0
+    ep1.trajectories[0].turns[0].observation = Observation("g", 0, "one", info_key="other")
+    out = estimate([ep0, ep1])
+    assert out.metrics["adv/step_group_frac"] == 0.0
+    # without a step group only the episode-level GRPO advantage is left
+    grpo = make_estimator("grpo")
+    assert out.advantages == grpo.estimate([ep0, ep1], grpo.init()).advantages
+
+
+@pytest.mark.parametrize("params", [{}, {"gamma": 1.0, "omega": 0.3, "scale_by_std": False}])
+@pytest.mark.parametrize("seed", range(4))
+def test_matches_loop_reference(seed, params):
+    eps = random_episodes(random.Random(seed), 14, num_seats=3)
+    got = estimate(eps, **params).advantages
+    for g, w in zip(got, reference(eps, **params), strict=True):
+        assert_close(g, w)
+
+
+def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
+    rng = random.Random(3)
+    eps = random_episodes(rng, 12)
+    snapshot = copy.deepcopy(eps)
+    perm = list(range(12))
+    rng.shuffle(perm)
+    base = estimate(eps)
+    permuted = estimate([eps[i] for i in perm])
+    for j, i in enumerate(perm):
+        assert_close(permuted.advantages[j], base.advantages[i])
+    assert permuted.metrics == pytest.approx(base.metrics)
+    assert base.state == EmptyState()
+    assert eps == snapshot
+
+
+@pytest.mark.parametrize("params", [{"gamma": 1.5}, {"eps": -1.0}])
+def test_bad_values_are_named(params):
+    with pytest.raises(ValueError, match=next(iter(params))):
+        make_estimator("gigpo", **params)

@@ -1,0 +1,144 @@
+"""G-RA: hand values, loop reference, permutation and purity."""
+
+import copy
+import random
+
+import pytest
+
+from coplay.algos.advantages import EmptyState, make_estimator
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
+
+
+def make_turn(player: int, step: int, reward: float, game: str = "g") -> Turn:
+    obs = Observation(game=game, player=player, text="")
+    decision = Decision("", "a", "p")
+    return Turn(player=player, observation=obs, decision=decision, step=step, reward=reward)
+
+
+def make_episode(rewards, *, game="g", group_id=0) -> Episode:
+    """``rewards[seat]`` lists that seat's per-turn rewards; returns are their sums."""
+    trajs = tuple(
+        Trajectory(
+            p,
+            f"pol{p}",
+            [make_turn(p, 2 * k + p, r, game) for k, r in enumerate(rs)],
+            ret=sum(rs),
+        )
+        for p, rs in enumerate(rewards)
+    )
+    seats = tuple(t.policy_id for t in trajs)
+    return Episode(game, 0, group_id, seats, trajs, tuple(t.ret for t in trajs))
+
+
+def random_episodes(rng: random.Random, n: int, num_seats: int = 2) -> list[Episode]:
+    return [
+        make_episode(
+            [
+                [rng.choice([-1.0, -0.5, 0.0, 0.5, 1.0]) for _ in range(rng.randint(0, 4))]
+                for _ in range(num_seats)
+            ],
+            game=rng.choice(["g", "h"]),
+        )
+        for _ in range(n)
+    ]
+
+
+def reference(episodes, *, gate=0.0, gamma=1.0):
+    returns = []
+    for ep in episodes:
+        ep_g = []
+        for traj in ep.trajectories:
+            n = len(traj.turns)
+            if traj.ret > gate:
+                g = [
+                    sum(gamma ** (k - t) * traj.turns[k].reward for k in range(t, n))
+                    for t in range(n)
+                ]
+            else:
+                g = [gamma ** (n - 1 - t) * traj.ret for t in range(n)]
+            ep_g.append(g)
+        returns.append(ep_g)
+    out = []
+    for ep, ep_g in zip(episodes, returns, strict=True):
+        ep_out = []
+        for s, seat_g in enumerate(ep_g):
+            pool = [
+                g
+                for o, o_g in zip(episodes, returns, strict=True)
+                if o.game == ep.game
+                for g in o_g[s]
+            ]
+            b = sum(pool) / len(pool) if pool else 0.0
+            ep_out.append([g - b for g in seat_g])
+        out.append(ep_out)
+    return out
+
+
+def estimate(episodes, **params):
+    est = make_estimator("gra", **params)
+    return est.estimate(episodes, est.init())
+
+
+def assert_close(got, want):
+    """Nested [seat][turn] sequences equal within float tolerance."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert list(g) == pytest.approx(list(w))
+
+
+def assert_batch_close(got, want):
+    """Nested [episode][seat][turn] sequences equal within float tolerance."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w)
+
+
+def test_hand_computed():
+    eps = [
+        make_episode([[1.0, 0.5]]),  # ret 1.5 > 0: open, G = (1.5, 0.5)
+        make_episode([[1.0, -1.0]]),  # ret 0, not > 0: closed, G = (0, 0)
+        make_episode([[0.5, -1.5]]),  # ret -1: closed, G = (-1, -1)
+    ]
+    out = estimate(eps)
+    b = (1.5 + 0.5 + 0 + 0 - 1 - 1) / 6
+    assert_batch_close(out.advantages, [[[1.5 - b, 0.5 - b]], [[-b, -b]], [[-1 - b, -1 - b]]])
+    assert out.metrics["adv/baseline_seat0"] == pytest.approx(b)
+    assert out.metrics["adv/gate_open_frac"] == pytest.approx(1 / 3)
+    # gate -2 opens all three; gamma 0.5 discounts, closed ones only back from the end
+    out = estimate(eps, gate=-2.0, gamma=0.5)
+    g = [[1.25, 0.5], [0.5, -1.0], [-0.25, -1.5]]
+    b = sum(sum(x) for x in g) / 6
+    assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
+    out = estimate(eps, gate=5.0, gamma=0.5)
+    g = [[0.75, 1.5], [0.0, 0.0], [-0.5, -1.0]]
+    b = sum(sum(x) for x in g) / 6
+    assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
+
+
+@pytest.mark.parametrize("params", [{}, {"gate": 0.5, "gamma": 0.9}, {"gate": -1.0}])
+@pytest.mark.parametrize("seed", range(3))
+def test_matches_loop_reference(seed, params):
+    eps = random_episodes(random.Random(seed), 14, num_seats=3)
+    got = estimate(eps, **params).advantages
+    for g, w in zip(got, reference(eps, **params), strict=True):
+        assert_close(g, w)
+
+
+def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
+    rng = random.Random(3)
+    eps = random_episodes(rng, 12)
+    snapshot = copy.deepcopy(eps)
+    perm = list(range(12))
+    rng.shuffle(perm)
+    base = estimate(eps, gamma=0.9)
+    permuted = estimate([eps[i] for i in perm], gamma=0.9)
+    for j, i in enumerate(perm):
+        assert_close(permuted.advantages[j], base.advantages[i])
+    assert permuted.metrics == pytest.approx(base.metrics)
+    assert base.state == EmptyState()
+    assert eps == snapshot
+
+
+def test_bad_gamma_is_named():
+    with pytest.raises(ValueError, match="gamma"):
+        make_estimator("gra", gamma=2.0)
