@@ -1,6 +1,7 @@
 """Registry, factory validation and the shared per-turn helpers."""
 
 import pytest
+from builders import make_episode
 
 from coplay.algos.advantages import (
     ESTIMATORS,
@@ -9,20 +10,6 @@ from coplay.algos.advantages import (
     expand_to_turns,
     make_estimator,
 )
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
-
-
-def make_turn(player: int, step: int) -> Turn:
-    obs = Observation(game="g", player=player, text="")
-    return Turn(player=player, observation=obs, decision=Decision("", "a", "p"), step=step)
-
-
-def make_episode(returns, turns) -> Episode:
-    trajs = tuple(
-        Trajectory(p, f"pol{p}", [make_turn(p, 2 * k + p) for k in range(n)], ret=r)
-        for p, (r, n) in enumerate(zip(returns, turns, strict=True))
-    )
-    return Episode("g", 0, 0, ("pol0", "pol1"), trajs, tuple(returns))
 
 
 def test_builtin_estimators_are_registered():

@@ -3,38 +3,17 @@
 import copy
 import math
 import random
+from functools import partial
 
 import pytest
+from builders import assert_close, make_episode
+from builders import random_episodes as _random_episodes
 
 from coplay.algos.advantages import EmptyState, make_estimator
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
-
-def make_turn(player: int, step: int, game: str = "g") -> Turn:
-    obs = Observation(game=game, player=player, text="")
-    return Turn(player=player, observation=obs, decision=Decision("", "a", "p"), step=step)
-
-
-def make_episode(returns, *, turns=None, game="g", group_id=0, seed=0) -> Episode:
-    turns = turns or [1] * len(returns)
-    trajs = tuple(
-        Trajectory(p, f"pol{p}", [make_turn(p, 2 * k + p, game) for k in range(n)], ret=r)
-        for p, (r, n) in enumerate(zip(returns, turns, strict=True))
-    )
-    seats = tuple(t.policy_id for t in trajs)
-    return Episode(game, seed, group_id, seats, trajs, tuple(returns))
-
-
-def random_episodes(rng: random.Random, n: int, num_seats: int = 2) -> list[Episode]:
-    return [
-        make_episode(
-            [rng.choice([-1.0, 0.0, 1.0]) * (10.0**seat) for seat in range(num_seats)],
-            turns=[rng.randint(0, 3) for _ in range(num_seats)],
-            group_id=rng.randrange(4),
-            game=rng.choice(["g", "h"]),
-        )
-        for _ in range(n)
-    ]
+random_episodes = partial(
+    _random_episodes, groups=4, draw=lambda rng, seat: rng.choice([-1.0, 0.0, 1.0]) * (10.0**seat)
+)
 
 
 def reference(episodes, eps=1e-6):
@@ -74,13 +53,6 @@ def reference(episodes, eps=1e-6):
 def estimate(episodes, **params):
     est = make_estimator("dr_mas", **params)
     return est.estimate(episodes, est.init())
-
-
-def assert_close(got, want):
-    """Nested [seat][turn] sequences equal within float tolerance."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == pytest.approx(list(w))
 
 
 def test_hand_computed():

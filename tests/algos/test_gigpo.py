@@ -5,33 +5,11 @@ import math
 import random
 
 import pytest
+from builders import assert_close
+from builders import make_reward_episode as make_episode
 
 from coplay.algos.advantages import EmptyState, make_estimator
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
-
-
-def make_turn(player, step, text, reward, *, game="g", info_key=None) -> Turn:
-    obs = Observation(game=game, player=player, text=text, info_key=info_key)
-    decision = Decision("", "a", "p")
-    return Turn(player=player, observation=obs, decision=decision, step=step, reward=reward)
-
-
-def make_episode(seats, *, game="g", group_id=0, info=False) -> Episode:
-    """``seats[s]`` lists (observation text, reward) per turn; ``info`` copies text to info_key."""
-    trajs = tuple(
-        Trajectory(
-            p,
-            f"pol{p}",
-            [
-                make_turn(p, 2 * k + p, text, r, game=game, info_key=text if info else None)
-                for k, (text, r) in enumerate(turns)
-            ],
-            ret=sum(r for _, r in turns),
-        )
-        for p, turns in enumerate(seats)
-    )
-    return Episode(game, 0, group_id, tuple(t.policy_id for t in trajs), trajs,
-                   tuple(t.ret for t in trajs))  # fmt: skip
+from coplay.types import Episode, Observation
 
 
 def random_episodes(rng: random.Random, n: int, num_seats: int = 2) -> list[Episode]:
@@ -93,13 +71,6 @@ def reference(episodes, *, gamma=0.95, omega=1.0, scale_by_std=True, eps=1e-6):
 def estimate(episodes, **params):
     est = make_estimator("gigpo", **params)
     return est.estimate(episodes, est.init())
-
-
-def assert_close(got, want):
-    """Nested [seat][turn] sequences equal within float tolerance."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == pytest.approx(list(w))
 
 
 def test_hand_computed():

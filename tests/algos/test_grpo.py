@@ -2,38 +2,15 @@
 
 import math
 import random
+from functools import partial
 
 import pytest
+from builders import as_lists, assert_close, make_episode, permute_seats
+from builders import random_episodes as _random_episodes
 
 from coplay.algos.advantages import make_estimator
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
-
-def make_turn(player: int, step: int, game: str = "g") -> Turn:
-    obs = Observation(game=game, player=player, text="")
-    return Turn(player=player, observation=obs, decision=Decision("", "a", "p"), step=step)
-
-
-def make_episode(returns, *, turns=None, game="g", group_id=0, seed=0) -> Episode:
-    turns = turns or [1] * len(returns)
-    trajs = tuple(
-        Trajectory(p, f"pol{p}", [make_turn(p, 2 * k + p, game) for k in range(n)], ret=r)
-        for p, (r, n) in enumerate(zip(returns, turns, strict=True))
-    )
-    seats = tuple(t.policy_id for t in trajs)
-    return Episode(game, seed, group_id, seats, trajs, tuple(returns))
-
-
-def random_episodes(rng: random.Random, n: int, num_seats: int = 2) -> list[Episode]:
-    return [
-        make_episode(
-            [rng.choice([-1.0, 0.0, 1.0]) for _ in range(num_seats)],
-            turns=[rng.randint(0, 3) for _ in range(num_seats)],
-            group_id=rng.randrange(4),
-            game=rng.choice(["g", "h"]),
-        )
-        for _ in range(n)
-    ]
+random_episodes = partial(_random_episodes, groups=4)
 
 
 def reference(episodes, scale_by_std=True, eps=1e-6):
@@ -55,17 +32,6 @@ def reference(episodes, scale_by_std=True, eps=1e-6):
             ep_out.append([a] * len(traj.turns))
         out.append(ep_out)
     return out
-
-
-def as_lists(adv):
-    return [[list(seat) for seat in ep] for ep in adv]
-
-
-def assert_close(got, want):
-    """Nested [seat][turn] sequences equal within float tolerance."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == pytest.approx(list(w))
 
 
 def test_hand_computed():
@@ -122,19 +88,6 @@ def test_permuting_episodes_permutes_advantages():
     permuted = est.estimate([eps[i] for i in perm], est.init()).advantages
     for j, i in enumerate(perm):
         assert_close(permuted[j], base[i])
-
-
-def permute_seats(ep: Episode, order: list[int]) -> Episode:
-    """The same games with the policies seated in ``order`` (new seat k = old order[k])."""
-    trajs = tuple(ep.trajectories[i] for i in order)
-    return Episode(
-        ep.game,
-        ep.seed,
-        ep.group_id,
-        tuple(ep.seats[i] for i in order),
-        trajs,
-        tuple(ep.returns[i] for i in order),
-    )
 
 
 def test_per_seat_statistics_follow_seat_permutation():

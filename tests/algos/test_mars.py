@@ -3,45 +3,15 @@
 import copy
 import math
 import random
+from functools import partial
 
 import pytest
+from builders import assert_close, random_reward_episodes
+from builders import make_reward_episode as make_episode
 
 from coplay.algos.advantages import EmptyState, make_estimator
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
-
-def make_turn(player: int, step: int, reward: float, game: str = "g") -> Turn:
-    obs = Observation(game=game, player=player, text="")
-    decision = Decision("", "a", "p")
-    return Turn(player=player, observation=obs, decision=decision, step=step, reward=reward)
-
-
-def make_episode(rewards, *, game="g", group_id=0) -> Episode:
-    """``rewards[seat]`` lists that seat's per-turn rewards; returns are their sums."""
-    trajs = tuple(
-        Trajectory(
-            p,
-            f"pol{p}",
-            [make_turn(p, 2 * k + p, r, game) for k, r in enumerate(rs)],
-            ret=sum(rs),
-        )
-        for p, rs in enumerate(rewards)
-    )
-    seats = tuple(t.policy_id for t in trajs)
-    return Episode(game, 0, group_id, seats, trajs, tuple(t.ret for t in trajs))
-
-
-def random_episodes(rng: random.Random, n: int, num_seats: int = 2) -> list[Episode]:
-    return [
-        make_episode(
-            [
-                [rng.choice([-1.0, 0.0, 0.5, 1.0]) for _ in range(rng.randint(0, 4))]
-                for _ in range(num_seats)
-            ],
-            game=rng.choice(["g", "h"]),
-        )
-        for _ in range(n)
-    ]
+random_episodes = partial(random_reward_episodes, values=[-1.0, 0.0, 0.5, 1.0])
 
 
 def reference(episodes, *, gamma=1.0, scale_by_std=True, eps=1e-6):
@@ -78,13 +48,6 @@ def reference(episodes, *, gamma=1.0, scale_by_std=True, eps=1e-6):
                 )
         out.append(ep_out)
     return out
-
-
-def assert_close(got, want):
-    """Nested [seat][turn] sequences equal within float tolerance."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == pytest.approx(list(w))
 
 
 def test_hand_computed():

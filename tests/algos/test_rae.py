@@ -3,35 +3,9 @@
 import random
 
 import pytest
+from builders import as_lists, assert_close, make_episode, random_episodes
 
 from coplay.algos.advantages import make_estimator
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
-
-
-def make_turn(player: int, step: int, game: str = "g") -> Turn:
-    obs = Observation(game=game, player=player, text="")
-    return Turn(player=player, observation=obs, decision=Decision("", "a", "p"), step=step)
-
-
-def make_episode(returns, *, turns=None, game="g", group_id=0, seed=0) -> Episode:
-    turns = turns or [1] * len(returns)
-    trajs = tuple(
-        Trajectory(p, f"pol{p}", [make_turn(p, 2 * k + p, game) for k in range(n)], ret=r)
-        for p, (r, n) in enumerate(zip(returns, turns, strict=True))
-    )
-    seats = tuple(t.policy_id for t in trajs)
-    return Episode(game, seed, group_id, seats, trajs, tuple(returns))
-
-
-def random_episodes(rng: random.Random, n: int) -> list[Episode]:
-    return [
-        make_episode(
-            [rng.choice([-1.0, 0.0, 1.0]) for _ in range(2)],
-            turns=[rng.randint(0, 3) for _ in range(2)],
-            game=rng.choice(["g", "h"]),
-        )
-        for _ in range(n)
-    ]
 
 
 def reference(episodes, state, *, alpha, before, update):
@@ -60,17 +34,6 @@ def reference(episodes, state, *, alpha, before, update):
             ep_out.append([traj.ret - b] * len(traj.turns))
         out.append(ep_out)
     return out, state
-
-
-def as_lists(adv):
-    return [[list(seat) for seat in ep] for ep in adv]
-
-
-def assert_close(got, want):
-    """Nested [seat][turn] sequences equal within float tolerance."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == pytest.approx(list(w))
 
 
 def test_hand_computed_batch_mean():

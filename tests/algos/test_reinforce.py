@@ -1,37 +1,17 @@
 """REINFORCE with batch-mean baseline: hand values, loop reference, invariants."""
 
 import random
+from functools import partial
 
 import pytest
+from builders import as_lists, assert_close, make_episode
+from builders import random_episodes as _random_episodes
 
 from coplay.algos.advantages import make_estimator
-from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
-
-def make_turn(player: int, step: int, game: str = "g") -> Turn:
-    obs = Observation(game=game, player=player, text="")
-    return Turn(player=player, observation=obs, decision=Decision("", "a", "p"), step=step)
-
-
-def make_episode(returns, *, turns=None, game="g", group_id=0, seed=0) -> Episode:
-    turns = turns or [1] * len(returns)
-    trajs = tuple(
-        Trajectory(p, f"pol{p}", [make_turn(p, 2 * k + p, game) for k in range(n)], ret=r)
-        for p, (r, n) in enumerate(zip(returns, turns, strict=True))
-    )
-    seats = tuple(t.policy_id for t in trajs)
-    return Episode(game, seed, group_id, seats, trajs, tuple(returns))
-
-
-def random_episodes(rng: random.Random, n: int, games=("g", "h")) -> list[Episode]:
-    return [
-        make_episode(
-            [rng.choice([-1.0, 0.0, 1.0, 0.5]) for _ in range(2)],
-            turns=[rng.randint(0, 3) for _ in range(2)],
-            game=rng.choice(games),
-        )
-        for _ in range(n)
-    ]
+random_episodes = partial(
+    _random_episodes, draw=lambda rng, _seat: rng.choice([-1.0, 0.0, 1.0, 0.5])
+)
 
 
 def reference(episodes, baseline=True):
@@ -48,17 +28,6 @@ def reference(episodes, baseline=True):
             ep_out.append([traj.ret - b for _ in traj.turns])
         out.append(ep_out)
     return out
-
-
-def as_lists(adv):
-    return [[list(seat) for seat in ep] for ep in adv]
-
-
-def assert_close(got, want):
-    """Nested [seat][turn] sequences equal within float tolerance."""
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert list(g) == pytest.approx(list(w))
 
 
 def test_hand_computed():
