@@ -19,7 +19,7 @@ from open_spiel.python.algorithms import exploitability as os_exploitability
 
 from coplay.envs.openspiel_env import observation_for_state
 from coplay.envs.registry import make_env
-from coplay.envs.renderers import render
+from coplay.envs.renderers import legal_action_map
 from coplay.types import TabularQueryable
 
 QUERY_BATCH = 512
@@ -64,21 +64,19 @@ def to_openspiel_policy(
     env, game = _openspiel_game(game_name, params)
     tab = os_policy.TabularPolicy(game)
     tab.action_probability_array[:] = 0.0
-    rows = [
-        (i, state, render(env.renderer, state, state.current_player()))
-        for i, state in enumerate(tab.states)
-    ]
-    for start in range(0, len(rows), QUERY_BATCH):
-        chunk = rows[start : start + QUERY_BATCH]
+    for start in range(0, len(tab.states), QUERY_BATCH):
+        states = tab.states[start : start + QUERY_BATCH]
         observations = [
             observation_for_state(
                 s, s.current_player(), game_name=env.spec.name, renderer=env.renderer
             )
-            for _, s, _ in chunk
+            for s in states
         ]
-        for (i, _, rendered), probs in zip(chunk, policy.action_probs(observations), strict=True):
+        answers = policy.action_probs(observations)
+        for i, (s, probs) in enumerate(zip(states, answers, strict=True), start=start):
+            ids = legal_action_map(env.renderer, s, s.current_player())
             for action, p in probs.items():
-                tab.action_probability_array[i, rendered.action_id(action)] = p
+                tab.action_probability_array[i, ids[action]] = p
     _check_distributions(tab)
     return tab
 

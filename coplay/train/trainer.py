@@ -27,7 +27,7 @@ from coplay.train.config import RunConfig, to_yaml
 from coplay.train.learner import Learner, collect_samples, make_learner, update
 from coplay.train.opponents import build_opponent
 from coplay.train.state import load_state, save_state
-from coplay.types import Env, Episode, Policy
+from coplay.types import Env, Episode, GameSpec, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
 
@@ -45,6 +45,7 @@ class Run:
     estimator: Estimator
     adv_state: Any
     rng: np.random.Generator
+    spec: GameSpec
     eval_opponents: dict[str, Policy] = field(default_factory=dict)
     exact: bool = False
 
@@ -111,6 +112,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         estimator=est,
         adv_state=est.init(),
         rng=np.random.default_rng(cfg.train.seed),
+        spec=spec,
         eval_opponents=evals,
         exact=spec.openspiel_name is not None and not spec.perfect_information,
     )
@@ -118,7 +120,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
 
 def seatings(run: Run, num_games: int) -> list[list[Policy]]:
     """Self-play fills every seat with the learner; otherwise the learner rotates seats."""
-    n = run.make_env().spec.num_players
+    n = run.spec.num_players
     me = run.learner.policy
     if run.opponent is None:
         return [[me] * n for _ in range(num_games)]
@@ -190,7 +192,7 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
         res = exploitability(policy, cfg.game.name, params=cfg.game.params)
         m["eval/exploitability"] = res.exploitability
         m["eval/nash_conv"] = res.nash_conv
-    n = run.make_env().spec.num_players
+    n = run.spec.num_players
     for i, (name, opp) in enumerate(run.eval_opponents.items()):
         res = play_match(
             run.make_env,

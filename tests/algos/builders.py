@@ -6,11 +6,13 @@ episode/turn construction and comparison helpers live here.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Sequence
 
 import pytest
 
+from coplay.algos.advantages import EmptyState
 from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
 
@@ -122,3 +124,21 @@ def permute_seats(ep: Episode, order: list[int]) -> Episode:
         trajs,
         tuple(ep.returns[i] for i in order),
     )
+
+
+def assert_permutation_equivariant(estimate, episodes, rng, *, metrics: bool = True) -> None:
+    """Permuting episodes permutes advantages (and keeps metrics); inputs stay untouched.
+
+    ``estimate`` maps a list of episodes to an ``Estimate`` of a stateless estimator.
+    """
+    snapshot = copy.deepcopy(episodes)
+    perm = list(range(len(episodes)))
+    rng.shuffle(perm)
+    base = estimate(episodes)
+    permuted = estimate([episodes[i] for i in perm])
+    for j, i in enumerate(perm):
+        assert_close(permuted.advantages[j], base.advantages[i])
+    if metrics:
+        assert permuted.metrics == pytest.approx(base.metrics)
+    assert base.state == EmptyState()
+    assert episodes == snapshot

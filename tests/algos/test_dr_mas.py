@@ -1,15 +1,14 @@
 """Dr. MAS: hand values, loop reference, per-agent scale, permutation and purity."""
 
-import copy
 import math
 import random
 from functools import partial
 
 import pytest
-from builders import assert_close, make_episode
+from builders import assert_close, assert_permutation_equivariant, make_episode
 from builders import random_episodes as _random_episodes
 
-from coplay.algos.advantages import EmptyState, make_estimator
+from coplay.algos.advantages import make_estimator
 
 random_episodes = partial(
     _random_episodes, groups=4, draw=lambda rng, seat: rng.choice([-1.0, 0.0, 1.0]) * (10.0**seat)
@@ -121,16 +120,7 @@ def test_one_agents_scale_does_not_leak_into_anothers():
 def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
     rng = random.Random(3)
     eps = random_episodes(rng, 12)
-    snapshot = copy.deepcopy(eps)
-    perm = list(range(12))
-    rng.shuffle(perm)
-    base = estimate(eps)
-    permuted = estimate([eps[i] for i in perm])
-    for j, i in enumerate(perm):
-        assert_close(permuted.advantages[j], base.advantages[i])
-    assert permuted.metrics == pytest.approx(base.metrics)
-    assert base.state == EmptyState()
-    assert eps == snapshot
+    assert_permutation_equivariant(estimate, eps, rng)
 
 
 def test_negative_eps_is_named():

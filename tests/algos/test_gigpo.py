@@ -1,14 +1,13 @@
 """GiGPO: hand values, anchor keys, loop reference, permutation and purity."""
 
-import copy
 import math
 import random
 
 import pytest
-from builders import assert_close
+from builders import assert_close, assert_permutation_equivariant
 from builders import make_reward_episode as make_episode
 
-from coplay.algos.advantages import EmptyState, make_estimator
+from coplay.algos.advantages import make_estimator
 from coplay.types import Episode, Observation
 
 
@@ -118,16 +117,7 @@ def test_matches_loop_reference(seed, params):
 def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
     rng = random.Random(3)
     eps = random_episodes(rng, 12)
-    snapshot = copy.deepcopy(eps)
-    perm = list(range(12))
-    rng.shuffle(perm)
-    base = estimate(eps)
-    permuted = estimate([eps[i] for i in perm])
-    for j, i in enumerate(perm):
-        assert_close(permuted.advantages[j], base.advantages[i])
-    assert permuted.metrics == pytest.approx(base.metrics)
-    assert base.state == EmptyState()
-    assert eps == snapshot
+    assert_permutation_equivariant(estimate, eps, rng)
 
 
 @pytest.mark.parametrize("params", [{"gamma": 1.5}, {"eps": -1.0}])

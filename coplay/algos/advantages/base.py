@@ -32,7 +32,19 @@ TurnCredit = Callable[[Trajectory, float], tuple[float, ...]]
 
 
 class EmptyState(NamedTuple):
-    """State of an estimator that keeps none (REINFORCE, GRPO)."""
+    """State of an estimator that keeps none (REINFORCE, GRPO); ``EmptyState`` is its init."""
+
+
+def check_gamma(gamma: float) -> None:
+    """Reject a discount outside [0, 1] when the estimator is built."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+
+
+def check_eps(eps: float) -> None:
+    """Reject a negative stabiliser when the estimator is built."""
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
 
 
 @dataclass(frozen=True)

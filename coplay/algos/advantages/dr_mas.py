@@ -26,6 +26,7 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    check_eps,
     expand_to_turns,
     mean,
     register,
@@ -61,11 +62,7 @@ def centred_returns(
 @register("dr_mas")
 def dr_mas(*, eps: float = 1e-6) -> Estimator[EmptyState]:
     """GRPO group centring scaled by each (game, seat) agent's std over the batch."""
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-
-    def init() -> EmptyState:
-        return EmptyState()
+    check_eps(eps)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         centred, baselines = centred_returns(episodes)
@@ -86,4 +83,4 @@ def dr_mas(*, eps: float = 1e-6) -> Estimator[EmptyState]:
             metrics[f"adv/agent_std/{game}/seat{seat}"] = s
         return Estimate(advantages, state, metrics)
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)

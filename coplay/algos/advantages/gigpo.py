@@ -31,6 +31,8 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    check_eps,
+    check_gamma,
     mean,
     register,
     std,
@@ -65,14 +67,9 @@ def gigpo(
     *, gamma: float = 0.95, omega: float = 1.0, scale_by_std: bool = True, eps: float = 1e-6
 ) -> Estimator[EmptyState]:
     """Episode-level GRPO advantage plus ``omega`` times the anchor-state step advantage."""
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
+    check_gamma(gamma)
+    check_eps(eps)
     episode_level = grpo(scale_by_std=scale_by_std, eps=eps)
-
-    def init() -> EmptyState:
-        return EmptyState()
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         a_episode = episode_level.estimate(episodes, EmptyState()).advantages
@@ -112,4 +109,4 @@ def gigpo(
         metrics["adv/num_step_groups"] = float(len(groups))
         return Estimate(advantages, state, metrics)
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)

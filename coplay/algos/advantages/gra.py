@@ -30,6 +30,7 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    check_gamma,
     mean,
     register,
     reward_to_go,
@@ -50,11 +51,7 @@ def gated_returns(traj: Trajectory, *, gate: float, gamma: float) -> tuple[float
 @register("gra")
 def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
     """Gated per-turn returns minus a per-(game, seat) batch-mean baseline."""
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-
-    def init() -> EmptyState:
-        return EmptyState()
+    check_gamma(gamma)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         returns: Advantages = tuple(
@@ -78,4 +75,4 @@ def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
         )
         return Estimate(advantages, state, metrics)
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)

@@ -22,6 +22,7 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    check_eps,
     expand_to_turns,
     mean,
     register,
@@ -47,11 +48,7 @@ def group_returns(episodes: Sequence[Episode]) -> dict[GroupKey, list[float]]:
 @register("grpo")
 def grpo(*, scale_by_std: bool = True, eps: float = 1e-6) -> Estimator[EmptyState]:
     """GRPO advantages; ``scale_by_std=False`` gives Dr. GRPO's unscaled version."""
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-
-    def init() -> EmptyState:
-        return EmptyState()
+    check_eps(eps)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         groups = group_returns(episodes)
@@ -82,4 +79,4 @@ def grpo(*, scale_by_std: bool = True, eps: float = 1e-6) -> Estimator[EmptyStat
         )
         return Estimate(advantages, state, metrics)
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)

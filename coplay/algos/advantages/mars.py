@@ -29,6 +29,8 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    check_eps,
+    check_gamma,
     mean,
     register,
     std,
@@ -62,13 +64,8 @@ def mars(
     *, gamma: float = 1.0, scale_by_std: bool = True, eps: float = 1e-6
 ) -> Estimator[EmptyState]:
     """Per-turn return-to-go, normalised per (game, seat) over the batch."""
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-
-    def init() -> EmptyState:
-        return EmptyState()
+    check_gamma(gamma)
+    check_eps(eps)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         returns = turn_returns(episodes, gamma)
@@ -96,4 +93,4 @@ def mars(
             metrics[f"adv/return_std/{game}/seat{seat}"] = s
         return Estimate(advantages, state, metrics)
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)

@@ -47,9 +47,6 @@ def reinforce(*, baseline: str = "batch_mean") -> Estimator[EmptyState]:
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
 
-    def init() -> EmptyState:
-        return EmptyState()
-
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         means = seat_means(episodes) if baseline == "batch_mean" else {}
         baselines = [
@@ -63,4 +60,4 @@ def reinforce(*, baseline: str = "batch_mean") -> Estimator[EmptyState]:
         advantages = expand_to_turns(episodes, per_seat)
         return Estimate(advantages, state, summary_metrics(advantages, baselines))
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)

@@ -39,9 +39,6 @@ from coplay.types import Episode
 def rloo() -> Estimator[EmptyState]:
     """RLOO advantages: each return minus the mean of its group's other returns."""
 
-    def init() -> EmptyState:
-        return EmptyState()
-
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         groups = group_returns(episodes)
         totals = {key: (sum(rs), len(rs)) for key, rs in groups.items()}
@@ -65,4 +62,4 @@ def rloo() -> Estimator[EmptyState]:
         )
         return Estimate(advantages, state, metrics)
 
-    return Estimator(init, estimate)
+    return Estimator(EmptyState, estimate)
