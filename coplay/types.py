@@ -110,6 +110,9 @@ class Turn:
     """How an invalid action was handled: None, "retry", "penalty" or "forfeit"."""
     advantage: float = 0.0
     """Filled by an advantage estimator."""
+    value: float | None = None
+    """The critic's estimate of this player's return-to-go before the turn; filled by
+    the trainer when the estimator needs values (GAE), else None."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig
 from coplay.models.loading import ModelConfig
 from coplay.rollout.invalid import InvalidActionConfig
+from coplay.train.critic import CriticConfig
 
 
 class ConfigError(ValueError):
@@ -58,6 +59,12 @@ class AlgoConfig(_Strict):
     """Advantage estimator (registry name)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Estimator hyper-parameters."""
+
+    filter_zero_advantage: bool = False
+    """Drop turns whose advantage is exactly 0 from the update (they only dilute it)."""
+    filter_flat_groups: bool = False
+    """Drop trajectories whose group (same seed, same seat) has all-equal returns:
+    DAPO's dynamic sampling without refilling."""
 
     @model_validator(mode="after")
     def _buildable(self) -> AlgoConfig:
@@ -122,6 +129,7 @@ class RunConfig(_Strict):
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
 
 
@@ -163,8 +171,8 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_override(item: str) -> dict[str, Any]:
-    """``a.b=3`` -> ``{"a": {"b": 3}}``; values are parsed as YAML scalars or lists."""
+def split_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=3`` -> ``(["a", "b"], 3)``; values are parsed as YAML scalars or lists."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {item!r} must look like key=value (e.g. train.iterations=50)")
@@ -172,12 +180,15 @@ def parse_override(item: str) -> dict[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
-    out: dict[str, Any] = {}
-    node = out
-    parts = key.strip().split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
+    return key.strip().split("."), value
+
+
+def parse_override(item: str) -> dict[str, Any]:
+    """``a.b=3`` -> ``{"a": {"b": 3}}``."""
+    parts, value = split_override(item)
+    out: Any = value
+    for part in reversed(parts):
+        out = {part: out}
     return out
 
 
@@ -192,8 +203,22 @@ def build_config(
     if file:
         data = merge(data, load_yaml(file))
     for item in overrides:
-        data = merge(data, parse_override(item))
+        data = apply_override(data, item)
     return validate(data)
+
+
+def apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
+    """A copy of ``data`` with ``key=value`` set. The value *replaces* what is at the
+    key (mappings are not merged), so ``algo.params={}`` clears a preset's parameters."""
+    parts, value = split_override(item)
+    out = dict(data)
+    node = out
+    for part in parts[:-1]:
+        child = node.get(part)
+        node[part] = dict(child) if isinstance(child, dict) else {}
+        node = node[part]
+    node[parts[-1]] = value
+    return out
 
 
 def validate(data: dict[str, Any]) -> RunConfig:

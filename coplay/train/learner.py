@@ -9,7 +9,7 @@ shared denominator, so the micro-batch size never changes the update.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,16 +79,23 @@ def make_learner(
 
 
 def collect_samples(
-    episodes: Sequence[Episode], advantages: Advantages, policy_id: str
+    episodes: Sequence[Episode],
+    advantages: Advantages,
+    policy_id: str,
+    *,
+    keep: Collection[tuple[int, int]] | None = None,
 ) -> list[Sample]:
     """Trainable decisions of ``policy_id`` (rejected retries included) with advantages.
 
     A rejected answer shares its turn's advantage, so an invalid answer that led to a
-    penalty or forfeit is pushed down with it.
+    penalty or forfeit is pushed down with it. ``keep``, when given, lists the
+    (episode index, seat) trajectories to take; the others are skipped.
     """
     out = []
-    for ep, per_seat in zip(episodes, advantages, strict=True):
-        for traj, advs in zip(ep.trajectories, per_seat, strict=True):
+    for e, (ep, per_seat) in enumerate(zip(episodes, advantages, strict=True)):
+        for s, (traj, advs) in enumerate(zip(ep.trajectories, per_seat, strict=True)):
+            if keep is not None and (e, s) not in keep:
+                continue
             for turn, adv in zip(traj.turns, advs, strict=True):
                 for dec in (*turn.invalid_attempts, turn.decision):
                     if dec.policy_id == policy_id and dec.trainable:

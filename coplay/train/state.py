@@ -56,6 +56,11 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
         "magnet": learner.reference.model.state_dict() if learner.reference else None,
         "adv_state": run.adv_state,
+        "critic": (
+            {"model": run.critic.model.state_dict(), "opt": run.critic.optimizer.state_dict()}
+            if run.critic
+            else None
+        ),
         "numpy_rng": run.rng.bit_generator.state,
         "torch_rng": torch.get_rng_state(),
         "policy_rng": _generator_state(learner.policy),
@@ -89,6 +94,9 @@ def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
     if learner.reference and blob["magnet"] is not None:
         learner.reference.model.load_state_dict(blob["magnet"])
     run.adv_state = blob["adv_state"]
+    if run.critic is not None and blob.get("critic") is not None:
+        run.critic.model.load_state_dict(blob["critic"]["model"])
+        run.critic.optimizer.load_state_dict(blob["critic"]["opt"])
     run.rng.bit_generator.state = blob["numpy_rng"]
     torch.set_rng_state(blob["torch_rng"])
     _set_generator_state(learner.policy, blob["policy_rng"])

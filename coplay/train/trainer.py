@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from coplay.algos.advantages import Estimator, make_estimator
+from coplay.algos.advantages import Advantages, Estimator, make_estimator
+from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
 from coplay.envs.registry import make_env
 from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
@@ -23,8 +24,9 @@ from coplay.models.loading import build_policy, save_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import RunConfig, to_yaml
-from coplay.train.learner import Learner, collect_samples, make_learner, update
+from coplay.train.config import AlgoConfig, RunConfig, to_yaml
+from coplay.train.critic import Critic, critic_update, fill_values, make_critic
+from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
 from coplay.train.opponents import build_opponent
 from coplay.train.state import load_state, save_state
 from coplay.types import Env, Episode, GameSpec, Policy
@@ -48,6 +50,8 @@ class Run:
     spec: GameSpec
     eval_opponents: dict[str, Policy] = field(default_factory=dict)
     exact: bool = False
+    critic: Critic | None = None
+    """Value model, present when the estimator reads per-turn values (GAE)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         spec=spec,
         eval_opponents=evals,
         exact=spec.openspiel_name is not None and not spec.perfect_information,
+        critic=make_critic(policy, cfg.critic) if est.needs_values else None,
     )
 
 
@@ -170,18 +175,89 @@ def rollout_metrics(
         rets = [e.returns[seat] for e in episodes if e.seats[seat] == learner_id]
         if rets:
             m[f"rollout/return_seat{seat}"] = float(np.mean(rets))
-    return m
+    return m | group_metrics(episodes, learner_id)
+
+
+def group_metrics(episodes: Sequence[Episode], learner_id: str) -> dict[str, float]:
+    """Spread of the learner's returns within groups (same seed, same seat).
+
+    ``rollout/group_return_std`` is the mean over groups of the population standard
+    deviation of their returns; ``rollout/flat_group_frac`` the share of groups whose
+    returns are all equal (no signal for a group baseline). Groups of one are skipped.
+    """
+    groups: dict[tuple[str, int, int], list[float]] = {}
+    for e in episodes:
+        for seat, ret in enumerate(e.returns):
+            if e.seats[seat] == learner_id:
+                groups.setdefault((e.game, e.group_id, seat), []).append(ret)
+    sizable = [np.asarray(r) for r in groups.values() if len(r) > 1]
+    if not sizable:
+        return {}
+    return {
+        "rollout/group_return_std": float(np.mean([r.std() for r in sizable])),
+        "rollout/flat_group_frac": float(np.mean([r.min() == r.max() for r in sizable])),
+    }
 
 
 def learn(run: Run, episodes: Sequence[Episode]) -> dict[str, float]:
-    """Advantages, then the policy update; returns ``adv/*`` and ``loss/*`` metrics."""
+    """Advantages, then the policy (and critic) update; returns ``adv/*``, ``loss/*``
+    and ``critic/*`` metrics."""
     t0 = time.perf_counter()
+    learner_id = run.learner.policy.policy_id
+    if run.critic is not None:
+        fill_values(run.critic, episodes)
     est = run.estimator.estimate(episodes, run.adv_state)
     run.adv_state = est.state
-    samples = collect_samples(episodes, est.advantages, run.learner.policy.policy_id)
-    metrics = {**est.metrics, **update(run.learner, samples, run.rng)}
+    keep = informative_seats(episodes) if run.cfg.algo.filter_flat_groups else None
+    samples = collect_samples(episodes, est.advantages, learner_id, keep=keep)
+    samples, filtered = filter_samples(run.cfg.algo, samples, keep, episodes)
+    metrics = {**est.metrics, **filtered, **update(run.learner, samples, run.rng)}
+    if run.critic is not None and est.value_targets is not None:
+        turns, targets = learner_turns(episodes, est.value_targets, learner_id)
+        metrics |= critic_update(run.critic, turns, targets, run.rng, epochs=run.cfg.optim.epochs)
     metrics["perf/update_s"] = time.perf_counter() - t0
     return metrics
+
+
+def informative_seats(episodes: Sequence[Episode]) -> set[tuple[int, int]]:
+    """(episode index, seat) pairs whose group (same game, group id and seat) has
+    returns that are not all equal; the others carry no group-relative signal."""
+    pairs = [(i, seat) for i, e in enumerate(episodes) for seat in range(len(e.returns))]
+    keys = [(episodes[i].game, episodes[i].group_id, seat) for i, seat in pairs]
+    rets = [episodes[i].returns[seat] for i, seat in pairs]
+    keep = informative_groups(keys, rets)
+    return {pair for pair, k in zip(pairs, keep, strict=True) if k}
+
+
+def filter_samples(
+    algo: AlgoConfig,
+    samples: list[Sample],
+    keep: set[tuple[int, int]] | None,
+    episodes: Sequence[Episode],
+) -> tuple[list[Sample], dict[str, float]]:
+    """Apply the zero-advantage filter; report what each filter dropped."""
+    metrics: dict[str, float] = {}
+    if keep is not None:
+        total = sum(len(e.returns) for e in episodes)
+        metrics["adv/flat_group_dropped_frac"] = 1.0 - len(keep) / max(1, total)
+    if algo.filter_zero_advantage:
+        mask = nonzero_advantage_mask([s.advantage for s in samples])
+        metrics |= filter_metrics(zero_adv=mask)
+        samples = [s for s, k in zip(samples, mask, strict=True) if k]
+    return samples, metrics
+
+
+def learner_turns(
+    episodes: Sequence[Episode], targets: Advantages, learner_id: str
+) -> tuple[list, list[float]]:
+    """The learner's turns and their value targets, for the critic's regression."""
+    turns, out = [], []
+    for ep, ep_targets in zip(episodes, targets, strict=True):
+        for traj, seat_targets in zip(ep.trajectories, ep_targets, strict=True):
+            if traj.policy_id == learner_id:
+                turns.extend(traj.turns)
+                out.extend(seat_targets)
+    return turns, out
 
 
 def evaluate(run: Run, iteration: int) -> dict[str, float]:

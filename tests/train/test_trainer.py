@@ -8,7 +8,7 @@ from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import build_config
-from coplay.train.trainer import rollout_metrics, seatings, setup, train
+from coplay.train.trainer import group_metrics, rollout_metrics, seatings, setup, train
 
 TINY = [
     "train.iterations=2",
@@ -64,7 +64,12 @@ def test_grpo_needs_groups_to_learn(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "extra", [[], ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"]]
+    "extra",
+    [
+        [],
+        ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"],
+        ["algo.estimator=gae", "algo.params={}", "critic.clip=0.2"],
+    ],
 )
 def test_resume_equals_uninterrupted(tmp_path, extra):
     import torch
@@ -105,3 +110,34 @@ def test_resume_equals_uninterrupted(tmp_path, extra):
 def test_resume_without_state_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no saved state"):
         train(build_config(overrides=TINY), tmp_path / "empty", resume=True)
+
+
+def test_group_metrics_spread_and_flat_share():
+    learner = RandomPolicy(seed=0, policy_id="learner")
+    eps = play_episodes(lambda: make_env("kuhn_poker"), [[learner, learner]] * 4, [0, 0, 1, 1])
+    # Force known returns: group 0 flat (1, 1), group 1 spread (2, -2) on seat 0.
+    for e, r in zip(eps, [1.0, 1.0, 2.0, -2.0], strict=True):
+        e.returns = (r, -r)
+    m = group_metrics(eps, "learner")
+    assert m["rollout/flat_group_frac"] == pytest.approx(0.5)
+    assert m["rollout/group_return_std"] == pytest.approx((0 + 0 + 2 + 2) / 4)
+    assert group_metrics(eps[:1], "learner") == {}
+
+
+def test_gae_trains_a_critic_and_filters_report(tmp_path):
+    over = [
+        *TINY,
+        "algo.estimator=grpo",
+        "algo.params={}",
+        "rollout.group_size=4",
+        "algo.filter_flat_groups=true",
+        "algo.filter_zero_advantage=true",
+    ]
+    train(build_config(overrides=over), tmp_path / "f")
+    row = json.loads((tmp_path / "f" / "metrics.jsonl").read_text().splitlines()[1])
+    assert 0.0 <= row["adv/flat_group_dropped_frac"] <= 1.0
+    assert "adv/zero_adv_dropped_frac" in row
+    assert "rollout/group_return_std" in row
+    train(build_config(overrides=[*TINY, "algo.estimator=gae", "algo.params={}"]), tmp_path / "g")
+    row = json.loads((tmp_path / "g" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert row["critic/steps"] > 0 and "adv/explained_variance" in row

@@ -4,7 +4,7 @@ Importing this package registers every built-in estimator; ``make_estimator(name
 **params)`` builds one from the registry with its hyper-parameters validated.
 """
 
-from coplay.algos.advantages import dr_mas, gigpo, gra, grpo, mars, rae, reinforce, rloo
+from coplay.algos.advantages import dr_mas, gae, gigpo, gra, grpo, mars, rae, reinforce, rloo
 from coplay.algos.advantages.base import (
     ESTIMATORS,
     Advantages,
@@ -26,6 +26,7 @@ __all__ = [
     "assign_advantages",
     "dr_mas",
     "expand_to_turns",
+    "gae",
     "gigpo",
     "gra",
     "grpo",

@@ -56,6 +56,8 @@ class Estimate(Generic[S]):
     """The estimator's state after this batch; pass it to the next call."""
     metrics: dict[str, float]
     """Namespaced ``adv/...`` scalars for the trainer to log."""
+    value_targets: Advantages | None = None
+    """Regression targets for the critic, per turn (estimators that need values)."""
 
 
 class Estimator(NamedTuple, Generic[S]):
@@ -63,6 +65,8 @@ class Estimator(NamedTuple, Generic[S]):
 
     init: Callable[[], S]
     estimate: Callable[[Sequence[Episode], S], Estimate[S]]
+    needs_values: bool = False
+    """True when ``estimate`` reads ``Turn.value``: the trainer then runs a critic."""
 
 
 ESTIMATORS: dict[str, Callable[..., Estimator[Any]]] = {}

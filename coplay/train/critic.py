@@ -1,0 +1,142 @@
+"""A value model (critic) for estimators that read per-turn values, such as GAE.
+
+The critic is a separate copy of the policy's transformer trunk with a scalar head
+on the hidden state of the prompt's last token, as in PPO for language models
+(Ouyang et al., 2022): sharing the trunk with the policy would let the value loss
+pull on the policy's features. It sees exactly the prompt the policy saw, so in
+shared-weight self-play the seat is known from the observation text. The head starts
+at zero, so the first values are 0 and the first advantages are plain returns.
+
+    critic = make_critic(policy, cfg.critic)
+    fill_values(critic, episodes)                     # Turn.value for every turn
+    metrics = critic_update(critic, turns, targets)   # regress on lambda-returns
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from coplay.policies.lm import LMPolicy
+from coplay.policies.scoring import _left_pad
+from coplay.types import Episode, Turn
+
+
+class CriticConfig(BaseModel):
+    """Value-model settings; used only when the estimator needs values (``gae``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    lr: float = Field(1e-3, gt=0.0)
+    """Adam learning rate of the value model."""
+    clip: float | None = Field(None, gt=0.0)
+    """PPO value clipping: the new value may move at most this far from the value
+    recorded at rollout (None: no clipping)."""
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    """Gradient clipping threshold of the value model."""
+    batch_size: int = Field(256, gt=0)
+    """Turns per value-model step (it takes as many passes as the policy's epochs)."""
+
+
+class ValueModel(nn.Module):
+    """Transformer trunk plus a linear head on the last token's hidden state."""
+
+    def __init__(self, trunk: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, ids: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Values of left-padded prompts, shape (B,)."""
+        hidden = self.trunk(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
+        return self.head(hidden[:, -1]).squeeze(-1)
+
+
+@dataclass
+class Critic:
+    """The value model, its optimizer, and the policy whose prompts it reads."""
+
+    model: ValueModel
+    optimizer: torch.optim.Optimizer
+    policy: LMPolicy
+    cfg: CriticConfig
+
+
+def make_critic(policy: LMPolicy, cfg: CriticConfig) -> Critic:
+    """A value model initialised from a copy of the policy's trunk."""
+    trunk = copy.deepcopy(policy.model.base_model)
+    model = ValueModel(trunk, policy.model.config.hidden_size).to(policy.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    return Critic(model=model, optimizer=opt, policy=policy, cfg=cfg)
+
+
+def _values(critic: Critic, turns: Sequence[Turn]) -> torch.Tensor:
+    prompts = [critic.policy.prompt_ids(t.observation) for t in turns]
+    pad = critic.policy.tokenizer.pad_token_id or 0
+    ids, attn, pos = (x.to(critic.policy.device) for x in _left_pad(prompts, pad))
+    return critic.model(ids, attn, pos)
+
+
+@torch.no_grad()
+def fill_values(critic: Critic, episodes: Sequence[Episode], *, chunk: int = 256) -> None:
+    """Write the critic's value onto ``Turn.value`` for every turn of every episode."""
+    turns = [t for ep in episodes for traj in ep.trajectories for t in traj.turns]
+    critic.model.eval()
+    for start in range(0, len(turns), chunk):
+        part = turns[start : start + chunk]
+        for turn, v in zip(part, _values(critic, part).tolist(), strict=True):
+            turn.value = float(v)
+
+
+def value_loss(
+    values: torch.Tensor, old: torch.Tensor, targets: torch.Tensor, clip: float | None
+) -> torch.Tensor:
+    """``0.5 * mean((V - R)^2)``; with ``clip``, PPO's pessimistic clipped form
+    ``0.5 * mean(max((V - R)^2, (old + clamp(V - old, -c, c) - R)^2))``."""
+    err = (values - targets) ** 2
+    if clip is not None:
+        clipped = old + (values - old).clamp(-clip, clip)
+        err = torch.maximum(err, (clipped - targets) ** 2)
+    return 0.5 * err.mean()
+
+
+def critic_update(
+    critic: Critic,
+    turns: Sequence[Turn],
+    targets: Sequence[float],
+    rng: np.random.Generator,
+    *,
+    epochs: int = 1,
+) -> dict[str, float]:
+    """Regress the values of ``turns`` (recorded in ``Turn.value``) on ``targets``."""
+    if not turns:
+        return {}
+    if len(turns) != len(targets):
+        raise ValueError(f"{len(turns)} turns but {len(targets)} value targets")
+    device = critic.policy.device
+    old_all = torch.tensor([t.value for t in turns], dtype=torch.float32, device=device)
+    tgt_all = torch.tensor(targets, dtype=torch.float32, device=device)
+    losses = []
+    critic.model.train()
+    for _ in range(epochs):
+        order = rng.permutation(len(turns))
+        for start in range(0, len(turns), critic.cfg.batch_size):
+            idx = order[start : start + critic.cfg.batch_size]
+            values = _values(critic, [turns[i] for i in idx])
+            index = torch.as_tensor(idx, device=device)
+            loss = value_loss(values, old_all[index], tgt_all[index], critic.cfg.clip)
+            critic.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(critic.model.parameters(), critic.cfg.max_grad_norm)
+            critic.optimizer.step()
+            losses.append(float(loss.detach()))
+    critic.model.eval()
+    return {"critic/loss": float(np.mean(losses)), "critic/steps": float(len(losses))}
