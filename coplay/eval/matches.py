@@ -43,6 +43,8 @@ class MatchResult:
     mean_return: Interval
     mean_return_by_seat: tuple[float, ...]
     invalid_rate: float
+    loss_by_seat: tuple[Interval, ...] = ()
+    """Loss rate with the policy in each seat (a strong side can hide a weak one)."""
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> Interval:
@@ -125,4 +127,11 @@ def summarize(episodes: Sequence[Episode], seats: Sequence[int], num_players: in
         mean_return=mean_interval(rets),
         mean_return_by_seat=by_seat,
         invalid_rate=invalid / max(1, len(turns)),
+        loss_by_seat=tuple(
+            wilson(
+                sum(o == -1 for o, s in zip(outs, seats, strict=True) if s == k),
+                sum(s == k for s in seats),
+            )
+            for k in range(num_players)
+        ),
     )

@@ -43,3 +43,14 @@ def test_nash_vs_random_in_kuhn_wins_on_average():
 def test_opponent_count_must_match_seats():
     with pytest.raises(ValueError, match="need 1 opponents"):
         play_match(lambda: make_env("kuhn_poker"), RandomPolicy(), [], episodes=2)
+
+
+def test_loss_by_seat_splits_the_overall_loss():
+    make = lambda: make_env("tic_tac_toe")  # noqa: E731
+    res = play_match(make, RandomPolicy(seed=0), [PerfectPlayer()], episodes=40)
+    assert len(res.loss_by_seat) == 2
+    assert (res.loss_by_seat[0].value + res.loss_by_seat[1].value) / 2 == pytest.approx(
+        res.loss.value
+    )
+    # Random loses more often moving second against perfect play than moving first.
+    assert res.loss_by_seat[1].value >= res.loss_by_seat[0].value
