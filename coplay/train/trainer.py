@@ -282,6 +282,8 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
         m[f"eval/{name}/draw"] = res.draw.value
         m[f"eval/{name}/loss"] = res.loss.value
         m[f"eval/{name}/mean_return"] = res.mean_return.value
+        for seat, loss in enumerate(res.loss_by_seat):
+            m[f"eval/{name}/loss_seat{seat}"] = loss.value
     return m
 
 
