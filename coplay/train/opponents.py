@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from coplay.models.loading import load_policy
 from coplay.policies.scripted import make_scripted
@@ -36,3 +39,48 @@ def build_opponent(
     raise ValueError(
         f"unknown opponent {spec!r}: use one of {', '.join(SCRIPTED_NAMES)} or a checkpoint path"
     )
+
+
+@dataclass
+class OpponentPool:
+    """Opponents drawn per game: a league of snapshots, a PSRO meta-strategy, bots.
+
+    Each game draws one member with probability ``probs`` (uniform when None); the
+    drawn member fills every seat but the learner's. With probability ``self_play`` a
+    game is plain shared-weight self-play instead. Callers (league, PSRO) replace
+    ``members`` and ``probs`` between iterations; a member is never modified here.
+    """
+
+    members: list[Policy] = field(default_factory=list)
+    probs: Sequence[float] | None = None
+    self_play: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.self_play <= 1.0:
+            raise ValueError(f"self_play must be in [0, 1], got {self.self_play}")
+
+    def distribution(self) -> np.ndarray:
+        """Probabilities of the members (validated, summing to 1)."""
+        if not self.members:
+            raise ValueError("the opponent pool is empty")
+        if self.probs is None:
+            return np.full(len(self.members), 1.0 / len(self.members))
+        p = np.asarray(self.probs, dtype=np.float64)
+        if p.shape != (len(self.members),) or (p < 0).any() or not np.isfinite(p).all():
+            raise ValueError(
+                f"probs must be {len(self.members)} non-negative numbers, got {list(self.probs)}"
+            )
+        if p.sum() <= 0:
+            raise ValueError("probs must not all be zero")
+        return p / p.sum()
+
+    def sample(self, rng: np.random.Generator, n: int) -> list[Policy | None]:
+        """One opponent per game; None marks a self-play game."""
+        if self.self_play >= 1.0 or not self.members:
+            if not self.members and self.self_play < 1.0:
+                raise ValueError("the opponent pool is empty")
+            return [None] * n
+        p = self.distribution()
+        picks = rng.choice(len(self.members), size=n, p=p)
+        selfplay = rng.random(n) < self.self_play
+        return [None if sp else self.members[i] for i, sp in zip(picks, selfplay, strict=True)]

@@ -27,7 +27,7 @@ from coplay.rollout.engine import play_episodes
 from coplay.train.config import AlgoConfig, RunConfig, to_yaml
 from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
-from coplay.train.opponents import build_opponent
+from coplay.train.opponents import OpponentPool, build_opponent
 from coplay.train.state import load_state, save_state
 from coplay.types import Env, Episode, GameSpec, Policy
 
@@ -52,6 +52,8 @@ class Run:
     exact: bool = False
     critic: Critic | None = None
     """Value model, present when the estimator reads per-turn values (GAE)."""
+    pool: OpponentPool | None = None
+    """Opponents drawn per game (league, PSRO); overrides ``opponent`` when set."""
 
 
 @dataclass(frozen=True)
@@ -124,12 +126,18 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
 
 
 def seatings(run: Run, num_games: int) -> list[list[Policy]]:
-    """Self-play fills every seat with the learner; otherwise the learner rotates seats."""
+    """Self-play fills every seat with the learner; otherwise the learner rotates seats
+    and the opponent (fixed, or drawn from ``run.pool`` per game) fills the others."""
     n = run.spec.num_players
     me = run.learner.policy
-    if run.opponent is None:
-        return [[me] * n for _ in range(num_games)]
-    return [[me if s == i % n else run.opponent for s in range(n)] for i in range(num_games)]
+    if run.pool is not None:
+        opponents = run.pool.sample(run.rng, num_games)
+    else:
+        opponents = [run.opponent] * num_games
+    return [
+        [me] * n if opp is None else [me if s == i % n else opp for s in range(n)]
+        for i, opp in enumerate(opponents)
+    ]
 
 
 def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
