@@ -29,7 +29,7 @@ from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
 from coplay.train.opponents import OpponentPool, build_opponent
 from coplay.train.state import load_state, save_state
-from coplay.types import Env, Episode, GameSpec, Policy
+from coplay.types import Env, Episode, GameKind, GameSpec, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
 
@@ -277,6 +277,8 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
         m["eval/exploitability"] = res.exploitability
         m["eval/nash_conv"] = res.nash_conv
     n = run.spec.num_players
+    if run.spec.kind != GameKind.ZERO_SUM:
+        m |= selfplay_metrics(run)
     for i, (name, opp) in enumerate(run.eval_opponents.items()):
         res = play_match(
             run.make_env,
@@ -292,6 +294,24 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
         m[f"eval/{name}/mean_return"] = res.mean_return.value
         for seat, loss in enumerate(res.loss_by_seat):
             m[f"eval/{name}/loss_seat{seat}"] = loss.value
+    return m
+
+
+def selfplay_metrics(run: Run) -> dict[str, float]:
+    """The learner in every seat, on fixed evaluation seeds: what general-sum and
+    cooperative games are judged by (each seat's return and their sum, the welfare)."""
+    cfg = run.cfg
+    me = run.learner.policy
+    episodes = play_episodes(
+        run.make_env,
+        [[me] * run.spec.num_players] * cfg.train.eval_episodes,
+        [20_000 + i for i in range(cfg.train.eval_episodes)],
+        invalid=cfg.game.invalid,
+        max_turns=cfg.game.max_turns,
+    )
+    returns = np.array([e.returns for e in episodes])  # (episodes, seats)
+    m = {f"eval/selfplay/return_seat{s}": float(v) for s, v in enumerate(returns.mean(0))}
+    m["eval/selfplay/welfare"] = float(returns.sum(1).mean())
     return m
 
 

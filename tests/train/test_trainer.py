@@ -8,7 +8,14 @@ from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import build_config
-from coplay.train.trainer import group_metrics, rollout_metrics, seatings, setup, train
+from coplay.train.trainer import (
+    group_metrics,
+    rollout_metrics,
+    seatings,
+    selfplay_metrics,
+    setup,
+    train,
+)
 
 TINY = [
     "train.iterations=2",
@@ -141,3 +148,22 @@ def test_gae_trains_a_critic_and_filters_report(tmp_path):
     train(build_config(overrides=[*TINY, "algo.estimator=gae", "algo.params={}"]), tmp_path / "g")
     row = json.loads((tmp_path / "g" / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["critic/steps"] > 0 and "adv/explained_variance" in row
+
+
+def test_selfplay_metrics_welfare_is_zero_in_a_zero_sum_game(tmp_path):
+    run = setup(build_config(overrides=TINY), tmp_path / "w")
+    m = selfplay_metrics(run)
+    assert m["eval/selfplay/welfare"] == pytest.approx(0.0, abs=1e-12)
+    assert m["eval/selfplay/return_seat0"] == pytest.approx(-m["eval/selfplay/return_seat1"])
+
+
+def test_pool_seats_the_learner_against_drawn_members(tmp_path):
+    from coplay.train.opponents import OpponentPool
+
+    run = setup(build_config(overrides=TINY), tmp_path / "p")
+    me, bot = run.learner.policy, RandomPolicy(seed=0, policy_id="bot")
+    run.pool = OpponentPool([bot], self_play=0.0)
+    rows = seatings(run, 4)
+    assert rows == [[me, bot], [bot, me], [me, bot], [bot, me]]
+    run.pool = OpponentPool([bot], self_play=1.0)
+    assert seatings(run, 2) == [[me, me], [me, me]]
