@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-USER_ERRORS = (ValueError, FileNotFoundError, KeyError, TypeError)
+USER_ERRORS = (ValueError, FileNotFoundError, KeyError, TypeError, ConnectionError)
 console = Console()
 
 
@@ -50,13 +50,69 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--config", default=None, help="YAML file merged over the preset")
     c.add_argument("overrides", nargs="*", help="key=value overrides")
 
+    tm = sub.add_parser("tournament", help="cross-play a population; Elo, OpenSkill, α-rank")
+    tm.add_argument("--game", required=True, help="registered game, e.g. kuhn_poker")
+    tm.add_argument(
+        "--players",
+        nargs="+",
+        required=True,
+        help="scripted names (random, nash, perfect, optimal), checkpoint or run paths, or "
+        "remote:URL#model (an OpenAI-compatible endpoint; key from OPENAI_API_KEY)",
+    )
+    tm.add_argument("--episodes", type=int, default=200, help="games per pairing")
+    tm.add_argument("--seed", type=int, default=0)
+    tm.add_argument("--out", default=None, help="write the matrix and ratings as JSON here")
+
+    ce = sub.add_parser("check-env", help="check that a game keeps the Env contract")
+    ce.add_argument(
+        "game", help="registered game, openspiel:<name>, or package.module:factory (your own)"
+    )
+    ce.add_argument("--episodes", type=int, default=20, help="random episodes per check")
+    ce.add_argument("--seed", type=int, default=0, help="first episode seed")
+    ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
+
     sub.add_parser("games", help="list registered games")
     sub.add_parser("presets", help="list bundled presets")
+    _population_parsers(sub)
     return p
 
 
+def _population_parsers(sub) -> None:
+    ps = sub.add_parser("psro", help="PSRO/JPSRO: grow a population of LM best responses")
+    ps.add_argument("--preset", default="kuhn-selfplay", help="trainer preset of each response")
+    ps.add_argument("--config", default=None, help="YAML file merged over the preset")
+    ps.add_argument("--out", default="runs/psro", help="run directory")
+    ps.add_argument("--iterations", type=int, default=8, help="best responses to add")
+    ps.add_argument("--meta-solver", default="nash", help="nash, uniform, prd, alpharank, ce, cce")
+    ps.add_argument("--initial", default="lm", choices=["lm", "random"], help="first member")
+    ps.add_argument("--cold", action="store_true", help="train each response from scratch")
+    ps.add_argument("overrides", nargs="*", help="trainer overrides, e.g. train.iterations=30")
+    lg = sub.add_parser("league", help="train against a league of frozen snapshots")
+    lg.add_argument("--preset", default="kuhn-selfplay", help="the learner's trainer preset")
+    lg.add_argument("--config", default=None, help="YAML file merged over the preset")
+    lg.add_argument("--out", default="runs/league", help="run directory")
+    lg.add_argument("--sampler", default="pfsp", help="uniform, pfsp or meta")
+    lg.add_argument("--snapshot-every", type=int, default=20, help="0: only on the threshold")
+    lg.add_argument("--win-threshold", type=float, default=0.7)
+    lg.add_argument("--self-play", type=float, default=0.2, help="share of plain self-play")
+    lg.add_argument(
+        "--bots",
+        type=lambda text: [b for b in text.split(",") if b],
+        default=[],
+        help="scripted members, comma-separated, e.g. random,nash",
+    )
+    lg.add_argument("overrides", nargs="*", help="trainer overrides, e.g. train.iterations=30")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse before 3.12 stops filling a '*' positional at the first option, so
+        # `check-env GAME --episodes 3 size=8` leaves the game parameters over.
+        if getattr(args, "params", None) is None or any(e.startswith("-") for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.params += extra
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
@@ -192,6 +248,93 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tournament(args: argparse.Namespace) -> int:
+    import os
+
+    from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
+    from coplay.policies.remote import remote_from_spec
+    from coplay.train.opponents import build_opponent
+
+    if args.episodes <= 0:
+        raise ValueError(f"--episodes must be positive, got {args.episodes}")
+    if len(set(args.players)) != len(args.players):
+        raise ValueError(f"list each player once, got {' '.join(args.players)}")
+    key = os.environ.get("OPENAI_API_KEY")
+    policies = {
+        spec: remote_from_spec(spec, api_key=key)
+        if spec.startswith("remote:")
+        else build_opponent(spec, args.game, seed=args.seed + i)
+        for i, spec in enumerate(args.players)
+    }
+    res = cross_play(args.game, policies, episodes=args.episodes, seed=args.seed)
+    ratings = rate_cross_play(res)
+    console.print(_crossplay_table(res))
+    console.print(_ratings_table(ratings))
+    if args.out:
+        Path(args.out).write_text(json.dumps(to_json(res, ratings), indent=2, allow_nan=False))
+        console.print(f"written: {args.out}")
+    return 0
+
+
+def _crossplay_table(res) -> Table:
+    table = Table(title=f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
+    table.add_column("")
+    for name in res.names:
+        table.add_column(name, justify="right")
+    for name, row in zip(res.names, res.results, strict=True):
+        table.add_row(name, *(str(r.mean_return) for r in row))
+    return table
+
+
+def _ratings_table(ratings) -> Table:
+    table = Table(title="ratings")
+    for col in ("player", "Elo", "OpenSkill mu ± sigma", "ordinal", "α-rank"):
+        table.add_column(col, justify="left" if col == "player" else "right")
+    for i, name in enumerate(ratings.names):
+        skill = ratings.openskill[i]
+        table.add_row(
+            name,
+            f"{ratings.elo[i]:.1f}",
+            f"{skill.mu:.2f} ± {skill.sigma:.2f}",
+            f"{skill.ordinal:.2f}",
+            f"{ratings.alpharank[i]:.3f}",
+        )
+    return table
+
+
+def cmd_check_env(args: argparse.Namespace) -> int:
+    """Exit 0 when every check passes, 1 when the game has a defect."""
+    from coplay.envs.check import check_env
+    from coplay.envs.probe import resolve_factory
+
+    factory = resolve_factory(args.game, _game_params(args.params))
+    report = check_env(factory, episodes=args.episodes, seed=args.seed)
+    table = Table(title=f"check-env {args.game}: {report.episodes} episodes from seed {args.seed}")
+    for col in ("check", "result", "details"):
+        table.add_column(col)
+    colours = {"pass": "green", "fail": "red", "blocked": "red", "skip": "yellow"}
+    for r in report.results:
+        details = [f"{f.message}\n  fix: {f.fix}" for f in r.findings] + [r.note] * bool(r.note)
+        result = f"[{colours[r.status]}]{r.status}[/]"
+        table.add_row(r.check, result, "\n".join(details) or r.description)
+    console.print(table)
+    return 0 if report.passed else 1
+
+
+def _game_params(items: Sequence[str]) -> dict[str, object]:
+    """``["size=8", "slippery=true"]`` -> ``{"size": 8, "slippery": True}`` (YAML scalars)."""
+    params = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"game parameter {item!r} must look like key=value (e.g. size=8)")
+        try:
+            params[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            params[key.strip()] = raw  # not a YAML scalar: the game sees the text
+    return params
+
+
 def cmd_games(args: argparse.Namespace) -> int:
     from coplay.envs.registry import list_games
 
@@ -212,12 +355,74 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _population_config(kind, args: argparse.Namespace, **fields):
+    """A PSRO or league config from the trainer preset, file and overrides; one-line errors."""
+    from pydantic import ValidationError
+
+    from coplay.train.config import ConfigError, build_config, format_validation_error
+
+    run = build_config(preset=args.preset, file=args.config, overrides=args.overrides)
+    try:
+        return kind(run=run, **fields)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+
+
+def cmd_psro(args: argparse.Namespace) -> int:
+    from coplay.train.psro import PsroConfig, run_psro
+
+    cfg = _population_config(
+        PsroConfig,
+        args,
+        iterations=args.iterations,
+        meta_solver=args.meta_solver,
+        initial=args.initial,
+        warm_start=not args.cold,
+    )
+    console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {args.out}")
+    res = run_psro(
+        cfg,
+        args.out,
+        progress=lambda s: console.print(
+            f"iteration {s.iteration}: {s.members} members, "
+            f"exploitability {s.exploitability:.4f}, {s.elapsed_s:.0f} s"
+        ),
+    )
+    console.print(f"members: {' '.join(res.members)}; run directory: {args.out}")
+    return 0
+
+
+def cmd_league(args: argparse.Namespace) -> int:
+    from coplay.train.league import LeagueConfig, run_league
+
+    cfg = _population_config(
+        LeagueConfig,
+        args,
+        sampler=args.sampler,
+        snapshot_every=args.snapshot_every,
+        win_threshold=args.win_threshold,
+        self_play=args.self_play,
+        bots=args.bots,
+    )
+    console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {args.out}")
+    res = run_league(cfg, args.out)
+    console.print(f"snapshots: {', '.join(f'{it} ({why})' for it, why in res.snapshots)}")
+    for name, elo in zip(("learner", *res.members), res.elo, strict=True):
+        console.print(f"  {name:>12}  Elo {elo:7.1f}")
+    console.print(f"run directory: {args.out}")
+    return 0
+
+
 COMMANDS = {
     "train": cmd_train,
     "eval": cmd_eval,
     "config": cmd_config,
+    "tournament": cmd_tournament,
+    "check-env": cmd_check_env,
     "games": cmd_games,
     "presets": cmd_presets,
+    "psro": cmd_psro,
+    "league": cmd_league,
 }
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """CLI smoke runs with tiny budgets, and one-line errors for bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -156,3 +157,112 @@ def test_resume_extends_a_finished_run(kuhn_run, tmp_path):
 def test_resume_of_a_directory_without_a_run_fails_cleanly(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_tournament_prints_matrix_and_ratings_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    argv = ["tournament", "--game", "kuhn_poker", "--players", "random", "nash"]
+    assert main([*argv, "--episodes", "20", "--seed", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "mean return of row vs column" in printed and "Elo" in printed and "α-rank" in printed
+    data = json.loads(out.read_text())
+    assert data["players"] == ["random", "nash"] and data["episodes_per_match"] == 20
+    ret = data["mean_return"]
+    assert ret[0][1]["value"] == pytest.approx(-ret[1][0]["value"])  # zero-sum, same games
+    assert data["wins"][0][1] + data["wins"][1][0] + data["draws"][0][1] == 20
+    assert sum(data["ratings"]["alpharank"]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("players", "message"),
+    [
+        (["random"], "at least 2 policies"),
+        (["random", "random"], "list each player once"),
+        (["random", "grandmaster"], "unknown opponent"),
+        (["random", "remote:http://127.0.0.1:9/v1"], "remote:URL#model"),
+        (["random", "remote:http://127.0.0.1:9/v1#m"], "cannot reach"),
+    ],
+)
+def test_tournament_bad_players_give_one_error_line(players, message, capsys):
+    argv = ["tournament", "--game", "kuhn_poker", "--players", *players, "--episodes", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_check_env_passes_registered_and_example_games(capsys, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # where examples/ lives
+    assert main(["check-env", "frozen_lake", "--episodes", "3", "size=3", "slippery=true"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("determinism", "private_info", "returns"))
+    assert "fail" not in out
+    assert main(["check-env", "examples.bidding:make", "--episodes", "3"]) == 0
+
+
+BROKEN_ENV = """
+from coplay.envs.frozen_lake import FrozenLake
+
+
+class TooRich(FrozenLake):
+    def returns(self):
+        return [5.0]
+
+
+def make(**params):
+    return TooRich(**params)
+"""
+
+
+def test_check_env_exits_1_on_a_defect_and_says_what(tmp_path, capsys, monkeypatch):
+    (tmp_path / "too_rich_lake.py").write_text(BROKEN_ENV)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check-env", "too_rich_lake:make", "--episodes", "2", "size=3"]) == 1
+    out = capsys.readouterr().out
+    assert "fail" in out and "returns() [5.0] leave" in out and "fix:" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check-env", "nope"], "unknown game 'nope'"),
+        (["check-env", "frozen_lake", "size=99"], "size must be an integer in 2..12"),
+        (["check-env", "frozen_lake", "holes"], "must look like key=value"),
+        (["check-env", "sokoban", "--episodes", "0"], "episodes must be a positive integer"),
+        (["check-env", "nosuchpkg.mod:make"], "no module 'nosuchpkg.mod'"),
+    ],
+)
+def test_check_env_user_errors_exit_2_in_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_psro_and_league_smoke_runs(tmp_path, capsys):
+    tiny = [*TINY, "train.eval_opponents=[]", "train.eval_every=2"]
+    psro = tmp_path / "psro"
+    assert (
+        main(["psro", "--out", str(psro), "--iterations", "1", "--initial", "random", *tiny]) == 0
+    )
+    assert "exploitability 0.4583" in capsys.readouterr().out  # uniform random Kuhn: 11/24
+    assert len((psro / "psro.jsonl").read_text().splitlines()) == 2
+    league = tmp_path / "league"
+    argv = ["league", "--out", str(league), "--snapshot-every", "1", "--bots", "random", *tiny]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "0 (initial), 1 (schedule), 2 (schedule)" in out and "snap:2" in out
+    assert (league / "snapshots" / "iter_000002" / "config.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["psro", "--meta-solver", "best"], "unknown meta_solver 'best'"),
+        (["psro", "game.params={players: 3}"], "2-player games"),
+        (["league", "--sampler", "elo"], "unknown sampler 'elo'"),
+        (["league", "--win-threshold", "2"], "win_threshold"),
+    ],
+)
+def test_population_commands_reject_bad_settings_in_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

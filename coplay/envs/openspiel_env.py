@@ -34,8 +34,32 @@ class UnknownGameError(ValueError):
     """A game name that neither the registry nor OpenSpiel knows."""
 
 
+def _register_python_games(openspiel_name: str) -> None:
+    """OpenSpiel's pure-Python games (``python_iterated_prisoners_dilemma``) register
+    themselves on import; import them only when such a game is asked for."""
+    if openspiel_name.startswith("python_") and openspiel_name not in pyspiel.registered_names():
+        import open_spiel.python.games  # noqa: F401
+
+
+def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> dict[str, object]:
+    """Parameters that are themselves games (``repeated_game``'s ``stage_game``) may be
+    written as a game string (``"matrix_pd"``, ``"goofspiel(num_cards=3)"``)."""
+    spec = game_type.parameter_specification
+    out = dict(params)
+    for key, val in params.items():
+        if isinstance(spec.get(key), dict) and isinstance(val, str):
+            out[key] = pyspiel.game_parameters_from_string(val)
+            if out[key]["name"] not in pyspiel.registered_names():
+                raise UnknownGameError(
+                    f"parameter {key!r} names unknown OpenSpiel game {val!r}; "
+                    "see pyspiel.registered_names()"
+                )
+    return out
+
+
 def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
     """``pyspiel.load_game`` with errors that say which name or parameter is wrong."""
+    _register_python_games(openspiel_name)
     if openspiel_name not in pyspiel.registered_names():
         raise UnknownGameError(
             f"unknown OpenSpiel game {openspiel_name!r}; see pyspiel.registered_names()"
@@ -49,7 +73,7 @@ def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> py
             f"available: {', '.join(allowed) or 'none'}"
         )
     try:
-        return pyspiel.load_game(openspiel_name, dict(params))
+        return pyspiel.load_game(openspiel_name, _game_valued(game_type, params))
     except pyspiel.SpielError as err:
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(f"bad parameters for game {openspiel_name!r}: {first_line}") from err
@@ -135,20 +159,23 @@ class OpenSpielEnv:
         self.state = self.game.new_initial_state()
         self._advance_chance()
 
-    def _advance_chance(self) -> np.ndarray:
-        """Sample chance nodes until a decision or the end; return rewards earned meanwhile."""
-        earned = np.zeros(self.game.num_players())
+    def _advance_chance(self) -> None:
+        """Sample chance nodes until a decision or the end."""
         while self.state.is_chance_node():
             outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
             self.state.apply_action(outcomes[self._rng.choice(len(outcomes), p=probs)])
-            earned += self._step_rewards()
-        return earned
 
-    def _step_rewards(self) -> np.ndarray:
-        """Rewards of the last transition, for games that define intermediate rewards."""
+    def _returns_so_far(self) -> np.ndarray:
+        """Cumulative returns for games that define intermediate rewards, else zeros.
+
+        Step rewards are differences of these: a game's ``rewards()`` after a chance
+        node may still hold the previous player move's reward (OpenSpiel's Python
+        iterated prisoner's dilemma does), so summing it would count a reward twice.
+        """
         if self._reward_model != pyspiel.GameType.RewardModel.REWARDS:
             return np.zeros(self.game.num_players())
-        return np.asarray(self.state.rewards(), dtype=float)
+        # A copy: Python games may hand out the very array they keep updating.
+        return np.array(self.state.returns(), dtype=float)
 
     def players_to_act(self) -> list[int]:
         """The current player, or every player with a legal action at simultaneous nodes."""
@@ -191,13 +218,15 @@ class OpenSpielEnv:
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
         ids = {p: self._action_id(p, text) for p, text in actions.items()}
+        before = self._returns_so_far()
         if self.state.is_simultaneous_node():
             # Players without a legal action at this node pass OpenSpiel's invalid id.
             all_ids = [ids.get(p, pyspiel.INVALID_ACTION) for p in range(self.game.num_players())]
             self.state.apply_actions(all_ids)
         else:
             self.state.apply_action(ids[acting[0]])
-        earned = self._step_rewards() + self._advance_chance()
+        self._advance_chance()
+        earned = self._returns_so_far() - before
         return {p: float(r) for p, r in enumerate(earned)}
 
     def is_terminal(self) -> bool:

@@ -6,11 +6,18 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from coplay.envs.dilemma import DilemmaEnv
+from coplay.envs.frozen_lake import make_frozen_lake
+from coplay.envs.negotiation import NegotiationEnv
 from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError
+from coplay.envs.signalling import SignallingEnv
+from coplay.envs.sokoban import make_sokoban
+from coplay.envs.textarena_env import INSTALL_HINT, textarena_factory
 from coplay.types import Env, GameKind
 
 EnvFactory = Callable[..., Env]
@@ -90,6 +97,36 @@ def _make_openspiel(openspiel_name: str, name: str, **params: object) -> Env:
     return OpenSpielEnv(openspiel_name, name=name, params=params)
 
 
+def _native_factory(name: str, cls: Callable[..., Env]) -> EnvFactory:
+    """A factory for a game written in coplay whose parameters are keyword-only
+    arguments with defaults; unknown names and wrong types are one-line errors."""
+    defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()}
+
+    def make(**params: object) -> Env:
+        for key, val in params.items():
+            if key not in defaults:
+                raise ValueError(
+                    f"unknown parameter {key!r} for game {name!r}; available: {', '.join(defaults)}"
+                )
+            if not _same_kind(val, defaults[key]):
+                raise ValueError(
+                    f"parameter {key!r} of game {name!r} must be "
+                    f"{type(defaults[key]).__name__}, got {val!r}"
+                )
+        return cls(**params)
+
+    return make
+
+
+def _same_kind(value: object, default: object) -> bool:
+    """``value`` has the type of ``default``; an int may stand for a float, not a bool."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))
+
+
 register_game(
     "kuhn_poker",
     _openspiel_factory("kuhn_poker", name="kuhn_poker"),
@@ -105,8 +142,38 @@ register_game(
     _openspiel_factory("tic_tac_toe", name="tic_tac_toe"),
     "Tic-tac-toe on a numbered 3x3 board",
 )
+register_game(
+    "negotiation",
+    _native_factory("negotiation", NegotiationEnv),
+    "Split books, hats and balls with private values; talk, propose, accept or walk",
+)
+register_game(
+    "signalling",
+    _native_factory("signalling", SignallingEnv),
+    "Cooperative referential game: the sender names a target, the receiver picks it",
+)
+register_game(
+    "dilemma",
+    _native_factory("dilemma", DilemmaEnv),
+    "Iterated prisoner's dilemma with a message before every round (simultaneous moves)",
+)
+register_game(
+    "frozen_lake",
+    make_frozen_lake,
+    "Single-player FrozenLake: reach the goal on a seeded random map without falling in a hole",
+)
+register_game(
+    "sokoban",
+    make_sokoban,
+    "Single-player Sokoban: push every box onto a target in a seeded, solvable random room",
+)
 register_family(
     "openspiel",
     _openspiel_factory,
     "any OpenSpiel game as 'openspiel:<name>'",
+)
+register_family(
+    "textarena",
+    textarena_factory,
+    f"any TextArena game as 'textarena:<id>', after {INSTALL_HINT}",
 )

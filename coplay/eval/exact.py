@@ -4,6 +4,11 @@ The policy is queried once per information state, with the very observation the
 environment would show there, and its answers fill an OpenSpiel ``TabularPolicy``;
 OpenSpiel's best responses then give NashConv and exploitability exactly (no
 sampling). Only games with an OpenSpiel backend qualify.
+
+Any number of players and any payoff structure: NashConv (the sum over players of
+what a best response gains over the policy) is defined for all of them. Games with
+simultaneous moves are evaluated on OpenSpiel's turn-based transform, in which each
+player still sees the state before anyone's move of the round, as in the env.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ QUERY_BATCH = 512
 class ExploitabilityResult:
     """Exact distance from equilibrium of one policy playing every seat.
 
-    ``exploitability`` is NashConv divided by the number of players (OpenSpiel's
-    convention: uniform random Kuhn poker gives 11/24).
+    ``nash_conv`` is the headline number for every game. ``exploitability`` is
+    NashConv divided by the number of players (OpenSpiel's convention: uniform random
+    Kuhn poker gives 11/24); only in two-player zero-sum games is it the value a best
+    responder gains over the game value. With three or more players, or in
+    general-sum games, read it as NashConv / n and nothing more.
     """
 
     exploitability: float
@@ -44,11 +52,22 @@ class ExploitabilityResult:
 
 
 def _openspiel_game(game_name: str, params: Mapping[str, object] | None):
+    """The env and the game exact evaluation walks: OpenSpiel's turn-based transform
+    when the game has simultaneous moves (best responses need one mover per node)."""
     env = make_env(game_name, **dict(params or {}))
     game = getattr(env, "game", None)
     if not isinstance(game, pyspiel.Game):
         raise ValueError(f"game {game_name!r} has no OpenSpiel backend; exact evaluation needs one")
+    if game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
+        game = pyspiel.convert_to_turn_based(game)
     return env, game
+
+
+def _env_state(state: pyspiel.State) -> pyspiel.State:
+    """The state the env shows: in a turn-based transform, the simultaneous state with
+    none of this round's moves applied, so no player sees another's pending choice."""
+    is_transform = state.get_game().get_type().short_name == "turn_based_simultaneous_game"
+    return state.simultaneous_game_state() if is_transform else state
 
 
 def to_openspiel_policy(
@@ -68,13 +87,13 @@ def to_openspiel_policy(
         states = tab.states[start : start + QUERY_BATCH]
         observations = [
             observation_for_state(
-                s, s.current_player(), game_name=env.spec.name, renderer=env.renderer
+                _env_state(s), s.current_player(), game_name=env.spec.name, renderer=env.renderer
             )
             for s in states
         ]
         answers = policy.action_probs(observations)
         for i, (s, probs) in enumerate(zip(states, answers, strict=True), start=start):
-            ids = legal_action_map(env.renderer, s, s.current_player())
+            ids = legal_action_map(env.renderer, _env_state(s), s.current_player())
             for action, p in probs.items():
                 tab.action_probability_array[i, ids[action]] = p
     _check_distributions(tab)

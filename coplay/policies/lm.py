@@ -4,11 +4,22 @@
   is sampled from the distribution renormalised over the legal actions
   (constrained decoding). The recorded log-probability is that of the constrained
   distribution, one unit per decision, and the learner recomputes exactly it.
+  An observation without a legal list (``legal_actions is None``: a message turn in
+  a game with talk) is answered by free text instead, so one episode, and one
+  batch, can mix constrained choices and messages.
 * ``text``: the model writes freely; a parser extracts the bracketed action. The
   recorded log-probs are per generated token under the sampling distribution.
 
-Rollout and learner share one scoring function per mode, so the log-probs the
-learner recomputes equal the sampled ones up to float error.
+A free-text answer to an observation without a legal list is a *message*: its
+action is the generated text itself (at most ``max_new_tokens`` tokens), always
+valid; the game's ``parse_action`` turns it into the message it records (its own
+length and charset limits). With a legal list, the action is the last bracketed
+legal action in the text, or None (invalid).
+
+Rollout and learner share one scoring function per kind of decision, so the
+log-probs the learner recomputes equal the sampled ones up to float error; a
+decision is scored by its own kind (choice when it records ``choice_ids``), so
+batches may mix both.
 """
 
 from __future__ import annotations
@@ -108,11 +119,21 @@ class LMPolicy:
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
     def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        """One decision per observation, in order.
+
+        Choice mode scores the legal actions where the game lists them and writes
+        free text where it does not (``legal_actions is None``); text mode always writes.
+        """
         if not observations:
             return []
-        if self.mode == "choice":
-            return self._act_choice(observations)
-        return self._act_text(observations)
+        if self.mode == "text":
+            return self._act_text(observations)
+        listed = [o.legal_actions is not None for o in observations]
+        return _merge(
+            listed,
+            self._act_choice([o for o, c in zip(observations, listed, strict=True) if c]),
+            self._act_text([o for o, c in zip(observations, listed, strict=True) if not c]),
+        )
 
     @torch.no_grad()
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
@@ -128,14 +149,16 @@ class LMPolicy:
     def _choice_item(self, obs: Observation) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
         if not obs.legal_actions:
             raise ValueError(
-                f"choice mode needs legal actions but game {obs.game!r} gave none; "
-                "use policy mode 'text'"
+                f"a choice needs at least one legal action, but the observation of player "
+                f"{obs.player} in {obs.game!r} lists {obs.legal_actions!r}"
             )
         return fold_common_prefix(
             self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
         )
 
     def _act_choice(self, observations: Sequence[Observation]) -> list[Decision]:
+        if not observations:
+            return []
         items = [self._choice_item(o) for o in observations]
         logps = self._choice_logps(items)
         decisions = []
@@ -158,6 +181,8 @@ class LMPolicy:
         return decisions
 
     def _act_text(self, observations: Sequence[Observation]) -> list[Decision]:
+        if not observations:
+            return []
         prompts = [self.prompt_ids(o) for o in observations]
         responses = sample_text(
             self.model,
@@ -171,7 +196,7 @@ class LMPolicy:
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            action = parse_action(text, obs.legal_actions) if obs.legal_actions else None
+            action = text if obs.legal_actions is None else parse_action(text, obs.legal_actions)
             decisions.append(
                 Decision(
                     text=text,
@@ -198,12 +223,31 @@ class LMPolicy:
         return out
 
     def score(self, decisions: Sequence[Decision]) -> Scored:
-        """Differentiable per-unit log-probs and entropies of recorded decisions."""
-        if self.mode == "choice":
-            return self._score_choice(decisions)
-        return self._score_text(decisions)
+        """Differentiable per-unit log-probs and entropies of recorded decisions.
 
-    def _score_choice(self, decisions: Sequence[Decision]) -> Scored:
+        Each decision is scored as it was sampled: a constrained choice (it records
+        ``choice_ids``) as one unit, free text as one unit per generated token. Rows
+        keep the order of ``decisions``; units are left-aligned, padded to (B, T).
+        """
+        listed = [bool(d.choice_ids) for d in decisions]
+        choice = self._score_choice([d for d, c in zip(decisions, listed, strict=True) if c])
+        text = self._score_text([d for d, c in zip(decisions, listed, strict=True) if not c])
+        parts = [p for p in (choice, text) if p is not None]
+        if not parts:
+            raise ValueError("score needs at least one decision")
+        width = max(p.logp.shape[1] for p in parts)
+        # Rows of both kinds stacked [choices; texts], then put back in batch order.
+        order = [i for i, c in enumerate(listed) if c] + [i for i, c in enumerate(listed) if not c]
+        back = torch.argsort(torch.tensor(order, device=parts[0].logp.device))
+        logp, ent, mask = (
+            torch.cat([F.pad(getattr(p, f), (0, width - p.logp.shape[1])) for p in parts])[back]
+            for f in ("logp", "entropy", "mask")
+        )
+        return Scored(logp=logp, entropy=ent, mask=mask)
+
+    def _score_choice(self, decisions: Sequence[Decision]) -> Scored | None:
+        if not decisions:
+            return None
         items = [(d.prompt_ids, d.choice_ids) for d in decisions]
         logps = self._choice_logps(items)
         chosen = torch.stack([lp[d.choice_index] for lp, d in zip(logps, decisions, strict=True)])
@@ -211,7 +255,17 @@ class LMPolicy:
         ones = torch.ones(len(decisions), 1, device=chosen.device)
         return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones)
 
-    def _score_text(self, decisions: Sequence[Decision]) -> Scored:
+    def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
+        if not decisions:
+            return None
         pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
         logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
         return Scored(logp=logp, entropy=ent, mask=mask)
+
+
+def _merge(
+    listed: Sequence[bool], choices: list[Decision], texts: list[Decision]
+) -> list[Decision]:
+    """Interleave the two kinds of decisions back into observation order."""
+    it_choice, it_text = iter(choices), iter(texts)
+    return [next(it_choice) if c else next(it_text) for c in listed]

@@ -73,12 +73,101 @@ def test_sampled_frequencies_follow_action_probs(tiny):
         assert picks.count(action) / len(picks) == pytest.approx(p, abs=0.03)
 
 
-def test_choice_mode_needs_legal_actions(tiny):
+def test_choice_mode_refuses_an_empty_legal_list(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok)
-    obs = Observation(game="x", player=0, text="free", legal_actions=None)
-    with pytest.raises(ValueError, match="choice mode needs legal actions"):
+    obs = Observation(game="x", player=0, text="nothing to do", legal_actions=())
+    with pytest.raises(ValueError, match="a choice needs at least one legal action"):
         policy.act([obs])
+
+
+def _message_turns(n=4):
+    return [
+        Observation(game="talk", player=i % 2, text=f"Round {i}. Send a message.") for i in range(n)
+    ]
+
+
+def _mixed(n=12):
+    """Kuhn choices and message turns interleaved: C M C C M C ..."""
+    choices, messages = iter(_observations(n)), iter(_message_turns(n))
+    return [next(messages) if i % 3 == 1 else next(choices) for i in range(n)]
+
+
+def test_choice_mode_answers_message_turns_with_free_text(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, max_new_tokens=6, seed=5)
+    decisions = policy.act(_message_turns())
+    for d in decisions:
+        assert d.choice_ids == () and d.choice_index == -1
+        assert 1 <= len(d.response_ids) <= 6 and len(d.logprobs) == len(d.response_ids)
+        assert d.valid and d.action == d.text == tok.decode(
+            d.response_ids, skip_special_tokens=True
+        )
+
+
+def test_mixed_batches_keep_observation_order_and_kinds(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, max_new_tokens=5, seed=6)
+    obs = _mixed()
+    decisions = policy.act(obs)
+    assert len(decisions) == len(obs)
+    for o, d in zip(obs, decisions, strict=True):
+        if o.legal_actions is None:
+            assert d.choice_ids == () and d.action == d.text
+        else:
+            assert d.action in o.legal_actions and len(d.logprobs) == 1
+            assert d.prompt_ids[: len(policy.prompt_ids(o))] == policy.prompt_ids(o)
+
+
+def test_mixed_logprobs_recomputed_by_learner_match(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, max_new_tokens=7, seed=7)
+    decisions = policy.act(_mixed())
+    scored = policy.score(decisions)
+    widest = max(len(d.logprobs) for d in decisions)
+    assert widest > 1 and scored.logp.shape == (len(decisions), widest)
+    for i, d in enumerate(decisions):
+        n = len(d.logprobs)
+        assert scored.mask[i].sum() == n and scored.mask[i, :n].all()
+        assert torch.allclose(scored.logp[i, :n], torch.tensor(d.logprobs), atol=1e-5)
+        assert not scored.logp[i, n:].any() and not scored.entropy[i, n:].any()
+
+
+def test_mixed_scores_equal_scores_of_each_kind_alone(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, max_new_tokens=7, seed=8)
+    decisions = policy.act(_mixed())
+    together = policy.score(decisions)
+    for i, d in enumerate(decisions):
+        alone = policy.score([d])
+        n = len(d.logprobs)
+        assert torch.allclose(together.logp[i, :n], alone.logp[0, :n], atol=1e-5)
+        assert torch.allclose(together.entropy[i, :n], alone.entropy[0, :n], atol=1e-5)
+
+
+def test_mixed_score_carries_gradients_to_every_row(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, max_new_tokens=4, seed=9)
+    decisions = policy.act(_mixed(6))
+    scored = policy.score(decisions)
+    for i in range(len(decisions)):
+        model.zero_grad()
+        (scored.logp[i] * scored.mask[i]).sum().backward(retain_graph=True)
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    model.zero_grad()
+
+
+def test_score_refuses_an_empty_batch(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="at least one decision"):
+        LMPolicy(model, tok).score([])
+
+
+def test_text_mode_message_turn_action_is_the_text(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="text", max_new_tokens=3, seed=10)
+    for d in policy.act(_message_turns()):
+        assert d.valid and d.action == d.text
 
 
 def test_text_mode_marks_unparsable_answers_invalid(tiny):
@@ -137,3 +226,19 @@ def test_folding_the_common_prefix_keeps_the_distribution(tiny):
             pairs = [(policy.prompt_ids(o), policy.action_ids(a)) for a in o.legal_actions]
             full = F.softmax(sequence_logps(model, pairs, temperature=1.0), dim=0)
             assert torch.allclose(full, torch.tensor(list(probs.values())), atol=1e-5)
+
+
+def test_talk_game_episodes_mix_messages_and_choices_exactly(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, max_new_tokens=4, seed=11)
+    make = lambda: make_env("dilemma", rounds=2)  # noqa: E731
+    eps = play_episodes(make, [[policy, policy]] * 3, list(range(3)))
+    turns = [t for e in eps for t in e.turns]
+    assert all(e.num_steps == 4 and e.forfeited_by is None for e in eps)
+    messages = [t for t in turns if t.observation.legal_actions is None]
+    assert len(messages) == len(turns) // 2 and all(not t.decision.choice_ids for t in messages)
+    decisions = [t.decision for t in turns]
+    scored = policy.score(decisions)
+    for i, d in enumerate(decisions):
+        n = len(d.logprobs)
+        assert torch.allclose(scored.logp[i, :n], torch.tensor(d.logprobs), atol=1e-5)

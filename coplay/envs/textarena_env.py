@@ -1,0 +1,223 @@
+"""Any TextArena game as a coplay ``Env`` (needs the ``textarena`` extra).
+
+TextArena (github.com/LeonGuertler/TextArena) plays text games through
+``ta.make(env_id)``, ``env.reset(num_players, seed)``, ``env.get_observation() ->
+(player_id, observation)``, ``env.step(action) -> (done, info)`` and ``env.close() ->
+(rewards, game_info)``. This adapter maps that loop onto the ``Env`` protocol:
+
+- the player to act is TextArena's current player; its observation is read once per
+  state (TextArena hands out each message once) and written as text;
+- legal actions are read from the last "Available moves: '[0]', '[4]'" style line
+  among the messages that reached the player since the last move (``listed_actions``;
+  an older list may belong to another player or position). A turn without such a
+  line, or with templates such as ``[bet X]``, is a free-text turn: the text goes to
+  TextArena as written;
+- TextArena judges moves itself: an invalid move gets its own error allowance and
+  then loses; rewards (usually +1/-1/0) arrive when the game ends;
+- TextArena seeds Python's global ``random`` (and some games use numpy's global
+  generator), so each env keeps its own copy of both and swaps it in around every
+  call: many games in flight at once stay reproducible and leave the caller's
+  generators untouched.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from coplay.envs import actions as action_text
+from coplay.envs.openspiel_env import UnknownGameError
+from coplay.types import GameKind, GameSpec, Observation
+
+INSTALL_HINT = "pip install 'coplay[textarena]'"
+
+MAX_TURNS = 500
+"""Default turn limit; TextArena games end themselves well before (invalid moves count)."""
+
+_LIST_HEADER = re.compile(r"(?:available|valid|legal)\s+(?:moves|actions)[^:\n]*:", re.IGNORECASE)
+_BRACKETED = re.compile(r"\[([^\[\]\n]+)\]")
+_TEMPLATE = re.compile(r"\b[A-Z]\b|<|>|\.\.\.")
+"""Placeholders (``[bet X]``, ``[<amount>]``) mark a template, not a list of moves."""
+
+
+def _import_textarena() -> Any:
+    try:
+        import textarena
+    except ImportError as err:
+        raise ImportError(
+            f"TextArena games need the optional dependency textarena: {INSTALL_HINT}"
+        ) from err
+    return textarena
+
+
+def listed_actions(text: str) -> tuple[str, ...] | None:
+    """Bracketed moves on the last "available/valid/legal moves/actions:" line, if any.
+
+    >>> listed_actions("Board...\\nAvailable Moves: '[0]', '[4]', '[8]'")
+    ('[0]', '[4]', '[8]')
+    >>> listed_actions("[GAME] Your available actions are: '[check]', '[bet]'")
+    ('[check]', '[bet]')
+    >>> listed_actions("Valid moves: '[check]' | '[bet X]'") is None
+    True
+    >>> listed_actions("Say anything.") is None
+    True
+    """
+    headers = list(_LIST_HEADER.finditer(text))
+    if not headers:
+        return None
+    line = text[headers[-1].end() :].split("\n", 1)[0]
+    names = list(dict.fromkeys(_BRACKETED.findall(line)))
+    if not names or any(_TEMPLATE.search(n) for n in names):
+        return None
+    return tuple(action_text.bracket(n) for n in names)
+
+
+def messages_text(messages: Sequence[tuple]) -> str:
+    """Raw TextArena messages ``(sender, text, type)`` as lines ``[sender] text``."""
+    return "".join(
+        f"\n[{'GAME' if sender == -1 else f'Player {sender}'}] {msg}"
+        for sender, msg, *_ in messages
+    )
+
+
+class TextArenaEnv:
+    """A TextArena game behind the ``Env`` protocol (see the module docstring)."""
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        num_players: int = 2,
+        kind: GameKind = GameKind.ZERO_SUM,
+        max_turns: int = MAX_TURNS,
+        legal_actions: Callable[[str], tuple[str, ...] | None] = listed_actions,
+    ) -> None:
+        self._ta = _import_textarena()
+        registry = self._ta.envs.registration.ENV_REGISTRY
+        if env_id not in registry:
+            examples = ", ".join(i for i in ("TicTacToe-v0", "KuhnPoker-v0") if i in registry)
+            raise UnknownGameError(
+                f"unknown TextArena game {env_id!r}; known games include {examples} "
+                f"({len(registry)} in textarena.envs.registration.ENV_REGISTRY)"
+            )
+        if not isinstance(num_players, int) or num_players < 1:
+            raise ValueError(f"num_players must be a positive integer, got {num_players!r}")
+        self.env_id = env_id
+        self.legal_actions = legal_actions
+        self.spec = GameSpec(
+            name=f"textarena:{env_id}",
+            num_players=num_players,
+            kind=GameKind(kind),
+            max_turns=max_turns,
+            perfect_information=False,
+        )
+        self.reset(0)
+
+    def reset(self, seed: int) -> None:
+        """A fresh TextArena env (its wrappers keep history across resets) seeded by ``seed``."""
+        self._random = random.Random(seed).getstate()
+        self._np_random = np.random.RandomState(seed).get_state()
+        with self._own_randomness():
+            self.ta_env = self._ta.make(self.env_id)
+            try:
+                self.ta_env.reset(num_players=self.spec.num_players, seed=seed)
+            except AssertionError as err:
+                raise ValueError(
+                    f"TextArena game {self.env_id!r} refused num_players="
+                    f"{self.spec.num_players}: {err}"
+                ) from err
+        self._returns: list[float] | None = None
+        self.game_info: dict = {}
+        self._history: dict[int, str] = {}
+        self._read_observation()
+
+    @contextmanager
+    def _own_randomness(self) -> Iterator[None]:
+        """Run TextArena code on this env's generators, restoring the caller's after."""
+        outer = random.getstate(), np.random.get_state()
+        random.setstate(self._random)
+        np.random.set_state(self._np_random)
+        try:
+            yield
+        finally:
+            self._random, self._np_random = random.getstate(), np.random.get_state()
+            random.setstate(outer[0])
+            np.random.set_state(outer[1])
+
+    def _read_observation(self) -> None:
+        """Take the current player's observation from TextArena (it is handed out once)."""
+        fresh = self._messages_since_last_move()
+        with self._own_randomness():
+            player, observation = self.ta_env.get_observation()
+        if isinstance(observation, str):
+            text = observation
+        else:  # unwrapped ("-raw") ids give new messages only: keep the history here
+            self._history[player] = self._history.get(player, "") + messages_text(observation)
+            text = self._history[player]
+        self._player, self._text = int(player), text.strip("\n")
+        self._legal = self.legal_actions(text if fresh is None else fresh)
+
+    def _messages_since_last_move(self) -> str | None:
+        """Text of the messages queued for the player to act, after the last move in
+        them; None when the game keeps no such queue (then the whole text is read)."""
+        state = getattr(self.ta_env, "state", None)
+        queued = getattr(state, "observations", {}).get(getattr(state, "current_player_id", None))
+        if queued is None:
+            return None
+        moves = [i for i, m in enumerate(queued) if m[2] == self._ta.ObservationType.PLAYER_ACTION]
+        return messages_text(queued[moves[-1] + 1 if moves else 0 :])
+
+    def players_to_act(self) -> list[int]:
+        return [] if self.is_terminal() else [self._player]
+
+    def observe(self, player: int) -> Observation:
+        if player != self._player or self.is_terminal():
+            raise ValueError(f"player {player} is not to act; acting: {self.players_to_act()}")
+        return Observation(
+            game=self.spec.name,
+            player=player,
+            text=self._text,
+            legal_actions=self._legal,
+        )
+
+    def parse_action(self, player: int, text: str) -> str | None:
+        """The legal action named in ``text``; on a free-text turn, the stripped text."""
+        if self._legal is None:
+            return text.strip() or None
+        return action_text.parse_action(text, self._legal)
+
+    def step(self, actions: dict[int, str]) -> dict[int, float]:
+        """Send the acting player's text to TextArena; the rewards arrive at the end."""
+        acting = self.players_to_act()
+        if sorted(actions) != acting:
+            raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
+        with self._own_randomness():
+            done, _ = self.ta_env.step(actions[acting[0]])
+        if not done:
+            self._read_observation()
+            return dict.fromkeys(range(self.spec.num_players), 0.0)
+        with self._own_randomness():
+            closed = self.ta_env.close()
+        rewards, self.game_info = closed if isinstance(closed, tuple) else (closed, {})
+        self._returns = [float((rewards or {}).get(p, 0.0)) for p in range(self.spec.num_players)]
+        return dict(enumerate(self._returns))
+
+    def is_terminal(self) -> bool:
+        return self._returns is not None
+
+    def returns(self) -> list[float]:
+        return list(self._returns) if self._returns else [0.0] * self.spec.num_players
+
+
+def textarena_factory(env_id: str) -> Callable[..., TextArenaEnv]:
+    """The registry's ``textarena:<id>`` family: ``make_env("textarena:TicTacToe-v0")``."""
+
+    def make(**params: Any) -> TextArenaEnv:
+        return TextArenaEnv(env_id, **params)
+
+    return make

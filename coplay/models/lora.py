@@ -1,0 +1,251 @@
+"""One base model, one LoRA adapter per role (peft), all in one process.
+
+``attach_roles`` wraps a policy's model in a ``peft`` model holding one adapter per
+role and returns one policy *view* per role. A view is an ``LMPolicy`` over the shared
+model that activates its own adapter before every ``act``, ``action_probs`` and
+``score``, so two roles cost one copy of the base weights plus two small adapters.
+
+Batching: the rollout engine groups pending observations by policy object, and each
+role is a different view, so the decisions of different roles are never mixed in one
+forward pass: each role's batch is one forward pass with its adapter active (peft
+applies one active adapter to a whole batch). Calls run one after the other in one
+thread, so switching the active adapter between them is safe.
+
+Training: the base is frozen (peft sets ``requires_grad=False`` on it); each role has
+its own optimizer over its own adapter's weights only (``make_adapter_learner``), so
+one role's update never moves another role's weights, and each role may have its own
+learning rate and schedule. Every adapter starts with ``lora_B = 0``, i.e. exactly as
+the base model, which is also why the base (adapters disabled) is the KL reference.
+
+Saving: ``save_roles`` writes the base as a plain checkpoint folder (``base/``) and
+each adapter with peft's ``save_pretrained`` next to it (``<role>/``);
+``load_roles`` reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from pydantic import BaseModel, ConfigDict, Field
+from transformers import AutoModelForCausalLM
+
+from coplay.algos.losses.compose import LossConfig
+from coplay.models.loading import load_policy, save_policy
+from coplay.policies.lm import LMPolicy, Scored
+from coplay.train.config import OptimConfig
+from coplay.train.learner import Learner
+from coplay.types import Decision, Observation
+
+LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""Attention and MLP projections of Llama-style models (the tiny model and most
+local checkpoints)."""
+
+
+class LoraSettings(BaseModel):
+    """Shape of every role's LoRA adapter."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    rank: int = Field(8, gt=0)
+    """Rank r of each low-rank update B @ A."""
+    alpha: float = Field(16.0, gt=0.0)
+    """Scale of the update is alpha / rank."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapter input; keep 0 so sampled and recomputed log-probs agree."""
+    targets: tuple[str, ...] = LLAMA_PROJECTIONS
+    """Names of the linear modules that get an adapter."""
+
+
+def _peft_config(cfg: LoraSettings) -> LoraConfig:
+    return LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.dropout,
+        target_modules=list(cfg.targets),
+        task_type="CAUSAL_LM",
+    )
+
+
+def check_role_names(roles: Sequence[str]) -> None:
+    """Roles must be distinct, non-empty, and not pieces of peft's ``lora_`` prefix
+    (peft would confuse such adapter names with its own parameter names)."""
+    if not roles:
+        raise ValueError("attach_roles needs at least one role")
+    if len(set(roles)) != len(roles):
+        raise ValueError(f"role names must be distinct, got {list(roles)}")
+    bad = [r for r in roles if not r or r in "lora_" or "." in r]
+    if bad:
+        raise ValueError(
+            f"role name {bad[0]!r} cannot name an adapter (empty, a dot, or part of 'lora_')"
+        )
+
+
+class AdapterPolicy(LMPolicy):
+    """A role's view of a shared peft model: activates ``adapter`` before every call."""
+
+    def __init__(
+        self, model: PeftModel, tokenizer, *, adapter: str, trainable: bool = True, **kwargs
+    ) -> None:
+        super().__init__(model, tokenizer, **kwargs)
+        self.adapter = adapter
+        self.trainable = trainable
+
+    def activate(self) -> None:
+        """Make this role's adapter the active one; peft also makes it the only adapter
+        with gradients (or none, for a view loaded for inference)."""
+        if self.model.active_adapter != self.adapter:
+            self.model.set_adapter(self.adapter, inference_mode=not self.trainable)
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        self.activate()
+        return super().act(observations)
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        self.activate()
+        return super().action_probs(observations)
+
+    def score(self, decisions: Sequence[Decision]) -> Scored:
+        self.activate()
+        return super().score(decisions)
+
+    def adapter_parameters(self) -> list[torch.nn.Parameter]:
+        """This role's adapter weights (and nothing of the base or other roles)."""
+        marker = f".{self.adapter}."
+        return [p for n, p in self.model.named_parameters() if "lora_" in n and marker in n]
+
+
+class BaseView(LMPolicy):
+    """The shared base with every adapter disabled: the policy all roles start from."""
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        with self.model.disable_adapter():
+            return super().act(observations)
+
+    def score(self, decisions: Sequence[Decision]) -> Scored:
+        with self.model.disable_adapter():
+            return super().score(decisions)
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        with self.model.disable_adapter():
+            return super().action_probs(observations)
+
+
+def _view(
+    policy: LMPolicy, model: PeftModel, role: str, seed: int, *, trainable: bool = True
+) -> AdapterPolicy:
+    return AdapterPolicy(
+        model,
+        policy.tokenizer,
+        adapter=role,
+        trainable=trainable,
+        policy_id=role,
+        mode=policy.mode,
+        temperature=policy.temperature,
+        max_new_tokens=policy.max_new_tokens,
+        seed=seed,
+    )
+
+
+def attach_roles(
+    policy: LMPolicy, roles: Sequence[str], cfg: LoraSettings, *, seed: int = 0
+) -> dict[str, AdapterPolicy]:
+    """Wrap ``policy.model`` (modified in place) with one adapter per role; one view each.
+
+    Each view's ``policy_id`` is its role name; view ``i`` samples with seed ``seed + i``.
+    """
+    check_role_names(roles)
+    if isinstance(policy.model, PeftModel):
+        raise ValueError("the policy's model already carries adapters; attach roles to a base")
+    peft_cfg = _peft_config(cfg)
+    model = get_peft_model(policy.model, peft_cfg, adapter_name=roles[0])
+    for role in roles[1:]:
+        model.add_adapter(role, peft_cfg)
+    model.eval()
+    return {role: _view(policy, model, role, seed + i) for i, role in enumerate(roles)}
+
+
+def base_view(view: AdapterPolicy) -> BaseView:
+    """The shared base of a role view, adapters disabled (a KL reference for free)."""
+    return BaseView(
+        view.model, view.tokenizer, policy_id="base", mode=view.mode, temperature=view.temperature
+    )
+
+
+def make_adapter_learner(
+    view: AdapterPolicy, loss: LossConfig, optim: OptimConfig, *, iterations: int = 1
+) -> Learner:
+    """A learner whose AdamW holds only ``view``'s adapter; the KL reference, when the
+    loss has one, is the frozen base (what every adapter starts as)."""
+    opt = torch.optim.AdamW(view.adapter_parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
+    scheduler = None
+    if optim.lr_schedule == "linear":
+        end, span = optim.final_lr_frac, max(1, iterations - 1)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
+        )
+    return Learner(
+        policy=view,
+        optimizer=opt,
+        loss=loss,
+        max_grad_norm=optim.max_grad_norm,
+        epochs=optim.epochs,
+        minibatch_size=optim.minibatch_size,
+        micro_batch_size=optim.micro_batch_size,
+        reference=base_view(view) if loss.kl_coef > 0 else None,
+        scheduler=scheduler,
+    )
+
+
+def base_model_copy(model: PeftModel) -> torch.nn.Module:
+    """A plain (adapter-free) copy of the shared base, for saving as a checkpoint."""
+    inner = model.get_base_model()
+    state = {
+        k.replace(".base_layer.", "."): v for k, v in inner.state_dict().items() if "lora_" not in k
+    }
+    plain = AutoModelForCausalLM.from_config(inner.config)
+    plain.load_state_dict(state)
+    return plain
+
+
+def save_roles(views: dict[str, AdapterPolicy], folder: str | Path) -> Path:
+    """Write ``folder/base`` (a plain checkpoint) and ``folder/<role>`` (peft adapters)."""
+    if not views:
+        raise ValueError("save_roles needs at least one role view")
+    folder = Path(folder)
+    first = next(iter(views.values()))
+    base = LMPolicy(
+        base_model_copy(first.model),
+        first.tokenizer,
+        policy_id="base",
+        mode=first.mode,
+        temperature=first.temperature,
+        max_new_tokens=first.max_new_tokens,
+    )
+    save_policy(base, folder / "base")
+    first.model.save_pretrained(folder, selected_adapters=list(views))
+    return folder
+
+
+def load_roles(
+    folder: str | Path, roles: Sequence[str], *, trainable: bool = False, seed: int = 0
+) -> dict[str, AdapterPolicy]:
+    """Views of the roles saved by ``save_roles`` in ``folder``, on one base model."""
+    check_role_names(roles)
+    folder = Path(folder)
+    missing = [r for r in roles if not (folder / r / "adapter_config.json").is_file()]
+    if missing:
+        raise FileNotFoundError(f"no adapter for role {missing[0]!r} in {folder}")
+    base = load_policy(folder / "base", seed=seed)
+    model = PeftModel.from_pretrained(
+        base.model, folder / roles[0], adapter_name=roles[0], is_trainable=trainable
+    )
+    for role in roles[1:]:
+        model.load_adapter(folder / role, adapter_name=role, is_trainable=trainable)
+    model.eval()
+    return {
+        role: _view(base, model, role, seed + i, trainable=trainable)
+        for i, role in enumerate(roles)
+    }

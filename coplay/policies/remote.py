@@ -1,0 +1,171 @@
+"""A policy served by an OpenAI-compatible chat-completions endpoint.
+
+vLLM (``vllm serve``), Text Generation Inference and llama.cpp's server all answer
+``POST {base_url}/chat/completions``. The prompt is the observation's chat messages
+(or its text as one user message, after an optional system prompt); the reply is
+parsed with the game's action parser (``coplay.envs.actions.parse_action``), and a
+reply naming no legal action is an invalid decision, which the rollout engine treats
+as the game is configured to (retry, penalty or forfeit). To an observation without
+a legal list the reply is a message, passed on whole as the language-model policy does.
+
+Only the standard library is used. The policy is for evaluation and as an opponent:
+it returns no token ids or log-probs, so it is never trained.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
+
+from coplay.envs.actions import parse_action
+from coplay.types import Decision, Observation
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are playing a game. Think briefly if you like, then end your reply with "
+    "exactly one of your legal actions, written in brackets as shown, e.g. [Bet]."
+)
+
+
+class RemotePolicyError(ConnectionError):
+    """The endpoint could not be reached or gave no usable answer."""
+
+
+class OnError(StrEnum):
+    """What a failed request becomes."""
+
+    RAISE = "raise"
+    """Stop with a ``RemotePolicyError``."""
+    INVALID = "invalid"
+    """An invalid decision (no action); the game's invalid-action treatment applies."""
+
+
+class RemotePolicy:
+    """Acts by asking ``model`` at ``base_url`` (for example ``http://host:8000/v1``)."""
+
+    version: int = 0
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        timeout_s: float = 60.0,
+        concurrency: int = 8,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        on_error: OnError | str = OnError.RAISE,
+        policy_id: str | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if not model:
+            raise ValueError("model must name the served model, got an empty string")
+        if temperature < 0 or max_tokens < 1 or timeout_s <= 0 or concurrency < 1:
+            raise ValueError(
+                "need temperature >= 0, max_tokens >= 1, timeout_s > 0 and concurrency >= 1; got "
+                f"{temperature}, {max_tokens}, {timeout_s}, {concurrency}"
+            )
+        if on_error not in tuple(OnError):
+            raise ValueError(
+                f"on_error must be one of {[e.value for e in OnError]}, got {on_error!r}"
+            )
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.concurrency = concurrency
+        self.system_prompt = system_prompt
+        self.on_error = OnError(on_error)
+        self.policy_id = policy_id or f"remote:{model}"
+        # An opener of its own: proxy settings are read now, not from a process-wide cache.
+        self._opener = urllib.request.build_opener()
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        """One request per observation, ``concurrency`` at a time (servers batch them)."""
+        if len(observations) <= 1 or self.concurrency == 1:
+            return [self._decide(obs) for obs in observations]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(observations))) as pool:
+            return list(pool.map(self._decide, observations))
+
+    def _decide(self, observation: Observation) -> Decision:
+        try:
+            reply = self.complete(messages(observation, self.system_prompt))
+        except RemotePolicyError as err:
+            if self.on_error is OnError.RAISE:
+                raise
+            return Decision(text=f"error: {err}", action=None, policy_id=self.policy_id)
+        legal = observation.legal_actions
+        # Without a legal list the reply is a message, which the game's own parser reads.
+        action = reply if legal is None else parse_action(reply, legal)
+        return Decision(text=reply, action=action, policy_id=self.policy_id)
+
+    def complete(self, chat: Sequence[dict[str, str]]) -> str:
+        """The endpoint's reply text to ``chat``; RemotePolicyError on any failure."""
+        body = {
+            "model": self.model,
+            "messages": list(chat),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(
+            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        return _reply_text(self._send(request), self.url)
+
+    def _send(self, request: urllib.request.Request) -> bytes:
+        try:
+            with self._opener.open(request, timeout=self.timeout_s) as response:
+                return response.read()
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode(errors="replace")[:200]
+            raise RemotePolicyError(f"{self.url} answered HTTP {err.code}: {detail}") from err
+        except TimeoutError as err:
+            raise RemotePolicyError(f"{self.url} did not answer within {self.timeout_s} s") from err
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            if isinstance(reason, TimeoutError):
+                raise RemotePolicyError(
+                    f"{self.url} did not answer within {self.timeout_s} s"
+                ) from err
+            raise RemotePolicyError(f"cannot reach {self.url}: {reason}") from err
+
+
+def messages(observation: Observation, system_prompt: str | None) -> list[dict[str, str]]:
+    """Chat messages for one observation: its own, or its text as the user's turn."""
+    chat = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    if observation.messages:
+        return chat + [{"role": r, "content": c} for r, c in observation.messages]
+    return chat + [{"role": "user", "content": observation.text}]
+
+
+def _reply_text(raw: bytes, url: str) -> str:
+    """``choices[0].message.content`` of a chat-completions response."""
+    try:
+        content = json.loads(raw)["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError) as err:
+        raise RemotePolicyError(
+            f"{url} gave no chat completion (expected choices[0].message.content): {raw[:200]!r}"
+        ) from err
+    if not isinstance(content, str):
+        raise RemotePolicyError(f"{url} gave non-text content: {content!r}")
+    return content
+
+
+def remote_from_spec(spec: str, *, api_key: str | None = None) -> RemotePolicy:
+    """A RemotePolicy from ``remote:URL#model``, e.g. ``remote:http://localhost:8000/v1#qwen``."""
+    body = spec.removeprefix("remote:")
+    url, sep, model = body.rpartition("#")
+    if not spec.startswith("remote:") or not sep or not url or not model:
+        raise ValueError(f"remote player must be written remote:URL#model, got {spec!r}")
+    return RemotePolicy(url, model, api_key, policy_id=spec)

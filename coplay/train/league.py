@@ -1,0 +1,321 @@
+"""A league: one learner trains against frozen snapshots of itself (and optional bots).
+
+The trainer's collect -> learn loop runs with ``run.pool`` holding the league. Before
+every iteration an opponent sampler (registry ``SAMPLERS``) sets the members'
+probabilities; a ``self_play`` share of games stays plain shared-weight self-play.
+A snapshot of the learner joins the league every ``snapshot_every`` iterations, or as
+soon as its score against the league since the last snapshot reaches ``win_threshold``.
+
+Samplers (AlphaStar, Vinyals et al. 2019, prioritised fictitious self-play):
+  uniform   every member alike (fictitious self-play);
+  pfsp      weight f(x), x = P[learner beats member]: "hard" f = (1 - x)^p,
+            "variance" f = x (1 - x);
+  meta      a meta-solver's mixture of the members' own meta-game.
+
+P[learner beats member] is estimated from the episodes the learner played against the
+member (``Episode.seats`` names each seat's policy): (wins + draws / 2 + 1/2) / (games + 1),
+one half-won pseudo-game, so an unplayed member starts at 1/2. Elo ratings of the
+learner and every member come from the same games (the learner's rating pools its
+whole history).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from coplay.eval.exact import to_openspiel_policy
+from coplay.eval.matches import outcome
+from coplay.eval.metasolvers import META_SOLVERS, solve_meta_game
+from coplay.eval.ratings import elo_ratings
+from coplay.models.loading import save_policy
+from coplay.report import sinks
+from coplay.train.config import RunConfig
+from coplay.train.opponents import OpponentPool, build_opponent
+from coplay.train.psro import exact_game, exact_payoffs, freeze, sampled_payoffs
+from coplay.train.trainer import Run, collect, evaluate, learn, setup
+from coplay.types import Episode, Policy
+
+
+class LeagueConfig(BaseModel):
+    """A league run: the learner's trainer config plus how the league grows and samples."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    run: RunConfig = Field(default_factory=RunConfig)
+    """The learner's trainer config (``run.train.iterations`` in all)."""
+    sampler: str = "pfsp"
+    """Opponent sampler: uniform, pfsp or meta."""
+    pfsp_weighting: Literal["hard", "variance"] = "hard"
+    """PFSP's f: 'hard' (1-x)^p favours members the learner loses to; 'variance' x(1-x)
+    favours even matches."""
+    pfsp_power: float = Field(2.0, gt=0.0)
+    """p of the 'hard' weighting."""
+    meta_solver: str = "nash"
+    """Meta-solver of the 'meta' sampler."""
+    self_play: float = Field(0.2, ge=0.0, le=1.0)
+    """Share of games that stay plain self-play."""
+    snapshot_every: int = Field(20, ge=0)
+    """Iterations between snapshots; 0 adds them only on the win-rate threshold."""
+    win_threshold: float | None = Field(0.7, gt=0.0, le=1.0)
+    """Add a snapshot when the learner's score (wins + draws/2) against the league since
+    the last snapshot reaches this; None turns the trigger off."""
+    min_games: int = Field(64, gt=0)
+    """League games since the last snapshot before the threshold is read."""
+    bots: list[str] = Field(default_factory=list)
+    """Scripted members (random, nash, perfect) that join at the start."""
+    meta_episodes: int = Field(64, gt=0)
+    """Games per pairing for the 'meta' sampler's meta-game where it is not exact."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LeagueConfig:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r}; available: {', '.join(SAMPLERS)}")
+        if self.meta_solver not in META_SOLVERS:
+            raise ValueError(
+                f"unknown meta_solver {self.meta_solver!r}; available: {', '.join(META_SOLVERS)}"
+            )
+        if len(set(self.bots)) != len(self.bots):
+            raise ValueError(f"bots must be distinct, got {self.bots}")
+        return self
+
+
+# --- results the league keeps ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The learner's results against each member: wins, draws and games, shape (K,)."""
+
+    wins: np.ndarray
+    draws: np.ndarray
+    games: np.ndarray
+
+    @staticmethod
+    def empty(k: int) -> Tally:
+        return Tally(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64))
+
+    def __add__(self, other: Tally) -> Tally:
+        k = max(len(self.games), len(other.games))
+        a, b = self.grown(k), other.grown(k)
+        return Tally(a.wins + b.wins, a.draws + b.draws, a.games + b.games)
+
+    def grown(self, k: int) -> Tally:
+        """The same tally for a league grown to ``k`` members (new ones unplayed)."""
+        pad = lambda x: np.pad(x, (0, k - len(x)))  # noqa: E731
+        return Tally(pad(self.wins), pad(self.draws), pad(self.games))
+
+    def win_rates(self) -> np.ndarray:
+        """Estimated P[learner beats member]: one half-won pseudo-game per member."""
+        return (self.wins + 0.5 * self.draws + 0.5) / (self.games + 1.0)
+
+    def score(self) -> float:
+        """The learner's score (wins + draws / 2) per game over all members; NaN if none."""
+        n = self.games.sum()
+        return float((self.wins.sum() + 0.5 * self.draws.sum()) / n) if n else float("nan")
+
+
+def tally_games(episodes: Sequence[Episode], learner_id: str, member_ids: Sequence[str]) -> Tally:
+    """The learner's results in ``episodes`` against each of ``member_ids``.
+
+    Self-play episodes (only the learner seated) and games against anyone not in the
+    league are skipped.
+    """
+    index = {m: i for i, m in enumerate(member_ids)}
+    t = Tally.empty(len(member_ids))
+    for e in episodes:
+        others = {s for s in e.seats if s != learner_id}
+        if learner_id not in e.seats or len(others) != 1 or next(iter(others)) not in index:
+            continue
+        i = index[next(iter(others))]
+        result = outcome(e.returns, e.seats.index(learner_id))
+        t.games[i] += 1
+        t.wins[i] += result == 1
+        t.draws[i] += result == 0
+    return t
+
+
+def league_elo(t: Tally) -> np.ndarray:
+    """Elo of the learner (index 0) and each member from the learner's league games."""
+    k = len(t.games) + 1
+    wins, draws = np.zeros((k, k), np.int64), np.zeros((k, k), np.int64)
+    wins[0, 1:] = t.wins
+    wins[1:, 0] = t.games - t.wins - t.draws
+    draws[0, 1:] = draws[1:, 0] = t.draws
+    return elo_ratings(wins, draws)
+
+
+# --- opponent samplers -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What a sampler may read about the league."""
+
+    win_rates: np.ndarray
+    """Estimated P[learner beats member], shape (K,)."""
+    payoff: np.ndarray | None = None
+    """``payoff[i, j]``: member i's mean return against j over both seats (meta only)."""
+
+
+def uniform_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
+    """Every member alike."""
+    return np.full(len(view.win_rates), 1.0 / len(view.win_rates))
+
+
+PFSP_WEIGHTINGS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
+    "hard": lambda x, p: (1.0 - x) ** p,
+    "variance": lambda x, p: x * (1.0 - x),
+}
+
+
+def pfsp_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
+    """Prioritised fictitious self-play: probabilities proportional to f(win rate);
+    uniform when every weight is zero (the learner beats everyone for sure)."""
+    f = PFSP_WEIGHTINGS[cfg.pfsp_weighting](np.asarray(view.win_rates, float), cfg.pfsp_power)
+    return f / f.sum() if f.sum() > 0 else uniform_sampler(view, cfg)
+
+
+def meta_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
+    """The meta-solver's mixture of the members' symmetric meta-game ``[payoff, payoff.T]``."""
+    if view.payoff is None:
+        raise ValueError("the meta sampler needs the members' payoff matrix")
+    return solve_meta_game(cfg.meta_solver, [view.payoff, view.payoff.T]).marginals[0]
+
+
+Sampler = Callable[[PoolView, LeagueConfig], np.ndarray]
+SAMPLERS: dict[str, Sampler] = {
+    "uniform": uniform_sampler,
+    "pfsp": pfsp_sampler,
+    "meta": meta_sampler,
+}
+
+
+def snapshot_reason(iteration: int, cfg: LeagueConfig, since: Tally) -> str | None:
+    """'schedule', 'threshold' or None: whether a snapshot joins after ``iteration``."""
+    if cfg.snapshot_every and iteration % cfg.snapshot_every == 0:
+        return "schedule"
+    if (
+        cfg.win_threshold is not None
+        and since.games.sum() >= cfg.min_games
+        and since.score() >= cfg.win_threshold
+    ):
+        return "threshold"
+    return None
+
+
+# --- the loop ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeagueResult:
+    """The league at the end: members, the learner's results and everyone's Elo."""
+
+    members: tuple[str, ...]
+    snapshots: tuple[tuple[int, str], ...]
+    """(iteration, reason) of every snapshot, the initial one at iteration 0."""
+    tally: Tally
+    elo: tuple[float, ...]
+    """Elo of the learner, then of each member (``members`` order)."""
+    final: dict[str, float]
+    """The learner's last evaluation (exploitability, matches)."""
+    wall_s: float
+
+
+@dataclass
+class _League:
+    members: list[Policy]
+    snapshots: list[tuple[int, str]]
+    tally: Tally
+    since: Tally
+    payoff: np.ndarray | None = None
+    tables: list | None = None
+
+
+def run_league(cfg: LeagueConfig, out: str | Path) -> LeagueResult:
+    """Train ``cfg.run``'s learner in a league of its own snapshots; see the module docstring."""
+    out = Path(out)
+    run = setup(cfg.run, out)
+    g = cfg.run.game
+    bots = [
+        build_opponent(b, g.name, seed=cfg.run.train.seed + 7 + i, params=g.params)
+        for i, b in enumerate(cfg.bots)
+    ]
+    league = _League(bots, [], Tally.empty(len(bots)), Tally.empty(len(bots)))
+    _add_snapshot(cfg, run, league, 0, "initial")
+    run.pool = OpponentPool(list(league.members), self_play=cfg.self_play)
+    start, last = time.perf_counter(), {}
+    learner_id = run.learner.policy.policy_id
+    for it in range(1, cfg.run.train.iterations + 1):
+        view = PoolView(league.tally.grown(len(league.members)).win_rates(), league.payoff)
+        run.pool.members, run.pool.probs = list(league.members), SAMPLERS[cfg.sampler](view, cfg)
+        episodes, metrics = collect(run, it)
+        metrics |= learn(run, episodes)
+        new = tally_games(episodes, learner_id, [m.policy_id for m in league.members])
+        league.tally, league.since = league.tally + new, league.since + new
+        metrics |= {"league/score": new.score(), "league/members": len(league.members)}
+        if reason := snapshot_reason(it, cfg, league.since):
+            _add_snapshot(cfg, run, league, it, reason)
+        if it % cfg.run.train.eval_every == 0 or it == cfg.run.train.iterations:
+            last = evaluate(run, it)
+            metrics |= last
+        metrics["perf/elapsed_s"] = time.perf_counter() - start
+        sinks.append_metrics(out / "metrics.jsonl", it, metrics)
+    save_policy(run.learner.policy, out / "checkpoints" / "final")
+    return _finish(out, league, last, time.perf_counter() - start)
+
+
+def _add_snapshot(cfg: LeagueConfig, run: Run, league: _League, it: int, reason: str) -> None:
+    """Freeze the learner as a new member; refresh the meta-game for the meta sampler."""
+    folder = run.out / "snapshots" / f"iter_{it:06d}"
+    snap = freeze(run.learner.policy, folder, f"snap:{it}", seed=cfg.run.train.seed + it)
+    league.members.append(snap)
+    league.snapshots.append((it, reason))
+    league.since = Tally.empty(len(league.members))
+    league.tally = league.tally.grown(len(league.members))
+    if cfg.sampler == "meta":
+        league.payoff = _member_payoff(cfg, league, it)
+
+
+def _member_payoff(cfg: LeagueConfig, league: _League, seed: int) -> np.ndarray:
+    """``payoff[i, j]``: member i's mean return against j, its two seats averaged."""
+    game = exact_game(cfg.run)
+    if game is None:
+        row, col = sampled_payoffs(league.members, cfg.run, episodes=cfg.meta_episodes, seed=seed)
+    else:
+        league.tables = league.tables or []
+        league.tables += [
+            to_openspiel_policy(m, cfg.run.game.name, params=cfg.run.game.params)
+            for m in league.members[len(league.tables) :]
+        ]
+        row, col = exact_payoffs(game, league.tables)
+    return (row + col.T) / 2.0
+
+
+def _finish(out: Path, league: _League, last: dict[str, float], wall_s: float) -> LeagueResult:
+    elo = league_elo(league.tally) if len(league.members) else np.zeros(1)
+    result = LeagueResult(
+        members=tuple(m.policy_id for m in league.members),
+        snapshots=tuple(league.snapshots),
+        tally=league.tally,
+        elo=tuple(float(x) for x in elo),
+        final=dict(last),
+        wall_s=wall_s,
+    )
+    summary = {
+        "members": list(result.members),
+        "snapshots": [list(s) for s in result.snapshots],
+        "games": result.tally.games.tolist(),
+        "win_rates": result.tally.win_rates().tolist(),
+        "elo": {"learner": result.elo[0], **dict(zip(result.members, result.elo[1:], strict=True))},
+        **{f"final/{k}": v for k, v in last.items()},
+        "wall_s": wall_s,
+    }
+    sinks.write_summary(out / "summary.json", summary)
+    return result

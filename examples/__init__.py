@@ -1,0 +1,1 @@
+"""Example games written against coplay's ``Env`` protocol (see docs/envs.md)."""

@@ -1,0 +1,153 @@
+"""TextArena adapter: the missing extra, legal lists read from the text, TextArena's own
+invalid-move rules, rewards, and reproducibility with many games in flight."""
+
+import doctest
+import random
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from coplay.envs import textarena_env
+from coplay.envs.actions import parse_action
+from coplay.envs.registry import make_env
+from coplay.envs.textarena_env import TextArenaEnv, listed_actions
+from coplay.policies.scripted import RandomPolicy
+from coplay.rollout.engine import play_episodes
+from coplay.types import Decision, Observation
+
+
+class Say:
+    """Answers with the next of ``texts``; free-text turns take the text as it is."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts, self.policy_id, self.version, self._i = list(texts), "say", 0, 0
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        out = []
+        for obs in observations:
+            text = self.texts[self._i % len(self.texts)]
+            self._i += 1
+            legal = obs.legal_actions
+            action = text if legal is None else parse_action(text, legal)
+            out.append(Decision(text=text, action=action, policy_id=self.policy_id))
+        return out
+
+
+def test_doctests():
+    result = doctest.testmod(textarena_env)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_listed_actions_reads_the_last_list_line_only():
+    text = "Available Moves: '[0]', '[1]'\nsomething\nValid moves: [e2e4], [g1f3] [e2e4]\n[P1] [x]"
+    assert listed_actions(text) == ("[e2e4]", "[g1f3]")
+    assert listed_actions("Available actions (exact tokens):\n[fold] [call]") is None
+    assert listed_actions("Valid moves: '[raise <amount>]', '[fold]'") is None
+    assert listed_actions("Available Moves: none") is None
+
+
+def test_missing_textarena_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "textarena", None)  # import now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'coplay\[textarena\]'"):
+        make_env("textarena:TicTacToe-v0")
+
+
+# --- with TextArena installed ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ta():
+    return pytest.importorskip("textarena")
+
+
+def board_cells(text: str) -> set[str]:
+    """Empty cells of the last TextArena tic-tac-toe board in ``text``."""
+    board = text.rsplit("Current Board:", 1)[1].split("Available Moves")[0]
+    return {f"[{c}]" for c in board.split() if c.isdigit()}
+
+
+def test_tictactoe_random_play_lists_exactly_the_empty_cells(ta):
+    seeds = list(range(6))
+    seats = [[RandomPolicy(s), RandomPolicy(10 + s)] for s in seeds]
+    episodes = play_episodes(lambda: make_env("textarena:TicTacToe-v0"), seats, seeds)
+    for episode in episodes:
+        assert episode.game == "textarena:TicTacToe-v0"
+        assert episode.returns in {(1.0, -1.0), (-1.0, 1.0), (0.0, 0.0)}
+        assert 5 <= episode.num_steps <= 9 and episode.forfeited_by is None
+        for turn in episode.turns:
+            assert set(turn.observation.legal_actions) == board_cells(turn.observation.text)
+            assert (
+                sum(t.reward for t in episode.trajectories[turn.player].turns)
+                == (episode.returns[turn.player])
+            )
+
+
+def test_tictactoe_scripted_win_gives_textarenas_rewards(ta):
+    seats = [Say(["[0]", "[1]", "[2]"]), Say(["[3]", "[4]"])]  # player 0 takes the top row
+    (episode,) = play_episodes(lambda: make_env("textarena:TicTacToe-v0"), [seats], [0])
+    assert episode.returns == (1.0, -1.0) and episode.num_steps == 5
+    assert [t.played_action for t in episode.turns] == ["[0]", "[3]", "[1]", "[4]", "[2]"]
+
+
+def test_kuhn_lists_follow_the_betting(ta):
+    env = TextArenaEnv("KuhnPoker-v0")
+    env.reset(3)
+    first = env.players_to_act()[0]
+    assert env.observe(first).legal_actions == ("[check]", "[bet]")
+    env.step({first: "I will [bet]"})
+    second = env.players_to_act()[0]
+    assert second != first
+    assert env.observe(second).legal_actions == ("[fold]", "[call]")
+    assert env.parse_action(second, "[check]") is None  # not legal facing a bet
+
+
+def test_free_text_turns_and_textarenas_invalid_move_rule(ta):
+    env = TextArenaEnv("Nim-v0")
+    env.reset(0)
+    obs = env.observe(0)
+    assert obs.legal_actions is None  # Nim explains its '[pile quantity]' format in prose
+    assert env.parse_action(0, "  [0 1] ") == "[0 1]" and env.parse_action(0, "  ") is None
+    env.step({0: "no move here"})
+    assert env.players_to_act() == [0]  # TextArena allows one invalid move, then asks again
+    assert "invalid move" in env.observe(0).text
+    rewards = env.step({0: "still no move"})
+    assert env.is_terminal() and env.returns() == [-1.0, 1.0] == [rewards[0], rewards[1]]
+    assert env.game_info[0]["invalid_move"]
+
+
+def test_same_seed_same_game_with_games_interleaved_and_caller_random_untouched(ta):
+    seeds = [0, 4, 6, 7]  # Python's shuffle under these seeds deals K, Q, J, J to player 1
+
+    def run(batch):
+        seats = [[RandomPolicy(s), RandomPolicy(10 + s)] for s in batch]
+        eps = play_episodes(lambda: make_env("textarena:KuhnPoker-v0"), seats, batch)
+        return [[t.observation.text for t in e.turns] + [e.returns] for e in eps]
+
+    random.seed(123)
+    np.random.seed(123)
+    outer = random.getstate(), np.random.get_state()[1].copy()
+    together = run(seeds)
+    assert random.getstate() == outer[0]
+    assert (np.random.get_state()[1] == outer[1]).all()
+    random.seed(999)  # the caller's generators must not matter either
+    np.random.seed(999)
+    alone = [run([s])[0] for s in seeds]
+    assert together == alone
+    deals = [e[0].split("Your card is: ")[1][:3] for e in together]
+    assert deals == ["'K'", "'Q'", "'J'", "'J'"]
+
+
+def test_bad_ids_and_player_counts_are_one_line_errors(ta):
+    with pytest.raises(ValueError, match="unknown TextArena game 'Nope-v0'; known games include"):
+        make_env("textarena:Nope-v0")
+    with pytest.raises(ValueError, match="refused num_players=3"):
+        make_env("textarena:TicTacToe-v0", num_players=3)
+    with pytest.raises(ValueError, match="num_players must be a positive integer"):
+        TextArenaEnv("TicTacToe-v0", num_players=0)
+    env = TextArenaEnv("TicTacToe-v0")
+    with pytest.raises(ValueError, match="player 1 is not to act; acting: \\[0\\]"):
+        env.observe(1)
+    with pytest.raises(ValueError, match="expected actions for players \\[0\\]"):
+        env.step({1: "[4]"})

@@ -1,0 +1,109 @@
+"""Cross-play: exact outcomes of fixed strategies, zero-sum invariants, exact values, bad input."""
+
+import json
+
+import numpy as np
+import pyspiel
+import pytest
+from open_spiel.python.algorithms import expected_game_score
+
+from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
+from coplay.eval.exact import to_openspiel_policy
+from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy, ScriptedPolicy
+
+
+class Always(ScriptedPolicy):
+    """Plays one Kuhn action whenever it is legal (else the other one)."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(0)
+        self.action, self.policy_id = action, f"always{action}"
+
+    def action_probs(self, observations):
+        return [
+            {a: float(a == self.action) for a in obs.legal_actions}
+            if self.action in obs.legal_actions
+            else dict.fromkeys(obs.legal_actions, 1 / len(obs.legal_actions))
+            for obs in observations
+        ]
+
+
+def test_fixed_kuhn_strategies_have_exact_outcomes():
+    # An always-better folds the always-passer in either seat: +1 every game.
+    res = cross_play("kuhn_poker", {"bet": Always("[Bet]"), "pass": Always("[Pass]")}, episodes=20)
+    assert res.payoff[0, 1] == 1.0 and res.payoff[1, 0] == -1.0
+    assert res.wins[0, 1] == 20 and res.wins[1, 0] == 0 and res.draws.sum() == 0
+    assert res.results[0][1].win.value == 1.0 and res.results[1][0].loss.value == 1.0
+    # Against itself a policy sits in both seats: every game is one win and one loss.
+    for i in range(2):
+        assert res.results[i][i].win.value == res.results[i][i].loss.value == 0.5
+        assert res.payoff[i, i] == 0.0
+
+
+def test_two_player_matrix_is_zero_sum_and_both_sides_share_games():
+    policies = {"random": RandomPolicy(1), "nash": NashPolicy("kuhn_poker", 2)}
+    res = cross_play("kuhn_poker", policies, episodes=100, seed=3)
+    np.testing.assert_allclose(res.payoff + res.payoff.T, 0.0, atol=1e-12)
+    np.testing.assert_array_equal(res.meta_game[1], res.meta_game[0].T)
+    assert res.wins[0, 1] + res.wins[1, 0] + res.draws[0, 1] == 100
+    assert res.wins.trace() == 0 and res.names == ("random", "nash")
+
+
+def test_mean_return_interval_covers_the_exact_value():
+    game = "kuhn_poker"
+    nash, rand = NashPolicy(game, 0), RandomPolicy(0)
+    os_game = pyspiel.load_game(game)
+    tabs = [to_openspiel_policy(p, game) for p in (nash, rand)]
+    state = os_game.new_initial_state()
+    seat0 = expected_game_score.policy_value(state, tabs)[0]
+    seat1 = expected_game_score.policy_value(state, tabs[::-1])[1]
+    exact = (seat0 + seat1) / 2  # seats alternate; about 0.148
+    res = cross_play(game, {"nash": nash, "random": rand}, episodes=400, seed=0)
+    iv = res.results[0][1].mean_return
+    assert iv.low < exact < iv.high and exact > 0
+
+
+def test_perfect_tic_tac_toe_never_loses():
+    res = cross_play(
+        "tic_tac_toe", {"perfect": PerfectPlayer(seed=0), "random": RandomPolicy(1)}, episodes=30
+    )
+    assert res.results[0][1].loss.value == 0.0 and res.wins[1, 0] == 0
+    assert res.results[0][0].win.value == 0.0  # perfect self-play always draws
+    ratings = rate_cross_play(res)
+    assert ratings.elo[0] > ratings.elo[1] and ratings.alpharank[0] > 0.99
+
+
+def test_three_player_focal_against_field_is_zero_sum():
+    policies = {"a": RandomPolicy(0), "b": Always("[Bet]")}
+    res = cross_play("kuhn_poker", policies, episodes=30, params={"players": 3})
+    assert res.num_players == 3
+    # Focal return plus two field seats sums to zero game by game.
+    np.testing.assert_allclose(res.meta_game[0] + 2 * res.meta_game[1], 0.0, atol=1e-12)
+    assert res.wins[0, 1] + res.wins[1, 0] + res.draws[0, 1] == 60  # both orders played
+    assert res.results[0][1].episodes == 30 and len(res.results[0][1].mean_return_by_seat) == 3
+
+
+def test_same_seed_same_result_and_json_is_strict():
+    def run():
+        policies = {"r1": RandomPolicy(0), "r2": RandomPolicy(1)}
+        return cross_play("kuhn_poker", policies, episodes=1, seed=5)
+
+    a, b = run(), run()
+    np.testing.assert_array_equal(a.payoff, b.payoff)
+    data = to_json(a, rate_cross_play(a))
+    text = json.dumps(data, allow_nan=False)  # one game: infinite interval -> null
+    assert json.loads(text)["mean_return"][0][1]["high"] is None
+    assert set(data["ratings"]) == {"elo", "openskill", "alpharank"}
+
+
+@pytest.mark.parametrize(
+    ("game", "policies", "episodes", "message"),
+    [
+        ("kuhn_poker", {"r": RandomPolicy()}, 4, "at least 2 policies"),
+        ("kuhn_poker", {"a": RandomPolicy(), "b": RandomPolicy()}, 0, "episodes must be positive"),
+        ("no_such_game", {"a": RandomPolicy(), "b": RandomPolicy()}, 4, "unknown game"),
+    ],
+)
+def test_bad_input(game, policies, episodes, message):
+    with pytest.raises(ValueError, match=message):
+        cross_play(game, policies, episodes=episodes)

@@ -1,0 +1,120 @@
+"""Ratings: analytic Elo gaps, symmetric results, OpenSkill order, α-rank mass, bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+from coplay.eval.ratings import (
+    PairOutcome,
+    alpharank_ratings,
+    check_results,
+    elo_ratings,
+    openskill_ratings,
+    outcome_matrices,
+    rate,
+    replay_order,
+)
+
+ELO_75 = 400 * math.log10(3)  # a 75% score: odds 3 = 10**(gap / 400), about 190.8 points
+TRANSITIVE = np.array([[0, 300, 360], [100, 0, 300], [40, 100, 0]])
+"""A beats B and B beats C 75% of the time, A beats C 90% (odds 9): a perfect Elo fit."""
+
+
+def test_a_75_percent_score_is_worth_191_elo():
+    r = elo_ratings([[0, 300], [100, 0]])
+    assert r[0] - r[1] == pytest.approx(ELO_75, abs=0.5)
+    assert min(r) == 0.0
+
+
+def test_transitive_results_give_consistent_gaps():
+    r = elo_ratings(TRANSITIVE)
+    assert r[0] > r[1] > r[2]
+    assert r[0] - r[1] == pytest.approx(ELO_75, abs=1.0)
+    assert r[1] - r[2] == pytest.approx(ELO_75, abs=1.0)
+
+
+def test_draws_count_half_and_symmetric_results_rate_equally():
+    # 200 wins and 200 draws against 0 wins: a score of 300 out of 400, 75%.
+    r = elo_ratings([[0, 200], [0, 0]], [[0, 200], [200, 0]])
+    assert r[0] - r[1] == pytest.approx(ELO_75, abs=1.0)
+    np.testing.assert_allclose(elo_ratings([[0, 50, 50], [50, 0, 50], [50, 50, 0]]), 0, atol=1e-6)
+
+
+def test_self_play_counts_on_the_diagonal_are_ignored():
+    with_diag = elo_ratings([[40, 300], [100, 7]])
+    np.testing.assert_allclose(with_diag, elo_ratings([[0, 300], [100, 0]]))
+
+
+def test_openskill_orders_a_transitive_population():
+    r = openskill_ratings(TRANSITIVE)
+    assert r[0].mu > r[1].mu > r[2].mu
+    for s in r:
+        assert s.ordinal == pytest.approx(s.mu - 3 * s.sigma)
+        assert s.sigma < 25 / 3  # every game shrinks the starting uncertainty
+
+
+def test_openskill_of_symmetric_results_is_equal_within_uncertainty():
+    a, b = openskill_ratings([[0, 40], [40, 0]])
+    assert abs(a.mu - b.mu) < min(a.sigma, b.sigma)
+    a, b = openskill_ratings(np.zeros((2, 2)), [[0, 30], [30, 0]])  # only draws: exact
+    assert a == b
+
+
+def test_replay_order_spreads_each_pairs_results():
+    order = replay_order(np.array([[0, 3], [1, 0]]), np.zeros((2, 2), np.int64))
+    assert [score for _, _, score in order] == [1.0, 0.0, 1.0, 1.0]
+
+
+def test_alpharank_puts_the_mass_on_the_top_of_a_transitive_game_and_spreads_on_a_cycle():
+    transitive = np.array([[0, 0.5, 0.8], [-0.5, 0, 0.5], [-0.8, -0.5, 0]])
+    np.testing.assert_allclose(alpharank_ratings(transitive), [1, 0, 0], atol=1e-6)
+    cycle = np.array([[0, -1, 1], [1, 0, -1], [-1, 1, 0]])
+    np.testing.assert_allclose(alpharank_ratings(cycle), np.full(3, 1 / 3), atol=1e-6)
+
+
+def test_outcome_records_become_matrices():
+    outcomes = [
+        PairOutcome("a", "b", 1.0),
+        PairOutcome("b", "a", 1.0),
+        PairOutcome("a", "b", 1.0),
+        PairOutcome("c", "a", 0.5),
+    ]
+    wins, draws = outcome_matrices(outcomes, ["a", "b", "c"])
+    np.testing.assert_array_equal(wins, [[0, 2, 0], [1, 0, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(draws, [[0, 0, 1], [0, 0, 0], [1, 0, 0]])
+
+
+def test_rate_puts_every_rating_in_name_order():
+    payoff = np.array([[0, 0.5, 0.8], [-0.5, 0, 0.5], [-0.8, -0.5, 0]])
+    ratings = rate(["a", "b", "c"], TRANSITIVE, None, payoff)
+    assert ratings.names == ("a", "b", "c")
+    assert ratings.elo[0] > ratings.elo[1] > ratings.elo[2]
+    assert sum(ratings.alpharank) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same players"):
+        rate(["a", "b"], TRANSITIVE, None, payoff)
+
+
+@pytest.mark.parametrize(
+    ("wins", "draws", "message"),
+    [
+        ([[0, 1, 2], [1, 0]], None, "ragged"),
+        ([[0, 1]], None, "square"),
+        ([[0, -1], [1, 0]], None, "non-negative whole"),
+        ([[0, 1.5], [1, 0]], None, "non-negative whole"),
+        ([[0, 1], [1, 0]], [[0, 1], [2, 0]], "symmetric"),
+        ([[0, 1], [1, 0]], np.zeros((3, 3)), "shape"),
+    ],
+)
+def test_bad_results_give_clear_errors(wins, draws, message):
+    with pytest.raises(ValueError, match=message):
+        check_results(wins, draws)
+
+
+def test_bad_outcomes_give_clear_errors():
+    with pytest.raises(ValueError, match="unknown player 'z'"):
+        outcome_matrices([PairOutcome("a", "z", 1.0)], ["a", "b"])
+    with pytest.raises(ValueError, match="1.0, 0.5 or 0.0"):
+        outcome_matrices([PairOutcome("a", "b", 2.0)], ["a", "b"])
+    with pytest.raises(ValueError, match="distinct"):
+        outcome_matrices([], ["a", "a"])

@@ -1,0 +1,158 @@
+"""Remote endpoint policy against a tiny local chat-completions server (no real network)."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.eval.matches import play_match
+from coplay.policies.remote import RemotePolicy, RemotePolicyError, messages, remote_from_spec
+from coplay.policies.scripted import RandomPolicy
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.types import Observation
+
+OBS = Observation(
+    game="kuhn_poker",
+    player=0,
+    text="Your card: K.\nYour legal actions: [Pass] [Bet]\n",
+    legal_actions=("[Pass]", "[Bet]"),
+)
+
+
+class FakeServer:
+    """Answers POST /v1/chat/completions with ``reply(body) -> (status, payload)``."""
+
+    def __init__(self):
+        self.requests: list[tuple[str, dict, dict]] = []
+        self.reply = lambda body: (200, completion("I hold the king, so [Bet]"))
+        self.delay_s = 0.0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append((self.path, dict(self.headers), body))
+                time.sleep(server.delay_s)
+                status, payload = server.reply(body)
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except BrokenPipeError:
+                    pass  # the client gave up waiting (the timeout test)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+
+
+def completion(content):
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+
+
+@pytest.fixture
+def server(monkeypatch):
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    fake = FakeServer()
+    yield fake
+    fake.httpd.shutdown()
+    fake.httpd.server_close()
+
+
+def test_reply_is_parsed_into_a_legal_action_and_the_request_is_openai_shaped(server):
+    policy = RemotePolicy(server.url, "tiny-model", api_key="k123", temperature=0.5)
+    [dec] = policy.act([OBS])
+    assert dec.action == "[Bet]" and dec.text == "I hold the king, so [Bet]"
+    assert dec.policy_id == "remote:tiny-model" and not dec.trainable
+    path, headers, body = server.requests[0]
+    assert path == "/v1/chat/completions"
+    assert headers["Authorization"] == "Bearer k123"
+    assert body["model"] == "tiny-model" and body["temperature"] == 0.5
+    assert body["messages"][-1] == {"role": "user", "content": OBS.text}
+    assert body["messages"][0]["role"] == "system"
+
+
+def test_chat_messages_of_the_observation_are_sent_as_they_are():
+    obs = Observation("g", 0, "flat", ("[A]",), messages=(("system", "rules"), ("user", "go")))
+    assert messages(obs, None) == [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "go"},
+    ]
+    assert messages(OBS, "be brief")[0] == {"role": "system", "content": "be brief"}
+
+
+def test_a_reply_without_a_legal_action_is_invalid_and_a_message_game_gets_the_text(server):
+    server.reply = lambda body: (200, completion("I would rather [Raise]"))
+    policy = RemotePolicy(server.url, "m")
+    assert policy.act([OBS])[0].action is None
+    talk = Observation("talk", 0, "Say something.", legal_actions=None)
+    assert policy.act([talk])[0].action == "I would rather [Raise]"
+
+
+def test_many_observations_are_answered_in_order(server):
+    server.reply = lambda body: (200, completion(f"[{body['messages'][-1]['content']}]"))
+    policy = RemotePolicy(server.url, "m", system_prompt=None, concurrency=4)
+    obs = [Observation("g", 0, name, ("[A]", "[B]", "[C]")) for name in "ABCABC"]
+    assert [d.action for d in policy.act(obs)] == [f"[{c}]" for c in "ABCABC"]
+
+
+def test_http_errors_raise_or_become_invalid_decisions(server):
+    server.reply = lambda body: (500, {"error": "model overloaded"})
+    with pytest.raises(RemotePolicyError, match="HTTP 500.*model overloaded"):
+        RemotePolicy(server.url, "m").act([OBS])
+    [dec] = RemotePolicy(server.url, "m", on_error="invalid").act([OBS])
+    assert dec.action is None and "HTTP 500" in dec.text
+
+
+def test_malformed_response_and_timeout_give_clear_errors(server):
+    server.reply = lambda body: (200, b"not json")
+    with pytest.raises(RemotePolicyError, match="expected choices\\[0\\].message.content"):
+        RemotePolicy(server.url, "m").act([OBS])
+    server.reply = lambda body: (200, completion("[Bet]"))
+    server.delay_s = 0.5
+    with pytest.raises(RemotePolicyError, match="did not answer within 0.1 s"):
+        RemotePolicy(server.url, "m", timeout_s=0.1).act([OBS])
+
+
+def test_unreachable_endpoint_is_a_connection_error():
+    with pytest.raises(ConnectionError, match="cannot reach"):
+        RemotePolicy("http://127.0.0.1:9/v1", "m", timeout_s=2).act([OBS])
+
+
+def test_plays_a_match_with_the_invalid_action_treatment(server):
+    # Every other reply names no action: those turns get a random legal move and a penalty.
+    count = iter(range(10_000))
+    server.reply = lambda body: (200, completion("[Bet]" if next(count) % 2 else "hmm"))
+    remote = RemotePolicy(server.url, "m", concurrency=1)
+    make = lambda: make_env("kuhn_poker")  # noqa: E731
+    penalty = InvalidActionConfig(on_fail="penalty", penalty=-1.0)
+    res = play_match(make, remote, [RandomPolicy(0)], episodes=8, invalid=penalty)
+    assert res.episodes == 8 and 0.3 < res.invalid_rate < 0.7
+
+
+def test_spec_parsing_and_bad_arguments():
+    policy = remote_from_spec("remote:http://host:8000/v1#qwen-7b", api_key="x")
+    assert (policy.url, policy.model, policy.api_key) == (
+        "http://host:8000/v1/chat/completions",
+        "qwen-7b",
+        "x",
+    )
+    with pytest.raises(ValueError, match="remote:URL#model"):
+        remote_from_spec("remote:http://host:8000/v1")
+    with pytest.raises(ValueError, match="http:// or https://"):
+        RemotePolicy("host:8000", "m")
+    with pytest.raises(ValueError, match="timeout_s > 0"):
+        RemotePolicy("http://host", "m", timeout_s=0)
+    with pytest.raises(ValueError, match="on_error"):
+        RemotePolicy("http://host", "m", on_error="ignore")

@@ -1,0 +1,174 @@
+"""League of frozen snapshots: samplers, results, snapshot schedule and immutability."""
+
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+from coplay.train.config import build_config
+from coplay.train.league import (
+    SAMPLERS,
+    LeagueConfig,
+    PoolView,
+    Tally,
+    league_elo,
+    run_league,
+    snapshot_reason,
+    tally_games,
+)
+from coplay.train.opponents import OpponentPool
+from coplay.types import Episode
+
+TINY = [
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+    "model.tiny.num_layers=1",
+    "rollout.games_per_iter=16",
+    "optim.minibatch_size=64",
+    "train.iterations=4",
+    "train.eval_every=4",
+    "train.eval_opponents=[]",
+]
+
+
+def league_cfg(**kwargs) -> LeagueConfig:
+    return LeagueConfig(run=build_config(preset="kuhn-selfplay", overrides=TINY), **kwargs)
+
+
+def draw_shares(probs, n=40_000, seed=0) -> np.ndarray:
+    """Empirical member shares of ``n`` draws through the trainer's OpponentPool."""
+    members = [type("M", (), {"policy_id": str(i)})() for i in range(len(probs))]
+    draws = OpponentPool(members, probs=probs).sample(np.random.default_rng(seed), n)
+    return np.bincount([int(d.policy_id) for d in draws], minlength=len(probs)) / n
+
+
+WIN = np.array([0.1, 0.5, 0.8, 1.0])
+
+
+@pytest.mark.parametrize(
+    "kwargs,want",
+    [
+        ({"sampler": "uniform"}, np.full(4, 0.25)),
+        # hard, p=2: (0.81, 0.25, 0.04, 0) / 1.10
+        ({"sampler": "pfsp"}, np.array([0.81, 0.25, 0.04, 0.0]) / 1.10),
+        # hard, p=1: (0.9, 0.5, 0.2, 0) / 1.6
+        ({"sampler": "pfsp", "pfsp_power": 1.0}, np.array([0.9, 0.5, 0.2, 0.0]) / 1.6),
+        # variance: (0.09, 0.25, 0.16, 0) / 0.5
+        ({"sampler": "pfsp", "pfsp_weighting": "variance"}, np.array([0.09, 0.25, 0.16, 0]) / 0.5),
+    ],
+)
+def test_sampler_formulas_and_draw_frequencies(kwargs, want):
+    cfg = league_cfg(**kwargs)
+    probs = SAMPLERS[cfg.sampler](PoolView(WIN), cfg)
+    np.testing.assert_allclose(probs, want)
+    # 40k draws: each share within 4 standard errors of its probability.
+    se = np.sqrt(want * (1 - want) / 40_000)
+    assert np.all(np.abs(draw_shares(probs) - want) <= 4 * se + 1e-12)
+
+
+def test_pfsp_is_uniform_when_the_learner_beats_everyone():
+    cfg = league_cfg(sampler="pfsp")
+    np.testing.assert_allclose(SAMPLERS["pfsp"](PoolView(np.ones(3)), cfg), np.full(3, 1 / 3))
+
+
+def test_meta_sampler_plays_the_nash_of_rock_paper_scissors():
+    rps = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
+    cfg = league_cfg(sampler="meta")
+    np.testing.assert_allclose(SAMPLERS["meta"](PoolView(np.zeros(3), rps), cfg), 1 / 3, atol=1e-6)
+    # A dominated member (loses to all) gets no weight.
+    dom = np.array([[0.0, 1.0], [-1.0, 0.0]])
+    np.testing.assert_allclose(SAMPLERS["meta"](PoolView(np.zeros(2), dom), cfg), [1, 0], atol=1e-6)
+
+
+def episode(seats, returns) -> Episode:
+    return Episode("kuhn_poker", 0, 0, tuple(seats), (), tuple(returns))
+
+
+def test_tally_reads_the_learners_games_from_the_seats():
+    eps = [
+        episode(["learner", "a"], [1, -1]),  # win against a
+        episode(["b", "learner"], [2, -2]),  # loss against b
+        episode(["learner", "b"], [0, 0]),  # draw against b
+        episode(["learner", "learner"], [1, -1]),  # self-play: skipped
+        episode(["x", "learner"], [-1, 1]),  # not in the league: skipped
+    ]
+    t = tally_games(eps, "learner", ["a", "b"])
+    assert t.games.tolist() == [1, 2] and t.wins.tolist() == [1, 0] and t.draws.tolist() == [0, 1]
+    # (wins + draws/2 + 1/2) / (games + 1)
+    np.testing.assert_allclose(t.win_rates(), [1.5 / 2, 1.0 / 3])
+    assert t.score() == pytest.approx(1.5 / 3)
+    assert (t + Tally.empty(3)).games.tolist() == [1, 2, 0]
+
+
+def test_league_elo_ranks_the_beaten_member_below_the_learner():
+    t = Tally(np.array([30, 10]), np.array([0, 0]), np.array([40, 40]))
+    elo = league_elo(t)
+    assert elo[1] < elo[0] < elo[2]
+    # 30-10 against member a: 400 log10(3) ~ 191 points, symmetric for b at 10-30.
+    assert elo[0] - elo[1] == pytest.approx(191, abs=15)
+
+
+def test_snapshot_on_schedule_and_on_threshold():
+    cfg = league_cfg(snapshot_every=10, win_threshold=0.7, min_games=20)
+    few = Tally(np.array([15]), np.array([0]), np.array([19]))
+    strong = Tally(np.array([14]), np.array([1]), np.array([20]))  # score 0.725
+    weak = Tally(np.array([13]), np.array([0]), np.array([20]))  # score 0.65
+    assert snapshot_reason(10, cfg, Tally.empty(1)) == "schedule"
+    assert snapshot_reason(7, cfg, few) is None  # too few games to read the rate
+    assert snapshot_reason(7, cfg, strong) == "threshold"
+    assert snapshot_reason(7, cfg, weak) is None
+    off = league_cfg(snapshot_every=0, win_threshold=None)
+    assert snapshot_reason(10, off, strong) is None
+
+
+def digest(folder) -> str:
+    return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_league_run_adds_snapshots_on_schedule_and_keeps_them_frozen(tmp_path):
+    cfg = league_cfg(sampler="pfsp", snapshot_every=2, win_threshold=None, bots=["random"])
+    res = run_league(cfg, tmp_path)
+    assert res.members == ("random", "snap:0", "snap:2", "snap:4")
+    assert res.snapshots == ((0, "initial"), (2, "schedule"), (4, "schedule"))
+    assert res.tally.games.sum() > 0 and len(res.elo) == 5
+    assert "eval/exploitability" in res.final
+    # The learner moved on after snapshot 0; the snapshot on disk is the initial model.
+    first = tmp_path / "snapshots" / "iter_000000"
+    assert digest(first) != digest(tmp_path / "checkpoints" / "final")
+    assert digest(tmp_path / "snapshots" / "iter_000004") == digest(
+        tmp_path / "checkpoints" / "final"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"sampler": "elo"}, "unknown sampler 'elo'"),
+        ({"meta_solver": "best"}, "unknown meta_solver"),
+        ({"bots": ["random", "random"]}, "distinct"),
+        ({"win_threshold": 1.5}, "less than or equal to 1"),
+        ({"self_play": -0.1}, "greater than or equal to 0"),
+    ],
+)
+def test_bad_league_settings_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        league_cfg(**kwargs)
+
+
+def test_snapshot_member_keeps_its_weights_while_the_learner_trains(tmp_path):
+    from coplay.train.league import _add_snapshot, _League
+    from coplay.train.trainer import collect, learn, setup
+
+    cfg = league_cfg()
+    run = setup(cfg.run, tmp_path)
+    league = _League([], [], Tally.empty(0), Tally.empty(0))
+    _add_snapshot(cfg, run, league, 0, "initial")
+    snap = league.members[0]
+    before = {k: v.clone() for k, v in snap.model.state_dict().items()}
+    run.pool = OpponentPool(league.members)
+    learn(run, collect(run, 1)[0])
+    after, learner = snap.model.state_dict(), run.learner.policy.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not all(torch.equal(before[k], learner[k]) for k in before)  # the learner moved
+    assert snap.policy_id == "snap:0" and league.tally.games.tolist() == [0]

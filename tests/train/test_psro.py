@@ -1,0 +1,153 @@
+"""PSRO / JPSRO with a language-model best response: meta-games, seats, frozen members."""
+
+import hashlib
+from types import SimpleNamespace
+
+import numpy as np
+import pyspiel
+import pytest
+import torch
+
+from coplay.eval.exact import to_openspiel_policy
+from coplay.eval.metasolvers import MetaSolution, solve_meta_game
+from coplay.policies.scripted import NashPolicy, RandomPolicy
+from coplay.train.config import build_config
+from coplay.train.psro import (
+    PsroConfig,
+    SeatedPool,
+    exact_payoffs,
+    freeze,
+    opponent_distributions,
+    run_psro,
+    sampled_payoffs,
+)
+from coplay.train.trainer import seatings
+
+TINY = [
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+    "model.tiny.num_layers=1",
+    "rollout.games_per_iter=16",
+    "optim.minibatch_size=64",
+    "train.iterations=2",
+    "train.eval_opponents=[]",
+]
+
+
+def tiny_psro(**kwargs) -> PsroConfig:
+    return PsroConfig(run=build_config(preset="kuhn-selfplay", overrides=TINY), **kwargs)
+
+
+def weights_digest(folder) -> str:
+    return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_psro_grows_population_logs_and_never_changes_frozen_members(tmp_path):
+    digests = {}
+
+    def watch(step):
+        if step.iteration == 0:  # member 01 was just added; later responses start from it
+            digests["01"] = weights_digest(tmp_path / "members" / "01")
+
+    res = run_psro(tiny_psro(iterations=2, initial="random"), tmp_path, progress=watch)
+    assert res.members == ("psro:00", "psro:01", "psro:02")
+    assert [s.members for s in res.steps] == [1, 2, 3]
+    # One uniform random member: its mixture is uniform random Kuhn, exploitability 11/24.
+    assert res.steps[0].exploitability == pytest.approx(11 / 24)
+    assert all(np.isfinite(s.exploitability) for s in res.steps)
+    assert res.payoffs[0].shape == (3, 3)
+    np.testing.assert_allclose(res.payoffs[0] + res.payoffs[1], 0.0, atol=1e-12)  # zero-sum
+    assert weights_digest(tmp_path / "members" / "01") == digests["01"]
+    assert len((tmp_path / "psro.jsonl").read_text().splitlines()) == 3
+    assert (tmp_path / "responses" / "02" / "metrics.jsonl").read_text().count("\n") == 2
+
+
+def test_frozen_copy_ignores_later_training(tmp_path, tiny_policy):
+    frozen = freeze(tiny_policy, tmp_path / "m", "psro:07")
+    before = {k: v.clone() for k, v in frozen.model.state_dict().items()}
+    with torch.no_grad():
+        for p in tiny_policy.model.parameters():
+            p.add_(1.0)
+    assert frozen.policy_id == "psro:07"
+    assert not any(p.requires_grad for p in frozen.model.parameters())
+    for k, v in frozen.model.state_dict().items():
+        torch.testing.assert_close(v, before[k])
+
+
+def test_exact_payoffs_reuse_previous_entries_and_match_known_values():
+    game = pyspiel.load_game("kuhn_poker")
+    tables = [
+        to_openspiel_policy(p, "kuhn_poker") for p in (RandomPolicy(), NashPolicy("kuhn_poker"))
+    ]
+    full = exact_payoffs(game, tables)
+    grown = exact_payoffs(game, tables, exact_payoffs(game, tables[:1]))
+    np.testing.assert_allclose(full, grown)
+    # Nash in seat 0 against itself earns the game value -1/18.
+    assert full[0][1, 1] == pytest.approx(-1 / 18, abs=2e-3)
+    assert full[0][0, 0] == pytest.approx(1 / 8)  # uniform Kuhn favours seat 0 by 1/8
+    # The Nash mixture over {random, nash} puts all weight on Nash for both seats.
+    sol = solve_meta_game("nash", list(full))
+    assert sol.marginals[0][1] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_sampled_payoffs_form_a_two_population_meta_game():
+    cfg = build_config(preset="tictactoe-selfplay")
+    members = [RandomPolicy(seed=0, policy_id="a"), RandomPolicy(seed=1, policy_id="b")]
+    row, col = sampled_payoffs(members, cfg, episodes=20, seed=0)
+    assert row.shape == (2, 2)
+    np.testing.assert_allclose(col, row.T)
+
+
+def test_opponents_face_the_other_players_marginal_or_conditional():
+    joint = np.array([[0.5, 0.1], [0.0, 0.4]])
+    sol = MetaSolution(marginals=(joint.sum(1), joint.sum(0)), joint=joint, correlated=True)
+    seat0, seat1 = opponent_distributions(sol, conditional=False)
+    np.testing.assert_allclose(seat0, [0.5, 0.5])  # player 1's marginal
+    np.testing.assert_allclose(seat1, [0.6, 0.4])  # player 0's marginal
+    # CE: player 0's most recommended strategy is 0 (0.6): row 0 renormalised.
+    seat0, seat1 = opponent_distributions(sol, conditional=True)
+    np.testing.assert_allclose(seat0, [5 / 6, 1 / 6])
+    # player 1's most recommended is 0 or 1 (0.5 each); argmax takes 0: column 0.
+    np.testing.assert_allclose(seat1, [1.0, 0.0])
+
+
+def test_seated_pool_draws_the_opponent_of_the_learners_seat():
+    a, b = RandomPolicy(policy_id="a"), RandomPolicy(policy_id="b")
+    pool = SeatedPool(members=[a, b], by_seat=(np.array([1.0, 0.0]), np.array([0.25, 0.75])))
+    learner = RandomPolicy(policy_id="learner")
+    run = SimpleNamespace(
+        spec=SimpleNamespace(num_players=2),
+        learner=SimpleNamespace(policy=learner),
+        pool=pool,
+        opponent=None,
+        rng=np.random.default_rng(0),
+    )
+    games = seatings(run, 4000)
+    seat0 = [g[1] for g in games if g[0] is learner]
+    seat1 = [g[0] for g in games if g[1] is learner]
+    assert all(o is a for o in seat0)
+    assert sum(o is b for o in seat1) / len(seat1) == pytest.approx(0.75, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"meta_solver": "best"}, "unknown meta_solver 'best'"),
+        ({"iterations": 0}, "greater than 0"),
+    ],
+)
+def test_bad_psro_settings_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        tiny_psro(**kwargs)
+
+
+def test_psro_refuses_games_that_are_not_two_player():
+    with pytest.raises(ValueError, match="2-player games"):
+        PsroConfig(run=build_config(overrides=["game.params={players: 3}"]))
+
+
+def test_jpsro_with_a_correlated_solver_runs_end_to_end(tmp_path):
+    res = run_psro(tiny_psro(iterations=1, initial="random", meta_solver="ce"), tmp_path)
+    assert res.solution.correlated and res.solution.joint.shape == (2, 2)
+    assert res.solution.joint.sum() == pytest.approx(1.0)
+    assert np.isfinite(res.steps[-1].exploitability)

@@ -1,0 +1,282 @@
+"""Rosters: validation, seat wiring, per-learner samples and settings, frozen members."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from coplay.eval.exact import exploitability
+from coplay.models.loading import save_policy
+from coplay.models.lora import AdapterPolicy, load_roles
+from coplay.policies.scripted import RandomPolicy, make_scripted
+from coplay.train import roster as roster_mod
+from coplay.train.config import ConfigError, build_config
+from coplay.train.roster import (
+    SeatedPolicy,
+    collect_roster,
+    learn_member,
+    scoped,
+    seats_from_roles,
+    setup_roster,
+    train_roster,
+    validate_roster,
+)
+
+TINY = [
+    "train.iterations=2",
+    "train.eval_every=2",
+    "train.eval_episodes=8",
+    "train.eval_opponents=[]",
+    "rollout.games_per_iter=8",
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+]
+TWO_ROLES = {
+    "policies": {"first": {"kind": "learner"}, "second": {"kind": "learner"}},
+    "seats": ["first", "second"],
+}
+
+
+def _params(module):
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def _max_change(before, module):
+    return max(float((b - a).abs().max()) for b, a in zip(before, module.parameters(), strict=True))
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"policies": {"a": {"kind": "learner"}}, "seats": ["a", "b"]}, "unknown policy 'b'"),
+        (
+            {"policies": {"a": {"kind": "learner"}, "b": {"kind": "learner"}}, "seats": ["a", "a"]},
+            "learner 'b' is listed but never seated",
+        ),
+        ({"policies": {"r": {"kind": "bot", "name": "random"}}, "seats": ["r", "r"]}, "no policy"),
+        (
+            {"policies": {"a": {"kind": "learner"}, "r": {"kind": "bot", "name": "wise"}}},
+            "unknown bot 'wise'",
+        ),
+        (
+            {"policies": {"a": {"kind": "frozen", "path": "/no/such/ckpt"}}, "seats": ["a"]},
+            "does not exist",
+        ),
+        ({"policies": {"a": {"kind": "coach"}}, "seats": ["a"]}, "policies.a"),
+        ({**TWO_ROLES, "seats": {"first": [0], "second": [0]}}, "seat 0 is assigned twice"),
+        ({**TWO_ROLES, "seats": {"first": [0], "second": [2]}}, "seat 1 is not assigned"),
+        ({**TWO_ROLES, "seats": []}, "seats is empty"),
+        ({**TWO_ROLES, "extra": 1}, "extra: unknown key"),
+        (
+            {
+                "policies": {"first": {"kind": "learner", "init": "ckpt"}},
+                "seats": ["first", "first"],
+                "lora": {"rank": 2},
+            },
+            "LoRA learners share",
+        ),
+        (
+            {"policies": {"a": {"kind": "learner"}}, "seats": ["a", "a"], "lora": {}},
+            "part of 'lora_'",
+        ),
+    ],
+)
+def test_bad_rosters_are_one_line_errors(data, match):
+    data.setdefault("seats", ["a", "r"])
+    with pytest.raises(ConfigError, match=match) as err:
+        validate_roster(data)
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("invalid roster:")
+
+
+def test_roles_to_seats_mapping_equals_the_seat_list():
+    assert seats_from_roles({"a": [0, 2], "b": [1]}) == ["a", "b", "a"]
+    cfg = validate_roster({**TWO_ROLES, "seats": {"second": [1], "first": [0]}})
+    assert cfg.seats == ["first", "second"]
+    assert cfg.learners == ["first", "second"]
+
+
+def test_roster_must_seat_every_player_of_the_game(tmp_path):
+    cfg = validate_roster({"policies": {"a": {"kind": "learner"}}, "seats": ["a", "a", "a"]})
+    with pytest.raises(ValueError, match="seats 3 players but 'kuhn_poker' has 2"):
+        setup_roster(cfg, build_config(overrides=TINY), tmp_path)
+
+
+def test_a_roster_replaces_train_opponent(tmp_path):
+    with pytest.raises(ValueError, match="leave train.opponent as 'self'"):
+        setup_roster(
+            validate_roster(TWO_ROLES),
+            build_config(overrides=[*TINY, "train.opponent=random"]),
+            tmp_path,
+        )
+
+
+def test_learners_needing_a_critic_are_rejected(tmp_path):
+    data = {
+        "policies": {"a": {"kind": "learner", "algo": {"estimator": "gae"}}},
+        "seats": ["a", "a"],
+    }
+    with pytest.raises(ValueError, match="needs a critic"):
+        setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
+
+
+# --- wiring -------------------------------------------------------------------------------
+
+
+def test_each_seat_gets_its_policy_and_rotation_shifts_by_group(tmp_path):
+    data = {
+        "policies": {"me": {"kind": "learner"}, "bot": {"kind": "bot", "name": "random"}},
+        "seats": ["me", "bot"],
+    }
+    run = setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path / "a")
+    me, bot = run.roster.members["me"].policy, run.roster.members["bot"].policy
+    assert me.policy_id == "me" and bot.policy_id == "bot"
+    assert run.roster.seatings(3) == [[me, bot]] * 3
+    run.roster.rotate = True
+    assert run.roster.seatings(4) == [[me, bot], [bot, me], [me, bot], [bot, me]]
+    # Games of one group (same seed) keep one seating, so group baselines compare alike.
+    assert run.roster.seatings(4, group_size=2) == [[me, bot], [me, bot], [bot, me], [bot, me]]
+    assert [m.name for m in run.roster.learners] == ["me"]
+
+
+def test_shared_weight_self_play_is_one_learner_in_every_seat(tmp_path):
+    data = {"policies": {"me": {"kind": "learner"}}, "seats": ["me", "me"]}
+    run = setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
+    me = run.roster.members["me"].policy
+    assert run.roster.seatings(2) == [[me, me], [me, me]]
+    episodes, _ = collect_roster(run, 1)
+    metrics = learn_member(run.roster.members["me"], episodes, run.rng)
+    # Both seats' decisions reach the one learner: 8 games of Kuhn have >= 16 decisions.
+    assert metrics["loss/steps"] == 1.0
+    assert sum(len(t.decision.logprobs) > 0 for e in episodes for t in e.turns) >= 16
+
+
+def test_only_a_learners_own_decisions_reach_its_update(tmp_path, monkeypatch):
+    seen: dict[str, list[str]] = {}
+    real = roster_mod.update
+
+    def spy(learner, samples, rng):
+        seen[learner.policy.policy_id] = [s.decision.policy_id for s in samples]
+        return real(learner, samples, rng)
+
+    monkeypatch.setattr(roster_mod, "update", spy)
+    run = setup_roster(validate_roster(TWO_ROLES), build_config(overrides=TINY), tmp_path)
+    episodes, metrics = collect_roster(run, 1)
+    for member in run.roster.learners:
+        learn_member(member, episodes, run.rng)
+    for name in ("first", "second"):
+        own = [t for e in episodes for t in e.turns if t.decision.policy_id == name]
+        assert seen[name] == [name] * len(own)
+        assert own and all(t.player == ("first", "second").index(name) for t in own)
+    assert "rollout/first/return_seat0" in metrics and "rollout/second/return_seat1" in metrics
+
+
+def test_per_role_settings_reach_their_own_learner(tmp_path):
+    data = {
+        "policies": {
+            "first": {"kind": "learner", "optim": {"lr": 0.05, "epochs": 3, "minibatch_size": 4}},
+            "second": {"kind": "learner", "optim": {"lr": 1e-12}, "algo": {"estimator": "rloo"}},
+        },
+        "seats": ["first", "second"],
+    }
+    run = setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
+    first, second = run.roster.members["first"], run.roster.members["second"]
+    assert first.learner.epochs == 3 and second.learner.epochs == 1
+    assert second.algo.estimator == "rloo" and first.algo.estimator == "rae"
+    assert first.policy.model is not second.policy.model
+    b1, b2 = _params(first.policy.model), _params(second.policy.model)
+    episodes, _ = collect_roster(run, 1)
+    m1 = learn_member(first, episodes, run.rng)
+    m2 = learn_member(second, episodes, run.rng)
+    assert m1["loss/lr"] == 0.05 and m2["loss/lr"] == 1e-12
+    assert m1["loss/steps"] > m2["loss/steps"] == 1.0
+    assert _max_change(b1, first.policy.model) > 1e-3
+    assert _max_change(b2, second.policy.model) < 1e-8
+
+
+def test_frozen_snapshots_and_bots_never_change(tmp_path):
+    cfg = build_config(overrides=TINY)
+    run = setup_roster(
+        validate_roster({"policies": {"me": {"kind": "learner"}}, "seats": ["me", "me"]}),
+        cfg,
+        tmp_path / "src",
+    )
+    save_policy(run.roster.members["me"].policy, tmp_path / "snap")
+    data = {
+        "policies": {
+            "me": {"kind": "learner", "optim": {"lr": 0.05}},
+            "snap": {"kind": "frozen", "path": str(tmp_path / "snap")},
+            "nash": {"kind": "bot", "name": "nash"},
+        },
+        "seats": {"me": [0], "snap": [1]},
+    }
+    with pytest.raises(ConfigError, match="bot 'nash' is listed but never seated"):
+        validate_roster(data)
+    del data["policies"]["nash"]
+    run = setup_roster(validate_roster({**data, "rotate": True}), cfg, tmp_path / "run")
+    snap, me = run.roster.members["snap"], run.roster.members["me"]
+    assert snap.learner is None and not any(p.requires_grad for p in snap.policy.model.parameters())
+    frozen, mine = _params(snap.policy.model), _params(me.policy.model)
+    for it in (1, 2):
+        episodes, _ = collect_roster(run, it)
+        learn_member(me, episodes, run.rng)
+    assert _max_change(frozen, snap.policy.model) == 0.0
+    assert _max_change(mine, me.policy.model) > 1e-3
+    assert snap.policy.version == 0 and me.policy.version == 2
+    assert {t.player for e in episodes for t in e.turns if t.decision.policy_id == "snap"} == {0, 1}
+
+
+def test_seated_policy_routes_each_player_to_its_seat():
+    nash, rand = make_scripted("nash", "kuhn_poker"), RandomPolicy(seed=0)
+    same = exploitability(SeatedPolicy([rand, rand]), "kuhn_poker")
+    assert same.exploitability == pytest.approx(11 / 24)
+    mixed = SeatedPolicy([nash, rand])
+    exact = exploitability(mixed, "kuhn_poker")
+    # Seat 1 plays uniformly, so a best responder in seat 1 gains and nash in seat 0 cannot.
+    assert exact.on_policy_values[0] > 0 > exact.on_policy_values[1]
+    assert exploitability(SeatedPolicy([nash, nash]), "kuhn_poker").nash_conv < 1e-3
+    with pytest.raises(ValueError, match="player 1 has no seat"):
+        exploitability(SeatedPolicy([nash]), "kuhn_poker")
+
+
+def test_scoped_metric_names():
+    assert scoped({"loss/kl": 1.0, "adv/x/y": 2.0}, "a") == {"loss/a/kl": 1.0, "adv/a/x/y": 2.0}
+
+
+# --- whole runs ---------------------------------------------------------------------------
+
+
+def test_two_lora_roles_train_on_one_frozen_base(tmp_path):
+    data = {**TWO_ROLES, "lora": {"rank": 2}}
+    cfg = build_config(overrides=[*TINY, "optim.lr=0.05"])
+    summary = train_roster(validate_roster(data), cfg, tmp_path)
+    assert 0 <= summary["final/eval/exploitability"] <= 2.0
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    assert {"loss/first/total", "loss/second/total"} <= set(rows[1])
+    final = tmp_path / "checkpoints" / "final"
+    views = load_roles(final, ("first", "second"))
+    assert isinstance(views["first"], AdapterPolicy)
+    a, b = (torch.cat([p.flatten() for p in views[r].adapter_parameters()]) for r in views)
+    assert float(a.abs().max()) > 0 and float((a - b).abs().max()) > 0
+    assert (final / "base" / "config.json").is_file()
+
+
+def test_run_writes_the_roster_and_per_role_evaluations(tmp_path):
+    data = {
+        "policies": {"me": {"kind": "learner"}, "bot": {"kind": "bot", "name": "random"}},
+        "seats": ["me", "bot"],
+        "rotate": True,
+    }
+    cfg = build_config(overrides=[*TINY, "train.iterations=1", "train.eval_opponents=[nash]"])
+    summary = train_roster(validate_roster(data), cfg, tmp_path)
+    assert (tmp_path / "roster.yaml").read_text().count("kind:") == 2
+    assert np.isfinite(summary["final/eval/me/nash/mean_return"])
+    # Against Nash, no strategy beats the game value -1/18 in seat 0 (Kuhn poker).
+    assert summary["final/eval/me/nash/exact_value_seat0"] <= -1 / 18 + 1e-6
+    assert "final/eval/me/exploitability" in summary
+    assert (tmp_path / "checkpoints" / "final" / "me" / "config.json").is_file()
