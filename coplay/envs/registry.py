@@ -7,21 +7,26 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from coplay.envs.dilemma import DilemmaEnv
+from coplay.envs.dilemma import episode_metrics as dilemma_metrics
 from coplay.envs.frozen_lake import make_frozen_lake
 from coplay.envs.negotiation import NegotiationEnv
+from coplay.envs.negotiation import episode_metrics as negotiation_metrics
 from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError
 from coplay.envs.signalling import SignallingEnv
+from coplay.envs.signalling import episode_metrics as signalling_metrics
 from coplay.envs.sokoban import make_sokoban
 from coplay.envs.textarena_env import INSTALL_HINT, textarena_factory
-from coplay.types import Env, GameKind
+from coplay.types import Env, Episode, GameKind
 
 EnvFactory = Callable[..., Env]
 """Builds an env from game parameters (keyword arguments)."""
+EpisodeMetrics = Callable[[Sequence[Episode]], dict[str, float]]
+"""A game's own scores over a batch of finished episodes."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class GameInfo:
 class _Entry:
     factory: EnvFactory
     description: str
+    metrics: EpisodeMetrics | None = None
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,23 @@ _GAMES: dict[str, _Entry] = {}
 _FAMILIES: dict[str, _Family] = {}
 
 
-def register_game(name: str, factory: EnvFactory, description: str) -> None:
-    """Make ``make_env(name, **params)`` call ``factory(**params)``."""
+def register_game(
+    name: str, factory: EnvFactory, description: str, *, metrics: EpisodeMetrics | None = None
+) -> None:
+    """Make ``make_env(name, **params)`` call ``factory(**params)``.
+
+    ``metrics`` maps a batch of finished episodes to the game's own scores (deal rate,
+    success rate); evaluation logs them next to the generic ones.
+    """
     if ":" in name:
         raise ValueError(f"game name {name!r} must not contain ':' (reserved for families)")
-    _GAMES[name] = _Entry(factory, description)
+    _GAMES[name] = _Entry(factory, description, metrics)
+
+
+def game_metrics(name: str) -> EpisodeMetrics | None:
+    """The episode-metrics function registered with game ``name`` (None if it has none)."""
+    entry = _GAMES.get(name)
+    return entry.metrics if entry else None
 
 
 def register_family(prefix: str, factory: Callable[[str], EnvFactory], description: str) -> None:
@@ -146,16 +164,19 @@ register_game(
     "negotiation",
     _native_factory("negotiation", NegotiationEnv),
     "Split books, hats and balls with private values; talk, propose, accept or walk",
+    metrics=negotiation_metrics,
 )
 register_game(
     "signalling",
     _native_factory("signalling", SignallingEnv),
     "Cooperative referential game: the sender names a target, the receiver picks it",
+    metrics=signalling_metrics,
 )
 register_game(
     "dilemma",
     _native_factory("dilemma", DilemmaEnv),
     "Iterated prisoner's dilemma with a message before every round (simultaneous moves)",
+    metrics=dilemma_metrics,
 )
 register_game(
     "frozen_lake",

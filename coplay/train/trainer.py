@@ -17,9 +17,10 @@ import torch
 
 from coplay.algos.advantages import Advantages, Estimator, make_estimator
 from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
-from coplay.envs.registry import make_env
+from coplay.envs.registry import game_metrics, make_env
 from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
+from coplay.eval.welfare import welfare_report
 from coplay.models.loading import build_policy, save_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
@@ -309,9 +310,16 @@ def selfplay_metrics(run: Run) -> dict[str, float]:
         invalid=cfg.game.invalid,
         max_turns=cfg.game.max_turns,
     )
-    returns = np.array([e.returns for e in episodes])  # (episodes, seats)
-    m = {f"eval/selfplay/return_seat{s}": float(v) for s, v in enumerate(returns.mean(0))}
-    m["eval/selfplay/welfare"] = float(returns.sum(1).mean())
+    report = welfare_report(episodes, min_return=run.spec.min_return)
+    m = {f"eval/selfplay/return_seat{s}": r.value for s, r in enumerate(report.returns_by_seat)}
+    m["eval/selfplay/welfare"] = report.welfare.value
+    if run.spec.num_players > 1:
+        m["eval/selfplay/fairness_jain"] = report.fairness.jain
+    if report.cooperation_rate is not None:
+        m["eval/selfplay/cooperation_rate"] = report.cooperation_rate
+    scores = game_metrics(cfg.game.name)
+    if scores is not None:
+        m |= {f"eval/selfplay/{k}": float(v) for k, v in scores(episodes).items()}
     return m
 
 

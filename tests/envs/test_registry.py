@@ -3,7 +3,14 @@
 import pytest
 
 from coplay.envs import registry
-from coplay.envs.registry import GameInfo, UnknownGameError, list_games, make_env, register_game
+from coplay.envs.registry import (
+    GameInfo,
+    UnknownGameError,
+    game_metrics,
+    list_games,
+    make_env,
+    register_game,
+)
 from coplay.types import Env, GameKind
 
 
@@ -56,3 +63,15 @@ def test_register_game(monkeypatch):
     assert "tiny_ttt" in [g.name for g in list_games()]
     with pytest.raises(ValueError, match="must not contain ':'"):
         register_game("a:b", lambda: make_env("tic_tac_toe"), "bad")
+
+
+def test_games_can_register_their_own_episode_metrics():
+    assert game_metrics("kuhn_poker") is None
+    assert game_metrics("no_such_game") is None
+    from coplay.policies.scripted import RandomPolicy
+    from coplay.rollout.engine import play_episodes
+
+    bot = RandomPolicy(seed=0)
+    eps = play_episodes(lambda: make_env("signalling"), [[bot, bot]] * 40, range(40))
+    scores = game_metrics("signalling")(eps)
+    assert scores["success_rate"] == pytest.approx(sum(e.returns[0] > 0 for e in eps) / 40)
