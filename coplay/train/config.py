@@ -117,11 +117,26 @@ class TrainConfig(_Strict):
     save_every: int = Field(50, ge=0)
     """Iterations between saved states (for --resume) and intermediate checkpoints;
     0 saves only at the end."""
+    final_policy: Literal["learner", "magnet"] = "learner"
+    """What the run evaluates and saves as its policy: the learner's last iterate, or
+    the magnet (an EMA of the learner's weights, i.e. an average of recent iterates,
+    which sits closer to equilibrium than the last iterate in two-player zero-sum
+    self-play; measured in docs/results.md). The learner is always what trains."""
     transcripts: int = Field(4, ge=0)
     """Sample episodes written as JSONL transcripts at each evaluation."""
 
 
 class RunConfig(_Strict):
+    @model_validator(mode="after")
+    def _magnet_exists(self) -> RunConfig:
+        if self.train.final_policy == "magnet" and not (
+            self.loss.kl_coef > 0 and self.reference.ema > 0
+        ):
+            raise ValueError(
+                "train.final_policy=magnet needs a magnet: set loss.kl_coef > 0 and reference.ema > 0"
+            )
+        return self
+
     game: GameConfig = Field(default_factory=GameConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)

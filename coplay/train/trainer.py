@@ -22,6 +22,7 @@ from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
 from coplay.eval.welfare import welfare_report
 from coplay.models.loading import build_policy, save_policy
+from coplay.policies.lm import LMPolicy
 from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
 from coplay.rollout.engine import play_episodes
@@ -269,14 +270,25 @@ def learner_turns(
     return turns, out
 
 
+def final_policy(run: Run) -> LMPolicy:
+    """The policy the run evaluates and saves: the learner, or its magnet."""
+    if run.cfg.train.final_policy == "magnet" and run.learner.reference is not None:
+        return run.learner.reference
+    return run.learner.policy
+
+
 def evaluate(run: Run, iteration: int) -> dict[str, float]:
-    """Exact exploitability where the game allows it, and matches against each opponent."""
-    cfg, policy = run.cfg, run.learner.policy
+    """Exact exploitability where the game allows it, and matches against each opponent,
+    of ``final_policy(run)`` (with the learner's own exploitability when that differs)."""
+    cfg, policy = run.cfg, final_policy(run)
     m: dict[str, float] = {}
     if run.exact:
         res = exploitability(policy, cfg.game.name, params=cfg.game.params)
         m["eval/exploitability"] = res.exploitability
         m["eval/nash_conv"] = res.nash_conv
+        if policy is not run.learner.policy:
+            own = exploitability(run.learner.policy, cfg.game.name, params=cfg.game.params)
+            m["eval/learner/exploitability"] = own.exploitability
     n = run.spec.num_players
     if run.spec.kind != GameKind.ZERO_SUM:
         m |= selfplay_metrics(run)
@@ -302,7 +314,7 @@ def selfplay_metrics(run: Run) -> dict[str, float]:
     """The learner in every seat, on fixed evaluation seeds: what general-sum and
     cooperative games are judged by (each seat's return and their sum, the welfare)."""
     cfg = run.cfg
-    me = run.learner.policy
+    me = final_policy(run)
     episodes = play_episodes(
         run.make_env,
         [[me] * run.spec.num_players] * cfg.train.eval_episodes,
@@ -354,13 +366,13 @@ def train(
         if (cfg.train.save_every and it % cfg.train.save_every == 0) or it == end:
             save_state(run, it, evals)
         if cfg.train.save_every and it % cfg.train.save_every == 0:
-            save_policy(run.learner.policy, run.out / "checkpoints" / f"iter_{it:06d}")
+            save_policy(final_policy(run), run.out / "checkpoints" / f"iter_{it:06d}")
         metrics["perf/elapsed_s"] = time.perf_counter() - start
         sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
         if progress:
             progress(it, metrics)
     if end == cfg.train.iterations:
-        save_policy(run.learner.policy, run.out / "checkpoints" / "final")
+        save_policy(final_policy(run), run.out / "checkpoints" / "final")
     summary = {
         "game": cfg.game.name,
         "iterations": end,

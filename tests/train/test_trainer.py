@@ -167,3 +167,25 @@ def test_pool_seats_the_learner_against_drawn_members(tmp_path):
     assert rows == [[me, bot], [bot, me], [me, bot], [bot, me]]
     run.pool = OpponentPool([bot], self_play=1.0)
     assert seatings(run, 2) == [[me, me], [me, me]]
+
+
+def test_final_policy_magnet_is_saved_and_evaluated(tmp_path):
+    import torch
+
+    from coplay.models.loading import load_policy
+
+    over = [*TINY, "loss.kl_coef=0.1", "reference.ema=0.5", "train.final_policy=magnet"]
+    summary = train(build_config(overrides=over), tmp_path / "m")
+    row = json.loads((tmp_path / "m" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert row["eval/exploitability"] == summary["final/eval/exploitability"]
+    assert "eval/learner/exploitability" in row
+    blob = torch.load(tmp_path / "m" / "state" / "trainer.pt", weights_only=False)
+    saved = load_policy(tmp_path / "m").model.state_dict()
+    assert all(torch.equal(saved[k], v) for k, v in blob["magnet"].items())
+
+
+def test_final_policy_magnet_needs_a_magnet():
+    from coplay.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match="needs a magnet"):
+        build_config(overrides=[*TINY, "loss.kl_coef=0", "train.final_policy=magnet"])
