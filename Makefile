@@ -29,13 +29,13 @@ demo: install
 	$(BIN)/coplay eval $(OUT) --opponent random
 
 test: install-test
-	$(BIN)/ruff check coplay tests benchmarks
-	$(BIN)/ruff format --check coplay tests benchmarks
+	$(BIN)/ruff check coplay tests benchmarks examples
+	$(BIN)/ruff format --check coplay tests benchmarks examples
 	$(BIN)/pytest -q
 
 lint: install-test
-	$(BIN)/ruff check coplay tests benchmarks
-	$(BIN)/ruff format --check coplay tests benchmarks
+	$(BIN)/ruff check coplay tests benchmarks examples
+	$(BIN)/ruff format --check coplay tests benchmarks examples
 
 format:
 	$(BIN)/ruff format coplay tests benchmarks

@@ -39,7 +39,7 @@ from coplay.report import sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool, build_opponent
 from coplay.train.psro import exact_game, exact_payoffs, freeze, sampled_payoffs
-from coplay.train.trainer import Run, collect, evaluate, learn, setup
+from coplay.train.trainer import Run, collect, evaluate, final_policy, learn, setup
 from coplay.types import Episode, Policy
 
 
@@ -267,14 +267,15 @@ def run_league(cfg: LeagueConfig, out: str | Path) -> LeagueResult:
             metrics |= last
         metrics["perf/elapsed_s"] = time.perf_counter() - start
         sinks.append_metrics(out / "metrics.jsonl", it, metrics)
-    save_policy(run.learner.policy, out / "checkpoints" / "final")
+    save_policy(final_policy(run), out / "checkpoints" / "final")
     return _finish(out, league, last, time.perf_counter() - start)
 
 
 def _add_snapshot(cfg: LeagueConfig, run: Run, league: _League, it: int, reason: str) -> None:
-    """Freeze the learner as a new member; refresh the meta-game for the meta sampler."""
+    """Freeze the learner (or its magnet, as ``train.final_policy`` says) as a new member;
+    refresh the meta-game for the meta sampler."""
     folder = run.out / "snapshots" / f"iter_{it:06d}"
-    snap = freeze(run.learner.policy, folder, f"snap:{it}", seed=cfg.run.train.seed + it)
+    snap = freeze(final_policy(run), folder, f"snap:{it}", seed=cfg.run.train.seed + it)
     league.members.append(snap)
     league.snapshots.append((it, reason))
     league.since = Tally.empty(len(league.members))

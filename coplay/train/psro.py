@@ -42,7 +42,7 @@ from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool
-from coplay.train.trainer import collect, game_text, learn, setup
+from coplay.train.trainer import collect, final_policy, game_text, learn, setup
 from coplay.types import Policy
 
 CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
@@ -116,8 +116,9 @@ class SeatedPool(OpponentPool):
     """An opponent pool whose distribution depends on the learner's seat.
 
     ``by_seat[s]`` is the distribution over ``members`` of the opponent when the
-    learner sits in seat s. The trainer seats the learner in seat ``i % n`` of game i
-    (``trainer.seatings``), so game i's opponent is drawn from ``by_seat[i % n]``.
+    learner sits in seat s. The trainer draws one opponent per group of games and
+    seats the learner in seat ``g % n`` of group g (``trainer.seatings``), so group g's
+    opponent is drawn from ``by_seat[g % n]``.
     """
 
     by_seat: tuple[np.ndarray, ...] = field(default_factory=tuple)
@@ -242,14 +243,15 @@ def response_config(cfg: PsroConfig, index: int, warm: Path | None) -> RunConfig
 
 
 def train_response(cfg: RunConfig, out: Path, pool: OpponentPool) -> Policy:
-    """Run the trainer's collect -> learn loop against ``pool``; return the learner."""
+    """Run the trainer's collect -> learn loop against ``pool``; return what the trainer
+    would save (``train.final_policy``: the learner, or its magnet)."""
     run = setup(cfg, out)
     run.pool = pool
     for it in range(1, cfg.train.iterations + 1):
         episodes, metrics = collect(run, it)
         metrics |= learn(run, episodes)
         sinks.append_metrics(out / "metrics.jsonl", it, metrics)
-    return run.learner.policy
+    return final_policy(run)
 
 
 # --- the loop ----------------------------------------------------------------------

@@ -129,17 +129,26 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
 
 def seatings(run: Run, num_games: int) -> list[list[Policy]]:
     """Self-play fills every seat with the learner; otherwise the learner rotates seats
-    and the opponent (fixed, or drawn from ``run.pool`` per game) fills the others."""
+    and the opponent (fixed, or drawn from ``run.pool``) fills the others.
+
+    Seat and opponent change per *group* of ``rollout.group_size`` games (games that
+    share a seed), so a group baseline compares the learner's own returns from one
+    seat against one opponent, never the opponent's returns.
+    """
     n = run.spec.num_players
     me = run.learner.policy
+    size = run.cfg.rollout.group_size
+    groups = -(-num_games // size)
     if run.pool is not None:
-        opponents = run.pool.sample(run.rng, num_games)
+        opponents = run.pool.sample(run.rng, groups)
     else:
-        opponents = [run.opponent] * num_games
-    return [
-        [me] * n if opp is None else [me if s == i % n else opp for s in range(n)]
-        for i, opp in enumerate(opponents)
-    ]
+        opponents = [run.opponent] * groups
+    rows = []
+    for i in range(num_games):
+        g = i // size
+        opp = opponents[g]
+        rows.append([me] * n if opp is None else [me if s == g % n else opp for s in range(n)])
+    return rows
 
 
 def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:

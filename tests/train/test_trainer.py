@@ -189,3 +189,17 @@ def test_final_policy_magnet_needs_a_magnet():
 
     with pytest.raises(ConfigError, match="needs a magnet"):
         build_config(overrides=[*TINY, "loss.kl_coef=0", "train.final_policy=magnet"])
+
+
+def test_learner_keeps_its_seat_and_opponent_within_a_group(tmp_path):
+    from coplay.train.opponents import OpponentPool
+
+    run = setup(build_config(overrides=[*TINY, "rollout.group_size=4"]), tmp_path / "g")
+    me = run.learner.policy
+    bots = [RandomPolicy(seed=i, policy_id=f"bot{i}") for i in range(5)]
+    run.pool = OpponentPool(bots)
+    rows = seatings(run, 16)
+    for g in range(4):
+        group = rows[4 * g : 4 * g + 4]
+        assert all(row.index(me) == g % 2 for row in group)
+        assert len({row[1 - g % 2].policy_id for row in group}) == 1
