@@ -169,7 +169,7 @@ def _check_params(size: object, hole_prob: object, slippery: object) -> None:
         raise ValueError(f"{GAME}: slippery must be true or false, got {slippery!r}")
 
 
-class FrozenLake:
+class FrozenLake(grid.SinglePlayer):
     """The FrozenLake ``Env`` (see the module docstring for rules and rewards)."""
 
     def __init__(
@@ -246,15 +246,7 @@ class FrozenLake:
         )
         self._done = fell or move.reached_goal
         reward = self._reward(move)
-        self._total += reward
-        return {0: reward}
-
-    def is_terminal(self) -> bool:
-        return self._done
-
-    def returns(self) -> list[float]:
-        """Rewards paid so far (the return, once the episode ends or is truncated)."""
-        return [self._total]
+        return self._pay(reward)
 
 
 def make_frozen_lake(**params: object) -> FrozenLake:

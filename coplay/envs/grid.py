@@ -89,3 +89,22 @@ def single_move(game: str, actions: Mapping[int, str], done: bool) -> str:
     if action is None:
         raise ValueError(f"{game}: {actions[0]!r} names no move; legal: {' '.join(ACTIONS)}")
     return action
+
+
+class SinglePlayer:
+    """Episode bookkeeping shared by the single-player grid games: a done flag and the
+    rewards paid so far, which are the return once the episode ends or is truncated."""
+
+    _done: bool = False
+    _total: float = 0.0
+
+    def is_terminal(self) -> bool:
+        return self._done
+
+    def returns(self) -> list[float]:
+        return [self._total]
+
+    def _pay(self, reward: float) -> dict[int, float]:
+        """Record ``reward`` for player 0 and return it as ``step``'s result."""
+        self._total += reward
+        return {0: reward}

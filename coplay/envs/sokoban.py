@@ -234,7 +234,7 @@ RETURN_BOUNDS: dict[str, Callable[[int, int], tuple[float, float]]] = {
 }
 
 
-class Sokoban:
+class Sokoban(grid.SinglePlayer):
     """The Sokoban ``Env`` (see the module docstring for generation, rules and rewards)."""
 
     def __init__(
@@ -315,15 +315,7 @@ class Sokoban:
         push = Push(before, self.on_target(), self.on_target() == self.num_boxes)
         self._done = push.solved
         reward = self._reward(push)
-        self._total += reward
-        return {0: reward}
-
-    def is_terminal(self) -> bool:
-        return self._done
-
-    def returns(self) -> list[float]:
-        """Rewards paid so far (the return, once the episode ends or is truncated)."""
-        return [self._total]
+        return self._pay(reward)
 
 
 def make_sokoban(**params: object) -> Sokoban:

@@ -36,7 +36,7 @@ from coplay.algos.losses.compose import LossConfig
 from coplay.models.loading import load_policy, save_policy
 from coplay.policies.lm import LMPolicy, Scored
 from coplay.train.config import OptimConfig
-from coplay.train.learner import Learner
+from coplay.train.learner import Learner, make_learner
 from coplay.types import Decision, Observation
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -179,23 +179,13 @@ def make_adapter_learner(
 ) -> Learner:
     """A learner whose AdamW holds only ``view``'s adapter; the KL reference, when the
     loss has one, is the frozen base (what every adapter starts as)."""
-    opt = torch.optim.AdamW(view.adapter_parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
-    scheduler = None
-    if optim.lr_schedule == "linear":
-        end, span = optim.final_lr_frac, max(1, iterations - 1)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
-        )
-    return Learner(
-        policy=view,
-        optimizer=opt,
-        loss=loss,
-        max_grad_norm=optim.max_grad_norm,
-        epochs=optim.epochs,
-        minibatch_size=optim.minibatch_size,
-        micro_batch_size=optim.micro_batch_size,
-        reference=base_view(view) if loss.kl_coef > 0 else None,
-        scheduler=scheduler,
+    return make_learner(
+        view,
+        loss,
+        optim,
+        iterations=iterations,
+        params=view.adapter_parameters(),
+        reference=base_view,
     )
 
 

@@ -9,7 +9,7 @@ shared denominator, so the micro-batch size never changes the update.
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,22 +48,42 @@ class Learner:
     """Fraction by which the reference (magnet) moves toward the policy per iteration."""
 
 
+def linear_schedule(
+    opt: torch.optim.Optimizer, optim, iterations: int
+) -> torch.optim.lr_scheduler.LRScheduler | None:
+    """The configured schedule: None (constant) or a linear decay to ``final_lr_frac``."""
+    if optim.lr_schedule != "linear":
+        return None
+    end, span = optim.final_lr_frac, max(1, iterations - 1)
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
+    )
+
+
+def frozen_copy(policy: LMPolicy) -> LMPolicy:
+    """A KL reference: the policy with a frozen deep copy of its weights."""
+    ref = copy.copy(policy)
+    ref.model = copy.deepcopy(policy.model).eval().requires_grad_(False)
+    return ref
+
+
 def make_learner(
-    policy: LMPolicy, loss: LossConfig, optim, *, iterations: int = 1, reference_ema: float = 0.0
+    policy: LMPolicy,
+    loss: LossConfig,
+    optim,
+    *,
+    iterations: int = 1,
+    reference_ema: float = 0.0,
+    params: Iterable[torch.nn.Parameter] | None = None,
+    reference: Callable[[LMPolicy], LMPolicy] = frozen_copy,
 ) -> Learner:
-    """Adam on the policy's weights; a frozen copy as KL reference when the loss needs one."""
-    opt = torch.optim.AdamW(policy.model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
-    scheduler = None
-    if optim.lr_schedule == "linear":
-        end = optim.final_lr_frac
-        span = max(1, iterations - 1)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
-        )
-    ref = None
-    if loss.kl_coef > 0:
-        ref = copy.copy(policy)
-        ref.model = copy.deepcopy(policy.model).eval().requires_grad_(False)
+    """AdamW over ``params`` (default: all the policy's weights); when the loss has a KL
+    term, ``reference(policy)`` builds its reference (default: a frozen copy)."""
+    opt = torch.optim.AdamW(
+        policy.model.parameters() if params is None else params,
+        lr=optim.lr,
+        weight_decay=optim.weight_decay,
+    )
     return Learner(
         policy=policy,
         optimizer=opt,
@@ -72,8 +92,8 @@ def make_learner(
         epochs=optim.epochs,
         minibatch_size=optim.minibatch_size,
         micro_batch_size=optim.micro_batch_size,
-        reference=ref,
-        scheduler=scheduler,
+        reference=reference(policy) if loss.kl_coef > 0 else None,
+        scheduler=linear_schedule(opt, optim, iterations),
         reference_ema=reference_ema,
     )
 
