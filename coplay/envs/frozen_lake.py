@@ -37,7 +37,7 @@ Rendering (``@`` you, ``S`` start, ``F`` ice, ``H`` hole, ``G`` goal)::
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +45,7 @@ import numpy as np
 from coplay.envs import grid
 from coplay.envs.actions import parse_action
 from coplay.envs.grid import ACTIONS, MOVES, Cell, shift
-from coplay.types import GameKind, GameSpec, Observation
+from coplay.types import Episode, GameKind, GameSpec, Observation
 
 GAME = "frozen_lake"
 MAX_MAP_TRIES = 100
@@ -253,3 +253,12 @@ def make_frozen_lake(**params: object) -> FrozenLake:
     """Registry factory: ``make_env("frozen_lake", size=8, slippery=True)``."""
     grid.check_known_params(GAME, params, FrozenLake)
     return FrozenLake(**params)  # type: ignore[arg-type]
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``success_rate``: the share of episodes that reached the goal. Reaching it pays
+    1 (sparse) or the full progress 1 plus the bonus 1 (dense); anything else pays
+    less than 1, so success is a return of at least 1."""
+    if not episodes:
+        raise ValueError("episode_metrics needs at least one episode")
+    return {"success_rate": sum(e.returns[0] >= 1.0 for e in episodes) / len(episodes)}

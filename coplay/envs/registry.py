@@ -13,12 +13,14 @@ from functools import partial
 
 from coplay.envs.dilemma import DilemmaEnv
 from coplay.envs.dilemma import episode_metrics as dilemma_metrics
+from coplay.envs.frozen_lake import episode_metrics as frozen_lake_metrics
 from coplay.envs.frozen_lake import make_frozen_lake
 from coplay.envs.negotiation import NegotiationEnv
 from coplay.envs.negotiation import episode_metrics as negotiation_metrics
 from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError
 from coplay.envs.signalling import SignallingEnv
 from coplay.envs.signalling import episode_metrics as signalling_metrics
+from coplay.envs.sokoban import episode_metrics as sokoban_metrics
 from coplay.envs.sokoban import make_sokoban
 from coplay.envs.textarena_env import INSTALL_HINT, textarena_factory
 from coplay.types import Env, Episode, GameKind
@@ -182,11 +184,13 @@ register_game(
     "frozen_lake",
     make_frozen_lake,
     "Single-player FrozenLake: reach the goal on a seeded random map without falling in a hole",
+    metrics=frozen_lake_metrics,
 )
 register_game(
     "sokoban",
     make_sokoban,
     "Single-player Sokoban: push every box onto a target in a seeded, solvable random room",
+    metrics=sokoban_metrics,
 )
 register_family(
     "openspiel",

@@ -50,7 +50,7 @@ Rendering (XSB symbols with ``_`` for floor): ``#`` wall, ``_`` floor, ``.`` tar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +58,7 @@ import numpy as np
 from coplay.envs import grid
 from coplay.envs.actions import parse_action
 from coplay.envs.grid import ACTIONS, MOVES, Cell, shift
-from coplay.types import GameKind, GameSpec, Observation
+from coplay.types import Episode, GameKind, GameSpec, Observation
 
 GAME = "sokoban"
 SIZES = range(5, 13)
@@ -322,3 +322,11 @@ def make_sokoban(**params: object) -> Sokoban:
     """Registry factory: ``make_env("sokoban", size=7, num_boxes=2)``."""
     grid.check_known_params(GAME, params, Sokoban)
     return Sokoban(**params)  # type: ignore[arg-type]
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``success_rate``: the share of episodes that ended solved. A level ends only
+    when every box is on a target, so an episode that was not truncated was solved."""
+    if not episodes:
+        raise ValueError("episode_metrics needs at least one episode")
+    return {"success_rate": sum(not e.truncated for e in episodes) / len(episodes)}

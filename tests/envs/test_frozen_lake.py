@@ -172,3 +172,20 @@ def test_engine_truncates_and_turn_rewards_sum_to_returns(reward):
     assert all(spec.min_return <= e.returns[0] <= spec.max_return for e in eps)
     if reward == "dense":
         assert len({e.returns[0] for e in eps}) > 1
+
+
+@pytest.mark.parametrize("reward", ["sparse", "dense"])
+def test_success_rate_is_the_share_that_reached_the_goal(reward):
+    from coplay.envs.frozen_lake import episode_metrics
+    from coplay.policies.scripted import RandomPolicy
+    from coplay.rollout.engine import play_episodes
+
+    bot = RandomPolicy(seed=0)
+    eps = play_episodes(lambda: make_env("frozen_lake", reward=reward), [[bot]] * 200, range(200))
+    bot2 = RandomPolicy(seed=0)
+    sparse = play_episodes(
+        lambda: make_env("frozen_lake", reward="sparse"), [[bot2]] * 200, range(200)
+    )
+    # Same seeds, same random moves: the goal is reached in the same episodes.
+    want = sum(e.returns[0] == 1.0 for e in sparse) / 200
+    assert episode_metrics(eps)["success_rate"] == pytest.approx(want)

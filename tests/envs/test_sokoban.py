@@ -179,3 +179,14 @@ def test_engine_truncates_and_turn_rewards_sum_to_returns():
         assert sum(t.reward for t in ep.trajectories[0].turns) == pytest.approx(ep.returns[0])
         assert spec.min_return <= ep.returns[0] <= spec.max_return
     assert any(ep.truncated for ep in eps)
+
+
+def test_success_rate_counts_solved_episodes():
+    from coplay.envs.sokoban import episode_metrics
+
+    bot = RandomPolicy(seed=0)
+    eps = play_episodes(lambda: make_env("sokoban"), [[bot]] * 30, range(30))
+    # The +1 bonus is paid only on the move that solves the level.
+    solved = sum(e.trajectories[0].turns[-1].reward > 0.5 for e in eps)
+    assert episode_metrics(eps)["success_rate"] == pytest.approx(solved / 30)
+    assert 0 < solved < 30
