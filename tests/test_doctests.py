@@ -5,7 +5,14 @@ import importlib
 
 import pytest
 
-MODULES = ["coplay.envs.actions", "coplay.eval.matches", "coplay.policies.scoring"]
+MODULES = [
+    "coplay.envs.actions",
+    "coplay.envs.negotiation",
+    "coplay.envs.signalling",
+    "coplay.envs.talk",
+    "coplay.eval.matches",
+    "coplay.policies.scoring",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -64,6 +64,18 @@ class RandomPolicy(ScriptedPolicy):
             probs.append(dict.fromkeys(legal, 1.0 / len(legal)))
         return probs
 
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        """Uniform over the legal actions; a free-text turn (no legal list, such as a
+        message turn of a talk game) is answered with an empty message."""
+        listed = [o for o in observations if o.legal_actions is not None]
+        chosen = iter(super().act(listed))
+        return [
+            next(chosen)
+            if o.legal_actions is not None
+            else Decision(text="", action="", policy_id=self.policy_id)
+            for o in observations
+        ]
+
 
 class NashPolicy(ScriptedPolicy):
     """An approximate Nash equilibrium of 2-player Kuhn or Leduc poker (CFR+).

@@ -128,3 +128,15 @@ def test_make_scripted_names_and_errors():
         make_scripted("nash", "tic_tac_toe", 0)
     with pytest.raises(ValueError, match="no optimal scripted policy for 'openspiel:goofspiel'"):
         make_scripted("optimal", "openspiel:goofspiel", 0)
+
+
+def test_random_answers_free_text_turns_with_an_empty_message():
+    from coplay.types import Observation
+
+    obs = [
+        Observation(game="g", player=0, text="say something"),
+        Observation(game="g", player=1, text="pick", legal_actions=("[A]", "[B]")),
+    ]
+    talk, pick = RandomPolicy(seed=0).act(obs)
+    assert (talk.text, talk.action) == ("", "")
+    assert pick.action in ("[A]", "[B]")
