@@ -51,7 +51,7 @@ class ExploitabilityResult:
     num_info_states: int
 
 
-def _openspiel_game(game_name: str, params: Mapping[str, object] | None):
+def solvable_game(game_name: str, params: Mapping[str, object] | None):
     """The env and the game exact evaluation walks: OpenSpiel's turn-based transform
     when the game has simultaneous moves (best responses need one mover per node)."""
     env = make_env(game_name, **dict(params or {}))
@@ -80,7 +80,7 @@ def to_openspiel_policy(
     information state of ``game_name``."""
     if not hasattr(policy, "action_probs"):
         raise TypeError(f"{type(policy).__name__} cannot report action probabilities")
-    env, game = _openspiel_game(game_name, params)
+    env, game = solvable_game(game_name, params)
     tab = os_policy.TabularPolicy(game)
     tab.action_probability_array[:] = 0.0
     for start in range(0, len(tab.states), QUERY_BATCH):
@@ -117,7 +117,7 @@ def exploitability(
     params: Mapping[str, object] | None = None,
 ) -> ExploitabilityResult:
     """Exact exploitability and NashConv of ``policy`` playing every seat of the game."""
-    _, game = _openspiel_game(game_name, params)
+    _, game = solvable_game(game_name, params)
     tab = to_openspiel_policy(policy, game_name, params=params)
     return tabular_exploitability(game, tab)
 

@@ -241,7 +241,8 @@ def deviation_gains(payoffs: Sequence[object], *, coarse: bool) -> np.ndarray:
             rows.extend(
                 np.where(recommended == a, gain, 0.0).ravel() for a in range(u.shape[p]) if a != dev
             )
-    return np.asarray(rows)
+    # A player with one strategy has no deviation: keep the (0, size) shape then.
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), tensors[0].size)
 
 
 def max_welfare_ce(payoffs: Sequence[object]) -> MetaSolution:
@@ -275,8 +276,8 @@ def _max_welfare(payoffs: Sequence[object], *, coarse: bool) -> MetaSolution:
     size = welfare.size
     res = linprog(
         -welfare,
-        A_ub=gains,
-        b_ub=np.zeros(len(gains)),
+        A_ub=gains if len(gains) else None,
+        b_ub=np.zeros(len(gains)) if len(gains) else None,
         A_eq=np.ones((1, size)),
         b_eq=[1.0],
         bounds=[(0.0, None)] * size,
@@ -291,8 +292,9 @@ def _max_gini(payoffs: Sequence[object], *, coarse: bool) -> MetaSolution:
     size = gains.shape[1]
     constraints = [
         {"type": "eq", "fun": lambda x: x.sum() - 1.0, "jac": lambda x: np.ones_like(x)},
-        {"type": "ineq", "fun": lambda x: -gains @ x, "jac": lambda x: -gains},
     ]
+    if len(gains):
+        constraints.append({"type": "ineq", "fun": lambda x: -gains @ x, "jac": lambda x: -gains})
     res = minimize(
         lambda x: x @ x,
         np.full(size, 1.0 / size),

@@ -26,7 +26,7 @@ from open_spiel.python import policy as os_policy
 
 from coplay.eval.exact import (
     ExploitabilityResult,
-    _openspiel_game,
+    solvable_game,
     tabular_exploitability,
     to_openspiel_policy,
 )
@@ -114,7 +114,7 @@ def mixture_exploitability(
 ) -> ExploitabilityResult:
     """Exact exploitability of the mixture of ``members`` (policies that report their
     action probabilities) with ``weights`` (per member, or per seat and member)."""
-    _, game = _openspiel_game(game_name, params)
+    _, game = solvable_game(game_name, params)
     tables = [to_openspiel_policy(m, game_name, params=params) for m in members]
     return tables_exploitability(game, tables, weights)
 

@@ -35,7 +35,7 @@ def fold_common_prefix(
     return prompt + choices[0][:k], tuple(c[k:] for c in choices)
 
 
-def _left_pad(
+def left_pad(
     seqs: Sequence[Sequence[int]], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Left-padded ids, attention mask and position ids (positions count real tokens only).
@@ -68,7 +68,7 @@ def token_logps(
     """
     device = next(model.parameters()).device
     width = max(len(r) for _, r in pairs)
-    ids, attn, pos = _left_pad([tuple(p) + tuple(r) for p, r in pairs], pad_id)
+    ids, attn, pos = left_pad([tuple(p) + tuple(r) for p, r in pairs], pad_id)
     out = model(
         input_ids=ids.to(device),
         attention_mask=attn.to(device),
@@ -127,7 +127,7 @@ def choice_sequence_logps(
     error.
     """
     device = next(model.parameters()).device
-    ids, attn, pos = _left_pad([p for p, _ in items], pad_id)
+    ids, attn, pos = left_pad([p for p, _ in items], pad_id)
     attn, pos = attn.to(device), pos.to(device)
     out = model(
         input_ids=ids.to(device),
@@ -182,7 +182,7 @@ def sample_text(
     """
     device = next(model.parameters()).device
     b = len(prompts)
-    ids, attn, pos = _left_pad(prompts, pad_id)
+    ids, attn, pos = left_pad(prompts, pad_id)
     ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
     out = model(
         input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scoring import _left_pad
+from coplay.policies.scoring import left_pad
 from coplay.types import Episode, Turn
 
 
@@ -81,7 +81,7 @@ def make_critic(policy: LMPolicy, cfg: CriticConfig) -> Critic:
 def _values(critic: Critic, turns: Sequence[Turn]) -> torch.Tensor:
     prompts = [critic.policy.prompt_ids(t.observation) for t in turns]
     pad = critic.policy.tokenizer.pad_token_id or 0
-    ids, attn, pos = (x.to(critic.policy.device) for x in _left_pad(prompts, pad))
+    ids, attn, pos = (x.to(critic.policy.device) for x in left_pad(prompts, pad))
     return critic.model(ids, attn, pos)
 
 

@@ -174,3 +174,10 @@ def test_unknown_solver_and_bad_prd_options():
         solve_meta_game("nope", zero_sum(RPS))
     with pytest.raises(ValueError, match="iterations >= 1"):
         prd(zero_sum(RPS), iterations=0)
+
+
+@pytest.mark.parametrize("name", ["ce", "cce", "mwce", "mwcce", "nash", "prd", "uniform"])
+def test_a_one_by_one_meta_game_puts_all_weight_on_its_only_profile(name):
+    sol = solve_meta_game(name, [np.array([[0.5]]), np.array([[-0.5]])])
+    assert sol.joint.shape == (1, 1)
+    assert sol.joint[0, 0] == pytest.approx(1.0)
