@@ -31,7 +31,8 @@ class _Strict(BaseModel):
 
 class GameConfig(_Strict):
     name: str = "kuhn_poker"
-    """Registered game name (see `coplay games`)."""
+    """Registered game name (see `coplay games`), `openspiel:<name>`, or your own
+    `package.module:factory` importable from the current directory."""
     params: dict[str, int | float | bool | str] = Field(default_factory=dict)
     """Game parameters passed to the game (e.g. players: 3)."""
     invalid: InvalidActionConfig = Field(default_factory=InvalidActionConfig)
@@ -41,9 +42,9 @@ class GameConfig(_Strict):
 
     @model_validator(mode="after")
     def _game_exists(self) -> GameConfig:
-        from coplay.envs.registry import make_env
+        from coplay.envs.probe import resolve_factory
 
-        make_env(self.name, **self.params)  # raises a one-line error naming the problem
+        resolve_factory(self.name, self.params)  # raises a one-line error naming the problem
         return self
 
 

@@ -17,7 +17,8 @@ import torch
 
 from coplay.algos.advantages import Advantages, Estimator, make_estimator
 from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
-from coplay.envs.registry import game_metrics, make_env
+from coplay.envs.probe import resolve_factory
+from coplay.envs.registry import game_metrics
 from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
 from coplay.eval.welfare import welfare_report
@@ -84,9 +85,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
     torch.manual_seed(cfg.train.seed)
     game = cfg.game
 
-    def make() -> Env:
-        return make_env(game.name, **game.params)
-
+    make = resolve_factory(game.name, game.params)
     spec = make().spec
     text = game_text(make, seed=cfg.train.seed)
     policy = build_policy(cfg.model, corpus=text.texts, actions=text.actions, seed=cfg.train.seed)

@@ -203,3 +203,18 @@ def test_learner_keeps_its_seat_and_opponent_within_a_group(tmp_path):
         group = rows[4 * g : 4 * g + 4]
         assert all(row.index(me) == g % 2 for row in group)
         assert len({row[1 - g % 2].policy_id for row in group}) == 1
+
+
+def test_a_users_own_game_trains_by_module_path(tmp_path):
+    over = [*TINY, "game.name=examples.bidding:make", "rollout.group_size=1"]
+    summary = train(build_config(overrides=over), tmp_path / "own")
+    assert summary["game"] == "examples.bidding:make"
+    rows = (tmp_path / "own" / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 3  # the initial evaluation and two iterations
+
+
+def test_an_unknown_module_game_is_a_config_error():
+    from coplay.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match="no_such_pkg"):
+        build_config(overrides=[*TINY, "game.name=no_such_pkg.mod:make"])
