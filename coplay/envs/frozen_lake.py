@@ -43,8 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coplay.envs import grid
-from coplay.envs.actions import parse_action
-from coplay.envs.grid import ACTIONS, MOVES, Cell, shift
+from coplay.envs.grid import MOVES, Cell, shift
 from coplay.types import Episode, GameKind, GameSpec, Observation
 
 GAME = "frozen_lake"
@@ -172,6 +171,8 @@ def _check_params(size: object, hole_prob: object, slippery: object) -> None:
 class FrozenLake(grid.SinglePlayer):
     """The FrozenLake ``Env`` (see the module docstring for rules and rewards)."""
 
+    game_name = GAME
+
     def __init__(
         self,
         *,
@@ -205,28 +206,18 @@ class FrozenLake(grid.SinglePlayer):
         self._total = 0.0
         self._done = False
 
-    def players_to_act(self) -> list[int]:
-        return [] if self._done else [0]
-
     def observe(self, player: int) -> Observation:
         grid.check_player(GAME, player)
         rows = render_lake(self.lake, self.position)
         slippery = (
             "The ice is slippery: a move may slide to either side.\n" if self.slippery else ""
         )
-        legal = () if self._done else ACTIONS
         text = (
             f"FrozenLake {self.size}x{self.size}. Walk to the goal G; a hole H ends the game.\n"
             f"{slippery}Legend: @ you, S start, F ice, H hole, G goal.\n"
             "Map:\n" + "\n".join(rows) + "\n"
         )
-        if legal:
-            text += f"Your legal actions: {' '.join(legal)}\n"
-        return Observation(GAME, 0, text, legal, info_key="/".join(rows))
-
-    def parse_action(self, player: int, text: str) -> str | None:
-        grid.check_player(GAME, player)
-        return None if self._done else parse_action(text, ACTIONS)
+        return self._observation(text, rows)
 
     def step(self, actions: dict[int, str]) -> dict[int, float]:
         """Move (or slide); a move off the map stays put. Returns player 0's reward."""

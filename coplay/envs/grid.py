@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from coplay.envs.actions import parse_action
+from coplay.types import Observation
 
 Cell = tuple[int, int]
 """(row, column), row 0 at the top."""
@@ -92,11 +93,27 @@ def single_move(game: str, actions: Mapping[int, str], done: bool) -> str:
 
 
 class SinglePlayer:
-    """Episode bookkeeping shared by the single-player grid games: a done flag and the
-    rewards paid so far, which are the return once the episode ends or is truncated."""
+    """What the single-player grid games share: whose turn it is, the move parser, the
+    observation around a rendered map, a done flag and the rewards paid so far (the
+    return once the episode ends or is truncated). ``game_name`` is the registered name."""
 
+    game_name: str
     _done: bool = False
     _total: float = 0.0
+
+    def players_to_act(self) -> list[int]:
+        return [] if self._done else [0]
+
+    def parse_action(self, player: int, text: str) -> str | None:
+        check_player(self.game_name, player)
+        return None if self._done else parse_action(text, ACTIONS)
+
+    def _observation(self, text: str, rows: list[str]) -> Observation:
+        """``text`` plus the legal moves while the game runs; the map is the state key."""
+        legal = () if self._done else ACTIONS
+        if legal:
+            text += f"Your legal actions: {' '.join(legal)}\n"
+        return Observation(self.game_name, 0, text, legal, info_key="/".join(rows))
 
     def is_terminal(self) -> bool:
         return self._done

@@ -56,7 +56,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from coplay.envs import grid
-from coplay.envs.actions import parse_action
 from coplay.envs.grid import ACTIONS, MOVES, Cell, shift
 from coplay.types import Episode, GameKind, GameSpec, Observation
 
@@ -237,6 +236,8 @@ RETURN_BOUNDS: dict[str, Callable[[int, int], tuple[float, float]]] = {
 class Sokoban(grid.SinglePlayer):
     """The Sokoban ``Env`` (see the module docstring for generation, rules and rewards)."""
 
+    game_name = GAME
+
     def __init__(
         self,
         *,
@@ -274,9 +275,6 @@ class Sokoban(grid.SinglePlayer):
         self._total = 0.0
         self._done = False
 
-    def players_to_act(self) -> list[int]:
-        return [] if self._done else [0]
-
     def on_target(self) -> int:
         """Boxes on targets now."""
         return len(self.boxes & self.level.targets)
@@ -284,7 +282,6 @@ class Sokoban(grid.SinglePlayer):
     def observe(self, player: int) -> Observation:
         grid.check_player(GAME, player)
         rows = render_room(self.level, self.player, self.boxes)
-        legal = () if self._done else ACTIONS
         text = (
             f"Sokoban {self.size}x{self.size}. Push every box onto a target; "
             "boxes can be pushed, not pulled.\n"
@@ -292,13 +289,7 @@ class Sokoban(grid.SinglePlayer):
             "Map:\n" + "\n".join(rows) + "\n"
             f"Boxes on targets: {self.on_target()}/{self.num_boxes}.\n"
         )
-        if legal:
-            text += f"Your legal actions: {' '.join(legal)}\n"
-        return Observation(GAME, 0, text, legal, info_key="/".join(rows))
-
-    def parse_action(self, player: int, text: str) -> str | None:
-        grid.check_player(GAME, player)
-        return None if self._done else parse_action(text, ACTIONS)
+        return self._observation(text, rows)
 
     def step(self, actions: dict[int, str]) -> dict[int, float]:
         """Walk or push; a blocked move changes nothing. Returns player 0's reward."""
