@@ -45,6 +45,12 @@ Rendering (XSB symbols with ``_`` for floor): ``#`` wall, ``_`` floor, ``.`` tar
     # . @ _ _ #
     # # # # # #
 
+With ``hints=True`` the observation adds where each box and target lies relative to
+the player, in words (``box: 1 down, 2 left``). The map holds the same facts, but a
+small model must first learn to read 2-D positions out of a 1-D token sequence before
+it can act on them; the hint line lets it learn the pushing rules directly (measured in
+docs/results.md). It is an observation option, not a change of the game.
+
 ``Observation.info_key`` is the rendered room: equal keys are equal states.
 """
 
@@ -245,8 +251,12 @@ class Sokoban(grid.SinglePlayer):
         num_boxes: int = 1,
         max_steps: int | None = None,
         reward: str = "sparse",
+        hints: bool = False,
     ) -> None:
         self.size = grid.check_int(GAME, "size", size, SIZES)
+        if not isinstance(hints, bool):
+            raise ValueError(f"{GAME}: hints must be true or false, got {hints!r}")
+        self.hints = hints
         self.num_boxes = grid.check_int(GAME, "num_boxes", num_boxes, BOXES)
         if num_boxes > (size - 2) ** 2 // 4:
             raise ValueError(
@@ -289,6 +299,8 @@ class Sokoban(grid.SinglePlayer):
             "Map:\n" + "\n".join(rows) + "\n"
             f"Boxes on targets: {self.on_target()}/{self.num_boxes}.\n"
         )
+        if self.hints:
+            text += hint_line(self.player, self.boxes, self.level.targets)
         return self._observation(text, rows)
 
     def step(self, actions: dict[int, str]) -> dict[int, float]:
@@ -307,6 +319,21 @@ class Sokoban(grid.SinglePlayer):
         self._done = push.solved
         reward = self._reward(push)
         return self._pay(reward)
+
+
+def offset_words(origin: Cell, cell: Cell) -> str:
+    """Where ``cell`` lies from ``origin`` in words: ``1 down, 2 left``; ``here`` if equal."""
+    dr, dc = cell[0] - origin[0], cell[1] - origin[1]
+    parts = [f"{abs(dr)} {'down' if dr > 0 else 'up'}"] if dr else []
+    parts += [f"{abs(dc)} {'right' if dc > 0 else 'left'}"] if dc else []
+    return ", ".join(parts) or "here"
+
+
+def hint_line(player: Cell, boxes: frozenset[Cell], targets: frozenset[Cell]) -> str:
+    """Every box and every free target relative to the player (the ``hints`` option)."""
+    items = [f"box {offset_words(player, b)}" for b in sorted(boxes)]
+    items += [f"target {offset_words(player, t)}" for t in sorted(targets - boxes)]
+    return "From you: " + "; ".join(items) + ".\n"
 
 
 def make_sokoban(**params: object) -> Sokoban:

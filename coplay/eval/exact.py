@@ -63,6 +63,26 @@ def solvable_game(game_name: str, params: Mapping[str, object] | None):
     return env, game
 
 
+AUTO_MAX_HISTORIES = 100_000
+"""Largest game tree (histories, terminal included) that ``train.exact: auto`` evaluates
+exactly: Leduc has 9,457 and 2-player Liar's dice 294,883, where one evaluation asks
+the model about every information state and takes minutes."""
+
+
+def tree_size(game: pyspiel.Game, cap: int) -> int | None:
+    """Histories in ``game``'s tree (terminal ones included), or None once over ``cap``:
+    the walk stops early, so asking about a huge game costs about ``cap`` steps."""
+    count, stack = 0, [game.new_initial_state()]
+    while stack:
+        state = stack.pop()
+        count += 1
+        if count > cap:
+            return None
+        if not state.is_terminal():
+            stack.extend(state.child(a) for a in state.legal_actions())
+    return count
+
+
 def _env_state(state: pyspiel.State) -> pyspiel.State:
     """The state the env shows: in a turn-based transform, the simultaneous state with
     none of this round's moves applied, so no player sees another's pending choice."""

@@ -5,7 +5,15 @@ from coplay.policies.scripted import (
     PerfectPlayer,
     RandomPolicy,
     ScriptedPolicy,
+    TablePolicy,
     make_scripted,
 )
 
-__all__ = ["NashPolicy", "PerfectPlayer", "RandomPolicy", "ScriptedPolicy", "make_scripted"]
+__all__ = [
+    "NashPolicy",
+    "PerfectPlayer",
+    "RandomPolicy",
+    "ScriptedPolicy",
+    "TablePolicy",
+    "make_scripted",
+]

@@ -13,6 +13,7 @@ import numpy as np
 
 from coplay.policies.solvers import (
     NASH_ITERATIONS,
+    NashTable,
     kuhn_leduc_nash_table,
     tic_tac_toe_optimal_actions,
 )
@@ -77,20 +78,17 @@ class RandomPolicy(ScriptedPolicy):
         ]
 
 
-class NashPolicy(ScriptedPolicy):
-    """An approximate Nash equilibrium of 2-player Kuhn or Leduc poker (CFR+).
+class TablePolicy(ScriptedPolicy):
+    """Plays a fixed table: OpenSpiel information-state string -> action name -> probability.
 
-    The equilibrium table maps OpenSpiel information-state strings to action
-    probabilities; see ``coplay.policies.solvers.kuhn_leduc_nash_table``.
+    The table form of ``coplay.policies.solvers`` (``NashTable``); used for solved
+    equilibria and for exact best responses (PSRO's exact oracle).
     """
 
-    def __init__(
-        self, game_name: str = "kuhn_poker", seed: int = 0, *, iterations: int | None = None
-    ) -> None:
+    def __init__(self, table: NashTable, *, policy_id: str = "table", seed: int = 0) -> None:
         super().__init__(seed)
-        self.table = kuhn_leduc_nash_table(game_name, iterations)
-        self.game_name = game_name
-        self.policy_id = f"nash:{game_name}"
+        self.table = table
+        self.policy_id = policy_id
 
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         probs = []
@@ -101,6 +99,21 @@ class NashPolicy(ScriptedPolicy):
             row = self.table[obs.info_key]
             probs.append({a: row.get(a, 0.0) for a in legal})
         return probs
+
+
+class NashPolicy(TablePolicy):
+    """An approximate Nash equilibrium of 2-player Kuhn or Leduc poker (CFR+).
+
+    The equilibrium table maps OpenSpiel information-state strings to action
+    probabilities; see ``coplay.policies.solvers.kuhn_leduc_nash_table``.
+    """
+
+    def __init__(
+        self, game_name: str = "kuhn_poker", seed: int = 0, *, iterations: int | None = None
+    ) -> None:
+        table = kuhn_leduc_nash_table(game_name, iterations)
+        super().__init__(table, policy_id=f"nash:{game_name}", seed=seed)
+        self.game_name = game_name
 
 
 class PerfectPlayer(ScriptedPolicy):

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pyspiel
+from open_spiel.python import policy as os_policy
 
 from coplay.envs.openspiel_env import info_key
 from coplay.envs.renderers import legal_action_map, renderer_for
@@ -44,6 +45,25 @@ def _action_names(game: pyspiel.Game) -> dict[str, dict[int, str]]:
             names[info_key(state, player)] = {a: name for name, a in legal.items()}
         stack.extend(state.child(a) for a in state.legal_actions())
     return names
+
+
+def named_table(game: pyspiel.Game, policy: os_policy.Policy) -> NashTable:
+    """``policy``'s distribution at every decision node of ``game``, keyed by the
+    information-state string and the bracketed action names the envs show."""
+    names = _action_names(game)
+    table: NashTable = {}
+    stack = [game.new_initial_state()]
+    while stack:
+        state = stack.pop()
+        if state.is_terminal():
+            continue
+        if not state.is_chance_node():
+            key = info_key(state, state.current_player())
+            if key not in table:
+                probs = policy.action_probabilities(state)
+                table[key] = {names[key][a]: float(probs.get(a, 0.0)) for a in names[key]}
+        stack.extend(state.child(a) for a in state.legal_actions())
+    return table
 
 
 def solve_cfr_plus(game_name: str, iterations: int) -> NashTable:

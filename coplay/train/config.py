@@ -118,6 +118,11 @@ class TrainConfig(_Strict):
     save_every: int = Field(50, ge=0)
     """Iterations between saved states (for --resume) and intermediate checkpoints;
     0 saves only at the end."""
+    exact: bool | Literal["auto"] = "auto"
+    """Exact exploitability at each evaluation: 'auto' for imperfect-information
+    OpenSpiel games whose tree has at most 100,000 histories (Kuhn, Leduc, small
+    bargaining; not Liar's dice), true (or on) for any such game however large,
+    false (or off) never."""
     final_policy: Literal["learner", "magnet"] = "learner"
     """What the run evaluates and saves as its policy: the learner's last iterate, or
     the magnet (an EMA of the learner's weights, i.e. an average of recent iterates,
@@ -135,6 +140,19 @@ class RunConfig(_Strict):
         ):
             raise ValueError(
                 "train.final_policy=magnet needs a magnet: set loss.kl_coef > 0 and reference.ema > 0"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _groups_exist(self) -> RunConfig:
+        # A group-baseline estimator on groups of one game trains on all-zero advantages.
+        if (
+            self.rollout.group_size < 2
+            and make_estimator(self.algo.estimator, **self.algo.params).needs_groups
+        ):
+            raise ValueError(
+                f"algo.estimator={self.algo.estimator} takes its baseline from the other games "
+                "of a group: set rollout.group_size >= 2 (every advantage is 0 with groups of one)"
             )
         return self
 

@@ -11,15 +11,25 @@ member is a frozen policy that can sit in either. Each PSRO iteration:
      else sampled cross-play;
   2. meta-strategy: a solver from ``coplay.eval.metasolvers`` (Nash by default);
   3. best response: the normal trainer (collect -> learn) with ``run.pool`` drawing,
-     per game, the opponent of the learner's seat from the meta-strategy;
+     per game, the opponent of the learner's seat from the meta-strategy. With
+     ``restarts`` > 1 several responses (different seeds) are trained and the one with
+     the highest value against the meta-strategy joins: an RL oracle is a noisy
+     optimiser, and one that collapses early to a deterministic policy never recovers;
   4. the response is saved and reloaded as a frozen member (never trained again).
 
+``oracle: exact`` replaces step 3 by OpenSpiel's exact best response to the mixture
+(games with exact evaluation): the control that shows how far PSRO gets when its
+oracle is perfect, so a shortfall of the LM oracle can be told from one of PSRO.
+
 Logged per iteration (``psro.jsonl``): meta-game size, the exploitability of the
-meta-strategy's mixture (exact games; ``coplay.eval.mixture``) and wall time.
+meta-strategy's mixture (exact games; ``coplay.eval.mixture``), the value of the new
+response against the meta-strategy next to the exact best response's value (their
+difference is the oracle's shortfall) and wall time.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,16 +39,17 @@ from typing import Literal
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as os_policy
-from open_spiel.python.algorithms import expected_game_score
+from open_spiel.python.algorithms import best_response, expected_game_score
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.registry import make_env
 from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, solve_meta_game
-from coplay.eval.mixture import tables_exploitability
+from coplay.eval.mixture import aggregate_tables, tables_exploitability
 from coplay.models.loading import build_policy, load_policy, save_policy
-from coplay.policies.scripted import RandomPolicy
+from coplay.policies.scripted import RandomPolicy, TablePolicy
+from coplay.policies.solvers import named_table
 from coplay.report import sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool
@@ -67,6 +78,13 @@ class PsroConfig(BaseModel):
     """Start each best response from the previous one's weights (saves compute)."""
     crossplay_episodes: int = Field(200, gt=0)
     """Games per pairing for the sampled meta-game of games without exact evaluation."""
+    oracle: Literal["lm", "exact"] = "lm"
+    """Best-response oracle: the language-model trainer, or OpenSpiel's exact best
+    response to the mixture (games with exact evaluation; a control for the LM oracle)."""
+    restarts: int = Field(1, gt=0)
+    """LM responses trained per iteration, each with its own seed; the one with the
+    highest value against the meta-strategy (exact where the game allows, else sampled
+    cross-play) joins the population."""
 
     @model_validator(mode="after")
     def _check(self) -> PsroConfig:
@@ -78,6 +96,10 @@ class PsroConfig(BaseModel):
         if players != 2:
             raise ValueError(
                 f"PSRO here supports 2-player games; {self.run.game.name!r} has {players}"
+            )
+        if self.oracle == "exact" and exact_game(self.run) is None:
+            raise ValueError(
+                f"oracle=exact needs a game with exact evaluation; {self.run.game.name!r} has none"
             )
         return self
 
@@ -91,6 +113,11 @@ class PsroStep:
     exploitability: float
     """Of the meta-strategy's mixture; NaN for games without exact evaluation."""
     nash_conv: float
+    response_value: float
+    """The new response's value against the meta-strategy (mean over seats); NaN on
+    the last iteration, which trains none."""
+    best_value: float
+    """The exact best response's value against it (NaN where not exact or none trained)."""
     marginals: tuple[tuple[float, ...], ...]
     meta_s: float
     train_s: float
@@ -207,6 +234,42 @@ def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> MetaSolution:
     return solve_meta_game(name, list(payoffs))
 
 
+class _BySeat(os_policy.Policy):
+    """One OpenSpiel policy per seat, as a single policy (two best responses in one)."""
+
+    def __init__(self, game: pyspiel.Game, seats: Sequence[os_policy.Policy]) -> None:
+        super().__init__(game, list(range(game.num_players())))
+        self._seats = seats
+
+    def action_probabilities(self, state, player_id=None):
+        return self._seats[state.current_player()].action_probabilities(state)
+
+
+def meta_opponent(
+    game: pyspiel.Game, tables: Sequence[os_policy.Policy], by_seat: Sequence[np.ndarray]
+) -> os_policy.TabularPolicy:
+    """What a response faces, as one tabular policy: in seat 1 the mixture
+    ``by_seat[0]`` (the learner sits in seat 0), in seat 0 the mixture ``by_seat[1]``."""
+    return aggregate_tables(game, tables, [by_seat[1], by_seat[0]])
+
+
+def value_against(game: pyspiel.Game, table: os_policy.Policy, opponent: os_policy.Policy) -> float:
+    """Exact expected return of ``table`` against ``opponent``, averaged over the two seats."""
+    root = game.new_initial_state()
+    v0 = expected_game_score.policy_value(root, [table, opponent])[0]
+    v1 = expected_game_score.policy_value(root, [opponent, table])[1]
+    return float(v0 + v1) / 2
+
+
+def exact_best_response(game: pyspiel.Game, opponent: os_policy.Policy) -> tuple[dict, float]:
+    """OpenSpiel's best response to ``opponent`` in each seat, as one named table, and
+    its value (mean over seats)."""
+    responses = [best_response.BestResponsePolicy(game, s, opponent) for s in range(2)]
+    root = game.new_initial_state()
+    value = sum(r.value(root) for r in responses) / 2
+    return named_table(game, _BySeat(game, responses)), float(value)
+
+
 # --- members -----------------------------------------------------------------------
 
 
@@ -233,10 +296,12 @@ def initial_member(cfg: PsroConfig, out: Path) -> Policy:
     return freeze(policy, out / "members" / "00", "psro:00", seed=seed)
 
 
-def response_config(cfg: PsroConfig, index: int, warm: Path | None) -> RunConfig:
-    """Trainer config of best response ``index``: its own seed, warm-started if asked."""
+def response_config(cfg: PsroConfig, index: int, warm: Path | None, restart: int = 0) -> RunConfig:
+    """Trainer config of best response ``index`` (try ``restart``): its own seed,
+    warm-started if asked."""
     run = cfg.run
-    update: dict = {"train": run.train.model_copy(update={"seed": run.train.seed + index})}
+    seed = run.train.seed + index * cfg.restarts + restart
+    update: dict = {"train": run.train.model_copy(update={"seed": seed})}
     if warm is not None:
         update["model"] = run.model.model_copy(update={"path": str(warm)})
     return run.model_copy(update=update)
@@ -283,16 +348,19 @@ def run_psro(
         solution = solve(cfg.meta_solver, payoffs)
         res = tables_exploitability(game, tables, solution.marginals) if game else None
         meta_s = time.perf_counter() - t0
-        train_s = 0.0
+        train_s, value, best = 0.0, float("nan"), float("nan")
         if k < cfg.iterations:
             t1 = time.perf_counter()
-            members.append(_respond(cfg, out, k + 1, members, solution))
+            member, value, best = _respond(cfg, out, k + 1, members, tables, game, solution)
+            members.append(member)
             train_s = time.perf_counter() - t1
         step = PsroStep(
             iteration=k,
             members=len(solution.marginals[0]),
             exploitability=res.exploitability if res else float("nan"),
             nash_conv=res.nash_conv if res else float("nan"),
+            response_value=value,
+            best_value=best,
             marginals=tuple(tuple(float(x) for x in m) for m in solution.marginals),
             meta_s=meta_s,
             train_s=train_s,
@@ -308,17 +376,63 @@ def run_psro(
 
 
 def _respond(
-    cfg: PsroConfig, out: Path, index: int, members: list[Policy], solution: MetaSolution
-) -> Policy:
-    """Train, freeze and name best response ``index`` against the meta-strategy."""
+    cfg: PsroConfig,
+    out: Path,
+    index: int,
+    members: list[Policy],
+    tables: list[os_policy.Policy],
+    game: pyspiel.Game | None,
+    solution: MetaSolution,
+) -> tuple[Policy, float, float]:
+    """Best response ``index`` to the meta-strategy, frozen and named, with its value
+    against the meta-strategy and the exact best response's value (NaN where unknown)."""
     by_seat = opponent_distributions(solution, conditional=cfg.meta_solver in CONDITIONAL_SOLVERS)
+    folder = out / "members" / f"{index:02d}"
+    opponent = meta_opponent(game, tables, by_seat) if game is not None else None
+    table, best = exact_best_response(game, opponent) if opponent is not None else ({}, np.nan)
+    if cfg.oracle == "exact":
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "table.json").write_text(json.dumps(table, indent=1, sort_keys=True))
+        return TablePolicy(table, policy_id=f"psro:{index:02d}"), best, best
     prev = out / "members" / f"{index - 1:02d}"
     warm = prev if cfg.warm_start and (prev / "config.json").is_file() else None
-    run_cfg = response_config(cfg, index, warm)
     pool = SeatedPool(members=list(members), by_seat=by_seat)
-    learner = train_response(run_cfg, out / "responses" / f"{index:02d}", pool)
-    folder = out / "members" / f"{index:02d}"
-    return freeze(learner, folder, f"psro:{index:02d}", seed=run_cfg.train.seed)
+    tries, values = [], []
+    for r in range(cfg.restarts):
+        run_cfg = response_config(cfg, index, warm, restart=r)
+        sub = out / "responses" / (f"{index:02d}" if cfg.restarts == 1 else f"{index:02d}-r{r}")
+        tries.append(train_response(run_cfg, sub, pool))
+        values.append(_response_value(cfg, tries[-1], members, by_seat, opponent))
+        sinks.write_summary(
+            sub / "summary.json", {"value": _finite(values[-1]), "best": _finite(best)}
+        )
+    pick = int(np.nanargmax(values)) if np.isfinite(values).any() else 0
+    member = freeze(tries[pick], folder, f"psro:{index:02d}", seed=cfg.run.train.seed + index)
+    return member, values[pick], best
+
+
+def _response_value(
+    cfg: PsroConfig,
+    response: Policy,
+    members: list[Policy],
+    by_seat: Sequence[np.ndarray],
+    opponent: os_policy.Policy | None,
+) -> float:
+    """The response's value against the meta-strategy: exact where the game allows;
+    else sampled cross-play, measured only when there are restarts to choose from."""
+    game = cfg.run.game
+    if opponent is not None:
+        table = to_openspiel_policy(response, game.name, params=game.params)
+        return value_against(opponent.game, table, opponent)
+    if cfg.restarts == 1:
+        return float("nan")
+    payoffs = sampled_payoffs(
+        [*members, response], cfg.run, episodes=cfg.crossplay_episodes, seed=0
+    )
+    k = len(members)
+    v0 = float(payoffs[0][k, :k] @ by_seat[0])
+    v1 = float(payoffs[1][:k, k] @ by_seat[1])
+    return (v0 + v1) / 2
 
 
 def _step_metrics(step: PsroStep) -> dict[str, float]:
@@ -326,6 +440,8 @@ def _step_metrics(step: PsroStep) -> dict[str, float]:
         "psro/members": step.members,
         "psro/exploitability": step.exploitability,
         "psro/nash_conv": step.nash_conv,
+        "psro/response_value": step.response_value,
+        "psro/best_response_value": step.best_value,
         "perf/meta_s": step.meta_s,
         "perf/train_s": step.train_s,
         "perf/elapsed_s": step.elapsed_s,

@@ -300,6 +300,11 @@ def _learner_member(name: str, policy: LMPolicy, entry: LearnerEntry, run_cfg: R
             f"learner {name!r}: estimator {algo.estimator!r} needs a critic, "
             "which rosters do not run; pick one without values"
         )
+    if est.needs_groups and run_cfg.rollout.group_size < 2:
+        raise ValueError(
+            f"learner {name!r}: estimator {algo.estimator!r} takes its baseline from the "
+            "other games of a group: set rollout.group_size >= 2"
+        )
     iters = run_cfg.train.iterations
     learner = (
         make_adapter_learner(policy, loss, optim, iterations=iters)

@@ -37,11 +37,11 @@ def bfs_solve(level: Level) -> int | None:
     return None
 
 
-def room(rows: list[str], reward: str = "sparse") -> Sokoban:
+def room(rows: list[str], reward: str = "sparse", hints: bool = False) -> Sokoban:
     """A Sokoban env set to a hand-drawn room in the game's own symbols (no spaces)."""
     cells = {(r, c): ch for r, row in enumerate(rows) for c, ch in enumerate(row)}
     boxes = frozenset(p for p, ch in cells.items() if ch in "$*")
-    env = Sokoban(size=len(rows), num_boxes=len(boxes), reward=reward)
+    env = Sokoban(size=len(rows), num_boxes=len(boxes), reward=reward, hints=hints)
     env.level = Level(
         size=len(rows),
         floor=frozenset(p for p, ch in cells.items() if ch != "#"),
@@ -145,6 +145,17 @@ def test_rendering_marks_player_and_boxes_on_targets():
     assert env.observe(0).info_key == "/".join(rows)
 
 
+def test_hints_give_each_box_and_free_target_relative_to_the_player():
+    rows = ["######", "#_$__#", "#_*_.#", "#__@_#", "######"]
+    plain, hinted = room(rows), room(rows, hints=True)
+    text = hinted.observe(0).text
+    assert "From you: box 2 up, 1 left; box 1 up, 1 left; target 1 up, 1 right.\n" in text
+    assert "From you" not in plain.observe(0).text
+    assert hinted.observe(0).info_key == plain.observe(0).info_key  # same state, same key
+    hinted.step({0: "[Right]"})
+    assert "target 1 up\n" in hinted.observe(0).text.replace(".\n", "\n")
+
+
 def test_parse_action_and_bad_steps():
     env = make_env("sokoban")
     assert env.parse_action(0, "[LEFT]") == "[Left]" and env.parse_action(0, "[Pull]") is None
@@ -162,6 +173,7 @@ def test_parse_action_and_bad_steps():
         ({"size": 5, "num_boxes": 3}, "3 boxes do not fit a 5x5 room; at most 2"),
         ({"reward": "gym"}, "reward must be one of sparse, dense"),
         ({"max_steps": -3}, "max_steps must be a positive integer"),
+        ({"hints": "yes"}, "hints must be true or false"),
         ({"boxes": 2}, "unknown parameter\\(s\\) boxes for game 'sokoban'"),
     ],
 )

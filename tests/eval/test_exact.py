@@ -1,8 +1,9 @@
 """Exact evaluation against values known from the literature."""
 
+import pyspiel
 import pytest
 
-from coplay.eval.exact import exploitability, to_openspiel_policy
+from coplay.eval.exact import exploitability, to_openspiel_policy, tree_size
 from coplay.policies.scripted import NashPolicy, RandomPolicy
 
 
@@ -62,3 +63,10 @@ def test_probabilities_that_do_not_sum_to_one_are_rejected():
 def test_game_without_openspiel_backend_is_rejected():
     with pytest.raises(ValueError, match="unknown game"):
         exploitability(RandomPolicy(), "no_such_game")
+
+
+def test_tree_size_counts_histories_and_stops_at_the_cap():
+    kuhn = pyspiel.load_game("kuhn_poker")
+    assert tree_size(kuhn, 1000) == 58  # root + 3 + 6 deals + 48 betting histories
+    assert tree_size(kuhn, 57) is None
+    assert tree_size(pyspiel.load_game("leduc_poker"), 100_000) == 9457

@@ -51,6 +51,8 @@ def test_resolved_config_round_trips(tmp_path):
         (["model.temperature=0"], "model.temperature"),
         (["game.invalid.on_fail=explode"], "game.invalid.on_fail"),
         (["train.iterations"], "key=value"),
+        (["rollout.group_size=1"], "rollout.group_size >= 2"),
+        (["rollout.group_size=1", "algo.estimator=gigpo", "algo.params={}"], "group_size >= 2"),
     ],
 )
 def test_malformed_configs_give_one_clear_line(overrides, message):

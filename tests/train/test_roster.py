@@ -124,6 +124,17 @@ def test_learners_needing_a_critic_are_rejected(tmp_path):
         setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
 
 
+def test_learners_needing_groups_are_rejected_with_groups_of_one(tmp_path):
+    data = {
+        "policies": {"a": {"kind": "learner", "algo": {"estimator": "grpo"}}},
+        "seats": ["a", "a"],
+    }
+    cfg = build_config(overrides=[*TINY, "rollout.group_size=2", "algo.estimator=rae"])
+    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"group_size": 1})})
+    with pytest.raises(ValueError, match="group_size >= 2"):
+        setup_roster(validate_roster(data), cfg, tmp_path)
+
+
 # --- wiring -------------------------------------------------------------------------------
 
 
@@ -183,7 +194,8 @@ def test_per_role_settings_reach_their_own_learner(tmp_path):
         },
         "seats": ["first", "second"],
     }
-    run = setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
+    cfg = build_config(overrides=[*TINY, "rollout.group_size=2"])  # rloo needs groups
+    run = setup_roster(validate_roster(data), cfg, tmp_path)
     first, second = run.roster.members["first"], run.roster.members["second"]
     assert first.learner.epochs == 3 and second.learner.epochs == 1
     assert second.algo.estimator == "rloo" and first.algo.estimator == "rae"

@@ -15,6 +15,7 @@ from coplay.train.trainer import (
     selfplay_metrics,
     setup,
     train,
+    wants_exact,
 )
 
 TINY = [
@@ -218,3 +219,24 @@ def test_an_unknown_module_game_is_a_config_error():
 
     with pytest.raises(ConfigError, match="no_such_pkg"):
         build_config(overrides=[*TINY, "game.name=no_such_pkg.mod:make"])
+
+
+@pytest.mark.parametrize(
+    ("game", "mode", "expected"),
+    [
+        ("kuhn_poker", "auto", True),
+        ("kuhn_poker", "off", False),
+        ("tic_tac_toe", "auto", False),  # perfect information: matches, not exploitability
+        ("openspiel:liars_dice", "auto", False),  # 294,883 histories: over the auto limit
+        ("openspiel:liars_dice", "on", True),
+    ],
+)
+def test_exact_evaluation_follows_train_exact(game, mode, expected):
+    cfg = build_config(overrides=[f"game.name={game}", f"train.exact={mode}"])
+    assert wants_exact(cfg, make_env(game).spec) is expected
+
+
+def test_exact_on_for_a_game_without_it_is_a_clear_error():
+    cfg = build_config(overrides=["game.name=tic_tac_toe", "train.exact=on"])
+    with pytest.raises(ValueError, match="train.exact=on needs an imperfect-information"):
+        wants_exact(cfg, make_env("tic_tac_toe").spec)

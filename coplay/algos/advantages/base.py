@@ -67,6 +67,9 @@ class Estimator(NamedTuple, Generic[S]):
     estimate: Callable[[Sequence[Episode], S], Estimate[S]]
     needs_values: bool = False
     """True when ``estimate`` reads ``Turn.value``: the trainer then runs a critic."""
+    needs_groups: bool = False
+    """True when the baseline comes from the other episodes of a group (same seed):
+    with ``rollout.group_size`` 1 every advantage would be 0, so the config refuses it."""
 
 
 ESTIMATORS: dict[str, Callable[..., Estimator[Any]]] = {}

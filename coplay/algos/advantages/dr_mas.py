@@ -83,4 +83,4 @@ def dr_mas(*, eps: float = 1e-6) -> Estimator[EmptyState]:
             metrics[f"adv/agent_std/{game}/seat{seat}"] = s
         return Estimate(advantages, state, metrics)
 
-    return Estimator(EmptyState, estimate)
+    return Estimator(EmptyState, estimate, needs_groups=True)

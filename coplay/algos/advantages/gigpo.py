@@ -109,4 +109,4 @@ def gigpo(
         metrics["adv/num_step_groups"] = float(len(groups))
         return Estimate(advantages, state, metrics)
 
-    return Estimator(EmptyState, estimate)
+    return Estimator(EmptyState, estimate, needs_groups=True)

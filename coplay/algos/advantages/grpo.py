@@ -79,4 +79,4 @@ def grpo(*, scale_by_std: bool = True, eps: float = 1e-6) -> Estimator[EmptyStat
         )
         return Estimate(advantages, state, metrics)
 
-    return Estimator(EmptyState, estimate)
+    return Estimator(EmptyState, estimate, needs_groups=True)

@@ -62,4 +62,4 @@ def rloo() -> Estimator[EmptyState]:
         )
         return Estimate(advantages, state, metrics)
 
-    return Estimator(EmptyState, estimate)
+    return Estimator(EmptyState, estimate, needs_groups=True)
