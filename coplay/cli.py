@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="continue a run from its saved state (its config.yaml plus any overrides)",
     )
+    t.add_argument(
+        "--roster",
+        default=None,
+        metavar="ROSTER_YAML",
+        help="seat a roster (docs/roster.md): a policy per seat or role, several learners",
+    )
     t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=50")
 
     e = sub.add_parser("eval", help="evaluate a run or checkpoint against an opponent")
@@ -86,6 +92,10 @@ def _population_parsers(sub) -> None:
     ps.add_argument("--meta-solver", default="nash", help="nash, uniform, prd, alpharank, ce, cce")
     ps.add_argument("--initial", default="lm", choices=["lm", "random"], help="first member")
     ps.add_argument("--cold", action="store_true", help="train each response from scratch")
+    ps.add_argument(
+        "--oracle", default="lm", choices=["lm", "exact"], help="exact: OpenSpiel best responses"
+    )
+    ps.add_argument("--restarts", type=int, default=1, help="responses trained per iteration")
     ps.add_argument("overrides", nargs="*", help="trainer overrides, e.g. train.iterations=30")
     lg = sub.add_parser("league", help="train against a league of frozen snapshots")
     lg.add_argument("--preset", default="kuhn-selfplay", help="the learner's trainer preset")
@@ -139,6 +149,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
         out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
     console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
+    if args.roster:
+        return _train_roster(args, cfg, out)
     resume = bool(args.resume)
     if args.quiet:
         summary = train(cfg, out, resume=resume)
@@ -150,6 +162,26 @@ def cmd_train(args: argparse.Namespace) -> int:
                 out,
                 resume=resume,
                 progress=lambda it, m: bar.update(task, completed=it, status=_status(m)),
+            )
+    _print_summary(summary)
+    console.print(f"run directory: {out}")
+    return 0
+
+
+def _train_roster(args: argparse.Namespace, cfg, out: Path) -> int:
+    """``coplay train --roster``: the roster trainer on the same run config."""
+    from coplay.train.roster import load_roster, train_roster
+
+    if args.resume:
+        raise ValueError("--roster runs cannot be resumed yet; start a new run directory")
+    roster = load_roster(args.roster)
+    if args.quiet:
+        summary = train_roster(roster, cfg, out)
+    else:
+        with _progress() as bar:
+            task = bar.add_task("training", total=cfg.train.iterations, status="")
+            summary = train_roster(
+                roster, cfg, out, progress=lambda it, m: bar.update(task, completed=it, status="")
             )
     _print_summary(summary)
     console.print(f"run directory: {out}")
@@ -378,6 +410,8 @@ def cmd_psro(args: argparse.Namespace) -> int:
         meta_solver=args.meta_solver,
         initial=args.initial,
         warm_start=not args.cold,
+        oracle=args.oracle,
+        restarts=args.restarts,
     )
     console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {args.out}")
     res = run_psro(
@@ -385,7 +419,8 @@ def cmd_psro(args: argparse.Namespace) -> int:
         args.out,
         progress=lambda s: console.print(
             f"iteration {s.iteration}: {s.members} members, "
-            f"exploitability {s.exploitability:.4f}, {s.elapsed_s:.0f} s"
+            f"exploitability {s.exploitability:.4f}, response value {s.response_value:.4f} "
+            f"(best {s.best_value:.4f}), {s.elapsed_s:.0f} s"
         ),
     )
     console.print(f"members: {' '.join(res.members)}; run directory: {args.out}")

@@ -253,16 +253,59 @@ def test_psro_and_league_smoke_runs(tmp_path, capsys):
     assert (league / "snapshots" / "iter_000002" / "config.json").is_file()
 
 
+def test_psro_with_the_exact_oracle_reaches_nash_on_kuhn(tmp_path, capsys):
+    argv = ["psro", "--out", str(tmp_path), "--iterations", "7", "--oracle", "exact"]
+    assert main([*argv, "--initial", "random", *TINY]) == 0
+    assert "iteration 7: 8 members, exploitability 0.0000" in capsys.readouterr().out
+    last = json.loads((tmp_path / "psro.jsonl").read_text().splitlines()[-1])
+    assert last["psro/exploitability"] < 1e-6
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["psro", "--meta-solver", "best"], "unknown meta_solver 'best'"),
         (["psro", "game.params={players: 3}"], "2-player games"),
+        (["psro", "--oracle", "exact", "game.name=tic_tac_toe"], "oracle=exact needs a game"),
+        (["psro", "--restarts", "0"], "restarts"),
         (["league", "--sampler", "elo"], "unknown sampler 'elo'"),
         (["league", "--win-threshold", "2"], "win_threshold"),
     ],
 )
 def test_population_commands_reject_bad_settings_in_one_line(argv, message, capsys):
     assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_train_with_a_roster_file_trains_two_roles(tmp_path, capsys):
+    roster = tmp_path / "roster.yaml"
+    roster.write_text(
+        "policies:\n"
+        "  first: {kind: learner}\n"
+        "  second: {kind: learner, optim: {lr: 0.002}}\n"
+        "seats: [first, second]\n"
+    )
+    out = tmp_path / "run"
+    argv = ["train", "--quiet", "--roster", str(roster), "--out", str(out), *TINY]
+    assert main(argv) == 0
+    assert "run directory" in capsys.readouterr().out
+    assert (out / "checkpoints" / "final" / "first" / "config.json").is_file()
+    assert (out / "checkpoints" / "final" / "second" / "config.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--roster", "missing.yaml"], "roster file missing.yaml does not exist"),
+        (["--roster", "r.yaml", "--resume", "somewhere"], "cannot be resumed"),
+    ],
+)
+def test_bad_roster_runs_fail_in_one_line(tmp_path, monkeypatch, capsys, extra, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.yaml").write_text("policies: {me: {kind: learner}}\nseats: [me, me]\n")
+    (tmp_path / "somewhere").mkdir()
+    (tmp_path / "somewhere" / "config.yaml").write_text("game: {name: kuhn_poker}\n")
+    assert main(["train", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
