@@ -2,6 +2,11 @@
 
     python benchmarks/nplayer.py --presets kuhn3-selfplay ipd-selfplay
     python benchmarks/nplayer.py --presets coop-selfplay -- train.iterations=20
+    python benchmarks/nplayer.py --presets ipd-selfplay --league 5 -- train.iterations=15
+
+With ``--league K`` the learner trains in a league instead of plain self-play
+(``coplay.train.league``: a snapshot every K iterations, PFSP opponents, 20% self-play;
+runs under ``--out/<preset>-league``); the measurement is the same.
 
 For each preset: train under ``--out/<preset>`` (skipped with ``--reuse`` when a final
 checkpoint exists), then play ``--episodes`` self-play games with the initial policy
@@ -26,6 +31,7 @@ from coplay.eval.welfare import WelfareResult, welfare_report
 from coplay.models.loading import load_policy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import RunConfig, build_config
+from coplay.train.league import LeagueConfig, run_league
 from coplay.train.trainer import Run, setup, train
 from coplay.types import Policy
 
@@ -55,19 +61,25 @@ def measure(run: Run, policy: Policy, episodes: int) -> dict:
     return {"nash_conv": nash_conv, **asdict(rep)}
 
 
-def bench(preset: str, out: Path, overrides: list[str], episodes: int, reuse: bool) -> dict:
+def bench(
+    preset: str, out: Path, overrides: list[str], episodes: int, reuse: bool, league: int = 0
+) -> dict:
     cfg = build_config(preset=preset, overrides=overrides)
-    run_dir = out / preset
+    run_dir = out / (f"{preset}-league" if league else preset)
     wall = math.nan
     if not (reuse and (run_dir / "checkpoints" / "final").exists()):
         t0 = time.perf_counter()
-        train(cfg, run_dir)
+        if league:
+            run_league(LeagueConfig(run=cfg, snapshot_every=league), run_dir)
+        else:
+            train(cfg, run_dir)
         wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))  # the initial policy: same seed, no training
     before = measure(run, run.learner.policy, episodes)
     after = measure(run, load_policy(run_dir / "checkpoints" / "final"), episodes)
-    return {"preset": preset, "wall_s": wall, "before": before, "after": after}
+    name = f"{preset} (league)" if league else preset
+    return {"preset": name, "wall_s": wall, "before": before, "after": after}
 
 
 def row(preset: str, when: str, m: dict) -> str:
@@ -87,12 +99,15 @@ def main() -> None:
     ap.add_argument("--out", default="runs/nplayer")
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--reuse", action="store_true", help="skip training when a run exists")
+    ap.add_argument("--league", type=int, default=0, help="snapshot every K: train in a league")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every preset")
     args = ap.parse_args()
     out = Path(args.out)
-    results = [bench(p, out, args.overrides, args.episodes, args.reuse) for p in args.presets]
+    results = [
+        bench(p, out, args.overrides, args.episodes, args.reuse, args.league) for p in args.presets
+    ]
     out.mkdir(parents=True, exist_ok=True)
-    name = "results-" + "-".join(args.presets) + ".json"
+    name = "results-" + "-".join(args.presets) + ("-league" if args.league else "") + ".json"
     (out / name).write_text(json.dumps(results, indent=2, default=str))
     print("| preset | policy | NashConv | mean return per seat | welfare ± 95% | Jain | "
           "min/max | cooperate |")  # fmt: skip
