@@ -46,6 +46,8 @@ class Learner:
     """Stepped once per training iteration."""
     reference_ema: float = 0.0
     """Fraction by which the reference (magnet) moves toward the policy per iteration."""
+    iterations: int = 1
+    """The run's length, over which ``loss.entropy_final_frac`` anneals the entropy weight."""
 
 
 def linear_schedule(
@@ -58,6 +60,16 @@ def linear_schedule(
     return torch.optim.lr_scheduler.LambdaLR(
         opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
     )
+
+
+def scheduled_loss(loss: LossConfig, iteration: int, iterations: int) -> LossConfig:
+    """``loss`` with its entropy weight at ``iteration`` (0-based) of ``iterations``: a
+    linear decay to ``entropy_coef * entropy_final_frac`` at the last iteration."""
+    if loss.entropy_final_frac == 1.0 or loss.entropy_coef == 0.0:
+        return loss
+    span = max(1, iterations - 1)
+    frac = 1.0 - (1.0 - loss.entropy_final_frac) * min(iteration, span) / span
+    return loss.model_copy(update={"entropy_coef": loss.entropy_coef * frac})
 
 
 def frozen_copy(policy: LMPolicy) -> LMPolicy:
@@ -95,6 +107,7 @@ def make_learner(
         reference=reference(policy) if loss.kl_coef > 0 else None,
         scheduler=linear_schedule(opt, optim, iterations),
         reference_ema=reference_ema,
+        iterations=iterations,
     )
 
 
@@ -130,7 +143,9 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     return out
 
 
-def _micro_step(learner: Learner, batch: Sequence[Sample], denom: float) -> dict[str, float]:
+def _micro_step(
+    learner: Learner, batch: Sequence[Sample], denom: float, loss: LossConfig
+) -> dict[str, float]:
     """Forward and backward of one micro-batch; gradients accumulate on the weights."""
     decisions = [s.decision for s in batch]
     scored = learner.policy.score(decisions)  # (B, T) each
@@ -143,7 +158,7 @@ def _micro_step(learner: Learner, batch: Sequence[Sample], denom: float) -> dict
         with torch.no_grad():
             ref_logp = learner.reference.score(decisions).logp
     loss, metrics = policy_loss(
-        learner.loss,
+        loss,
         logp=scored.logp,
         old_logp=old,
         adv=adv,
@@ -170,13 +185,15 @@ def update(
     if not samples:
         return {"loss/steps": 0.0}
     lr = learner.optimizer.param_groups[0]["lr"]
+    # policy.version counts the updates so far and is restored on resume
+    loss = scheduled_loss(learner.loss, learner.policy.version, learner.iterations)
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     for _ in range(learner.epochs):
         order = rng.permutation(len(samples))
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
-            history.append(_minibatch_step(learner, minibatch))
+            history.append(_minibatch_step(learner, minibatch, loss))
     learner.policy.model.eval()
     learner.policy.version += 1
     if learner.scheduler is not None:
@@ -187,6 +204,7 @@ def update(
     out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
     out["loss/lr"] = lr
+    out["loss/entropy_coef"] = loss.entropy_coef
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )
@@ -200,14 +218,16 @@ def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) ->
         m.lerp_(p, ema)
 
 
-def _minibatch_step(learner: Learner, minibatch: Sequence[Sample]) -> dict[str, float]:
+def _minibatch_step(
+    learner: Learner, minibatch: Sequence[Sample], loss: LossConfig
+) -> dict[str, float]:
     masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in minibatch]
-    denom = global_denom(learner.loss.aggregation, masks)
+    denom = global_denom(loss.aggregation, masks)
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
     for start in range(0, len(minibatch), learner.micro_batch_size):
         micro = minibatch[start : start + learner.micro_batch_size]
-        parts.append((len(micro), _micro_step(learner, micro, denom)))
+        parts.append((len(micro), _micro_step(learner, micro, denom, loss)))
     grad_norm = torch.nn.utils.clip_grad_norm_(
         learner.policy.model.parameters(), learner.max_grad_norm
     )

@@ -13,7 +13,13 @@ from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import OptimConfig
-from coplay.train.learner import Sample, collect_samples, make_learner, update
+from coplay.train.learner import (
+    Sample,
+    collect_samples,
+    make_learner,
+    scheduled_loss,
+    update,
+)
 
 
 def _policy(mode="choice"):
@@ -94,6 +100,17 @@ def test_magnet_moves_toward_the_policy_by_ema(ema):
     ):
         assert torch.allclose(r1, r0 + ema * (p.detach() - r0), atol=1e-6)
         assert not r1.requires_grad
+
+
+def test_entropy_weight_anneals_linearly_and_follows_the_update_count():
+    policy = _policy()
+    loss = LossConfig(entropy_coef=0.1, entropy_final_frac=0.2)
+    learner = make_learner(policy, loss, OptimConfig(lr=1e-3), iterations=3)
+    samples = _samples(policy)
+    coefs = [update(learner, samples, np.random.default_rng(0))["loss/entropy_coef"] for _ in "abc"]
+    assert coefs == pytest.approx([0.1, 0.06, 0.02])
+    assert scheduled_loss(loss, 99, 3).entropy_coef == pytest.approx(0.02)  # holds at the end
+    assert scheduled_loss(LossConfig(entropy_coef=0.1), 2, 3).entropy_coef == 0.1  # default
 
 
 def test_lr_schedule_decays_linearly_to_final_fraction():

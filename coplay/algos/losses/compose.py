@@ -41,6 +41,10 @@ class LossConfig(BaseModel):
     """Per-unit KL estimator: k1, k2 or k3."""
     entropy_coef: float = Field(0.0, ge=0.0)
     """Weight of the entropy bonus; 0 turns it off."""
+    entropy_final_frac: float = Field(1.0, ge=0.0)
+    """The entropy weight decays linearly from entropy_coef to entropy_coef times this
+    over the run's iterations (1 keeps it constant): explore early, sharpen late, as a
+    best response must end near-deterministic."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
     dual_clip: float | None = None
