@@ -2,6 +2,9 @@
 
     OMP_NUM_THREADS=1 python benchmarks/psro_kuhn.py --part psro --out runs/bench_psro
     OMP_NUM_THREADS=1 python benchmarks/psro_kuhn.py --part selfplay --out runs/bench_psro
+    OMP_NUM_THREADS=1 python benchmarks/psro_kuhn.py --part psro --cold --recipe \
+        --restarts 2 --psro-iterations 12 --response-iterations 150 --out runs/bench_psro_br
+    python benchmarks/psro_kuhn.py --part psro --oracle exact --out runs/bench_psro_exact
 
 Both arms use preset kuhn-selfplay's model, estimator and loss. PSRO runs
 ``--psro-iterations`` best responses of ``--response-iterations`` trainer iterations
@@ -24,8 +27,21 @@ from coplay.train.config import build_config
 from coplay.train.psro import PsroConfig, run_psro
 from coplay.train.trainer import train
 
+BR_RECIPE = [
+    "loss.kl_coef=0",
+    "train.final_policy=learner",
+    "loss.entropy_coef=0.1",
+    "loss.entropy_final_frac=0.1",
+    "optim.lr=0.0003",
+    "optim.lr_schedule=constant",
+    "rollout.group_size=8",
+]
+"""``--recipe``: what a best response needs that self-play does not (docs/population.md):
+no pull toward a magnet, the learner itself as output, a high entropy weight annealed
+tenfold, a small constant learning rate, groups of 8 games that share a deal."""
 
-def run_config(iterations: int, seed: int, eval_every: int):
+
+def run_config(iterations: int, seed: int, eval_every: int, extra: list[str] = ()):
     return build_config(
         preset="kuhn-selfplay",
         overrides=[
@@ -34,29 +50,38 @@ def run_config(iterations: int, seed: int, eval_every: int):
             f"train.eval_every={eval_every}",
             "train.eval_opponents=[]",
             "train.save_every=0",
+            *extra,
         ],
     )
 
 
 def psro_arm(args: argparse.Namespace) -> dict:
+    extra = BR_RECIPE if args.recipe else []
     cfg = PsroConfig(
-        run=run_config(args.response_iterations, args.seed, args.response_iterations),
+        run=run_config(args.response_iterations, args.seed, args.response_iterations, extra),
         iterations=args.psro_iterations,
         meta_solver=args.meta_solver,
         warm_start=not args.cold,
+        oracle=args.oracle,
+        restarts=args.restarts,
     )
     res = run_psro(
         cfg,
         args.out / "psro",
         progress=lambda s: print(
             f"psro {s.iteration}: members={s.members} expl={s.exploitability:.4f} "
-            f"t={s.elapsed_s:.0f}s",
+            f"response={s.response_value:.4f} best={s.best_value:.4f} t={s.elapsed_s:.0f}s",
             flush=True,
         ),
     )
     return {
-        "trainer_iterations": [s.iteration * args.response_iterations for s in res.steps],
+        "trainer_iterations": [
+            s.iteration * args.response_iterations * args.restarts for s in res.steps
+        ],
         "exploitability": [s.exploitability for s in res.steps],
+        "response_value": [s.response_value for s in res.steps],
+        "best_response_value": [s.best_value for s in res.steps],
+        "elapsed_s": [s.elapsed_s for s in res.steps],
         "final_marginals": [list(m) for m in res.steps[-1].marginals],
         "wall_s": res.steps[-1].elapsed_s,
     }
@@ -84,6 +109,9 @@ def main() -> None:
     p.add_argument("--meta-solver", default="nash")
     p.add_argument("--cold", action="store_true", help="train every response from scratch")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--oracle", choices=["lm", "exact"], default="lm")
+    p.add_argument("--restarts", type=int, default=1, help="responses per iteration, best kept")
+    p.add_argument("--recipe", action="store_true", help="best-response settings (BR_RECIPE)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     result = (psro_arm if args.part == "psro" else selfplay_arm)(args)
