@@ -1,8 +1,9 @@
 """PettingZoo adapters, both directions (needs the ``pettingzoo`` extra).
 
 ``to_pettingzoo(name_or_factory, **params)`` makes any coplay game a PettingZoo AEC
-environment; ``PettingZooEnv(factory, render_obs=...)`` plays any PettingZoo AEC
-environment whose observations are text (or can be written as text) in coplay's engine.
+environment; ``PettingZooEnv(factory, render_obs=...)`` (``coplay.envs.pettingzoo_env``,
+re-exported here) plays any PettingZoo AEC environment whose observations are text (or
+can be written as text) in coplay's engine.
 
 coplay as PettingZoo (``CoplayAECEnv``):
 
@@ -32,8 +33,8 @@ coplay as PettingZoo (``CoplayAECEnv``):
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -49,12 +50,14 @@ except ImportError as err:
         "pip install 'coplay[pettingzoo]'"
     ) from err
 
-from coplay.envs import actions as action_text
 from coplay.envs.openspiel_env import OpenSpielEnv
+from coplay.envs.pettingzoo_env import PettingZooEnv, index_name, text_of
 from coplay.envs.registry import make_env
 from coplay.envs.renderers import legal_action_map
 from coplay.rollout.invalid import forfeit_returns
-from coplay.types import Env, GameKind, GameSpec, Observation
+from coplay.types import Env, GameSpec
+
+__all__ = ["CoplayAECEnv", "PettingZooEnv", "TextSpace", "index_name", "text_of", "to_pettingzoo"]
 
 MAX_TEXT_LENGTH = 1 << 16
 """Default bound of the text spaces (observations and text actions), in characters."""
@@ -327,175 +330,3 @@ def to_pettingzoo(
             f"expected a game name or an env factory, got {type(name_or_factory).__name__}"
         )
     return CoplayAECEnv(factory, render_mode=render_mode, max_text_length=max_text_length)
-
-
-# --- PettingZoo -> coplay -------------------------------------------------------------
-
-RenderObs = Callable[[str, Any], str]
-"""``(agent, observation) -> text``: writes a PettingZoo observation as text."""
-ActionName = Callable[[str, int], str]
-"""``(agent, action index) -> name``: names a Discrete action (brackets added if missing)."""
-
-
-def index_name(agent: str, index: int) -> str:
-    """Names a Discrete action by its index: ``[3]``."""
-    return str(index)
-
-
-def text_of(agent: str, observation: Any) -> str:
-    """The text of an observation that is a string or a dict with a ``"text"`` string."""
-    if isinstance(observation, Mapping) and isinstance(observation.get("text"), str):
-        return observation["text"]
-    if isinstance(observation, str):
-        return observation
-    raise ValueError(
-        f"observation of {agent} is a {type(observation).__name__}, not text; "
-        "pass render_obs=(agent, observation) -> str to write it as text"
-    )
-
-
-def _bracketed(name: str) -> str:
-    return name if name.startswith("[") and name.endswith("]") else action_text.bracket(name)
-
-
-def _mask(observation: Any, info: Mapping) -> np.ndarray | None:
-    if isinstance(observation, Mapping) and "action_mask" in observation:
-        return np.asarray(observation["action_mask"])
-    return np.asarray(info["action_mask"]) if "action_mask" in info else None
-
-
-class PettingZooEnv:
-    """A PettingZoo AEC environment as a coplay ``Env``.
-
-    Seat ``p`` is ``possible_agents[p]``; the acting player is ``agent_selection``.
-    Legal actions come from ``infos[agent]["legal_actions"]`` (name -> action) when the
-    environment gives it, else from the action mask of a ``Discrete`` space, named by
-    ``action_name`` (default: the index). A ``Text`` action space means free-text turns.
-    Agents that are done are stepped with ``None`` automatically; every reward is added
-    to the agent's return. ``spec`` defaults to the coplay spec of an environment made
-    by ``to_pettingzoo``, else to a general-sum spec with a 1000-step limit.
-    """
-
-    def __init__(
-        self,
-        aec_env_factory: Callable[[], AECEnv],
-        *,
-        render_obs: RenderObs = text_of,
-        action_name: ActionName = index_name,
-        spec: GameSpec | None = None,
-    ) -> None:
-        self.aec = aec_env_factory()
-        self.agents = list(self.aec.possible_agents)
-        self.spec = spec or _default_spec(self.aec)
-        if self.spec.num_players != len(self.agents):
-            raise ValueError(
-                f"spec has {self.spec.num_players} players but the environment has "
-                f"{len(self.agents)} agents: {', '.join(self.agents)}"
-            )
-        self.render_obs = render_obs
-        self.action_name = action_name
-        self.reset(0)
-
-    def reset(self, seed: int) -> None:
-        self.aec.reset(seed=seed)
-        self._returns = [0.0] * len(self.agents)
-        self.truncated = False
-        self._skip_done()
-
-    def players_to_act(self) -> list[int]:
-        return [] if self.is_terminal() else [self.agents.index(self.aec.agent_selection)]
-
-    def observe(self, player: int) -> Observation:
-        agent = self.agents[player]
-        observation = self.aec.observe(agent)
-        legal = self._legal(agent) if player in self.players_to_act() else {}
-        return Observation(
-            game=self.spec.name,
-            player=player,
-            text=self.render_obs(agent, observation),
-            legal_actions=None if legal is None else tuple(legal),
-        )
-
-    def parse_action(self, player: int, text: str) -> str | None:
-        return self._parse(player, text, self._legal(self.agents[player]))
-
-    def _parse(self, player: int, text: str, legal: Mapping[str, Any] | None) -> str | None:
-        """A legal action's name, or on a free-text turn the text itself if the space holds it."""
-        if legal is None:
-            space = self.aec.action_space(self.agents[player])
-            return text if text.strip() and space.contains(text) else None
-        return action_text.parse_action(text, list(legal))
-
-    def step(self, actions: dict[int, str]) -> dict[int, float]:
-        acting = self.players_to_act()
-        if sorted(actions) != acting:
-            raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
-        (player,) = acting
-        legal = self._legal(self.agents[player])
-        chosen = self._parse(player, actions[player], legal)
-        if chosen is None:
-            raise ValueError(f"player {player}: {actions[player]!r} names no legal action")
-        before = list(self._returns)
-        self._aec_step(chosen if legal is None else legal[chosen])
-        self._skip_done()
-        return {
-            p: after - was for p, (after, was) in enumerate(zip(self._returns, before, strict=True))
-        }
-
-    def is_terminal(self) -> bool:
-        return not self.aec.agents
-
-    def returns(self) -> list[float]:
-        return list(self._returns)
-
-    def _legal(self, agent: str) -> dict[str, Any] | None:
-        """Bracketed legal action -> the action to step with; None for free text."""
-        info = self.aec.infos[agent]
-        if "legal_actions" in info:
-            return {_bracketed(name): a for name, a in info["legal_actions"].items()}
-        space = self.aec.action_space(agent)
-        if isinstance(space, gymnasium.spaces.Text):
-            return None
-        if not isinstance(space, Discrete):
-            raise ValueError(
-                f"{agent}'s action space {space} is neither Discrete nor Text; "
-                "coplay plays named or free-text actions only"
-            )
-        mask = _mask(self.aec.observe(agent), info)
-        indices = range(space.n) if mask is None else np.flatnonzero(mask)
-        start = int(space.start)
-        named = {
-            _bracketed(self.action_name(agent, start + int(i))): start + int(i) for i in indices
-        }
-        if len({n.casefold() for n in named}) != len(indices):
-            raise ValueError(f"action names of {agent} collide: {', '.join(named)}")
-        return named
-
-    def _aec_step(self, action: Any) -> None:
-        self.aec.step(action)
-        for agent, reward in self.aec.rewards.items():
-            self._returns[self.agents.index(agent)] += float(reward)
-
-    def _skip_done(self) -> None:
-        """Step agents that are done with ``None`` until a live agent must act."""
-        while self.aec.agents:
-            agent = self.aec.agent_selection
-            if not (self.aec.terminations[agent] or self.aec.truncations[agent]):
-                return
-            self.truncated |= self.aec.truncations[agent]
-            self._aec_step(None)
-
-
-def _default_spec(aec: AECEnv) -> GameSpec:
-    own = getattr(aec.unwrapped, "game_spec", None)
-    if isinstance(own, GameSpec):
-        # AEC asks simultaneous movers one at a time: a round takes one step per player.
-        rounds = own.num_players if own.simultaneous else 1
-        return replace(own, simultaneous=False, max_turns=own.max_turns * rounds)
-    return GameSpec(
-        name=f"pettingzoo:{aec.metadata.get('name', type(aec.unwrapped).__name__)}",
-        num_players=len(aec.possible_agents),
-        kind=GameKind.GENERAL_SUM,
-        max_turns=1000,
-        perfect_information=False,
-    )
