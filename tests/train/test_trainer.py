@@ -77,6 +77,7 @@ def test_grpo_needs_groups_to_learn(tmp_path):
         [],
         ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"],
         ["algo.estimator=gae", "algo.params={}", "critic.clip=0.2"],
+        ["loss.entropy_coef=0.1", "loss.entropy_final_frac=0.1"],  # the schedule resumes too
     ],
 )
 def test_resume_equals_uninterrupted(tmp_path, extra):
