@@ -150,42 +150,32 @@ def cmd_train(args: argparse.Namespace) -> int:
         out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
     console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
     if args.roster:
-        return _train_roster(args, cfg, out)
-    resume = bool(args.resume)
-    if args.quiet:
-        summary = train(cfg, out, resume=resume)
+        summary = _with_progress(_roster_run(args, cfg, out), cfg.train.iterations, args.quiet)
     else:
-        with _progress() as bar:
-            task = bar.add_task("training", total=cfg.train.iterations, status="")
-            summary = train(
-                cfg,
-                out,
-                resume=resume,
-                progress=lambda it, m: bar.update(task, completed=it, status=_status(m)),
-            )
+        run = lambda progress: train(cfg, out, resume=bool(args.resume), progress=progress)  # noqa: E731
+        summary = _with_progress(run, cfg.train.iterations, args.quiet, status=_status)
     _print_summary(summary)
     console.print(f"run directory: {out}")
     return 0
 
 
-def _train_roster(args: argparse.Namespace, cfg, out: Path) -> int:
+def _roster_run(args: argparse.Namespace, cfg, out: Path):
     """``coplay train --roster``: the roster trainer on the same run config."""
     from coplay.train.roster import load_roster, train_roster
 
     if args.resume:
         raise ValueError("--roster runs cannot be resumed yet; start a new run directory")
     roster = load_roster(args.roster)
-    if args.quiet:
-        summary = train_roster(roster, cfg, out)
-    else:
-        with _progress() as bar:
-            task = bar.add_task("training", total=cfg.train.iterations, status="")
-            summary = train_roster(
-                roster, cfg, out, progress=lambda it, m: bar.update(task, completed=it, status="")
-            )
-    _print_summary(summary)
-    console.print(f"run directory: {out}")
-    return 0
+    return lambda progress: train_roster(roster, cfg, out, progress=progress)
+
+
+def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):
+    """``run(progress)`` with a progress bar over ``total`` iterations, or none if quiet."""
+    if quiet:
+        return run(None)
+    with _progress() as bar:
+        task = bar.add_task("training", total=total, status="")
+        return run(lambda it, m: bar.update(task, completed=it, status=status(m)))
 
 
 def _progress() -> Progress:
