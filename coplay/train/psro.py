@@ -53,7 +53,7 @@ from coplay.policies.solvers import named_table
 from coplay.report import sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool
-from coplay.train.trainer import collect, final_policy, game_text, learn, setup
+from coplay.train.trainer import collect, final_policy, game_text, learn, setup, wants_exact
 from coplay.types import Policy
 
 CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
@@ -217,12 +217,10 @@ def sampled_payoffs(
 
 
 def exact_game(cfg: RunConfig) -> pyspiel.Game | None:
-    """The OpenSpiel game when exact evaluation applies (imperfect-information
-    OpenSpiel games, as the trainer decides), else None."""
+    """The OpenSpiel game when exact evaluation applies (``train.exact``, decided as
+    the trainer decides it), else None."""
     env = make_env(cfg.game.name, **cfg.game.params)
-    if env.spec.openspiel_name is None or env.spec.perfect_information:
-        return None
-    return getattr(env, "game", None)
+    return getattr(env, "game", None) if wants_exact(cfg, env.spec) else None
 
 
 def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> MetaSolution:
