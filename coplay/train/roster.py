@@ -58,7 +58,13 @@ from coplay.train.config import (
 )
 from coplay.train.learner import Learner, collect_samples, make_learner, update
 from coplay.train.opponents import SCRIPTED_NAMES, build_opponent
-from coplay.train.trainer import filter_samples, game_text, informative_seats, rollout_metrics
+from coplay.train.trainer import (
+    filter_samples,
+    game_text,
+    informative_seats,
+    rollout_metrics,
+    wants_exact,
+)
 from coplay.types import Env, Episode, GameSpec, Observation, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
@@ -392,7 +398,7 @@ def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path) -> RosterRun:
         roster=roster,
         rng=np.random.default_rng(run_cfg.train.seed),
         eval_opponents=evals,
-        exact=spec.openspiel_name is not None and not spec.perfect_information,
+        exact=wants_exact(run_cfg, spec),
     )
 
 
