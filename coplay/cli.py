@@ -149,7 +149,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
         out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
     console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
-    if args.roster:
+    if args.roster or (args.resume and (out / "roster.yaml").is_file()):
         summary = _with_progress(_roster_run(args, cfg, out), cfg.train.iterations, args.quiet)
     else:
         run = lambda progress: train(cfg, out, resume=bool(args.resume), progress=progress)  # noqa: E731
@@ -160,13 +160,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _roster_run(args: argparse.Namespace, cfg, out: Path):
-    """``coplay train --roster``: the roster trainer on the same run config."""
+    """``coplay train --roster``: the roster trainer on the same run config; a resumed
+    roster run keeps the roster it saved (``roster.yaml`` in its directory)."""
     from coplay.train.roster import load_roster, train_roster
 
-    if args.resume:
-        raise ValueError("--roster runs cannot be resumed yet; start a new run directory")
-    roster = load_roster(args.roster)
-    return lambda progress: train_roster(roster, cfg, out, progress=progress)
+    if args.resume and args.roster:
+        raise ValueError(f"a resumed run keeps its roster ({out / 'roster.yaml'}); drop --roster")
+    roster = load_roster(out / "roster.yaml" if args.resume else args.roster)
+    resume = bool(args.resume)
+    return lambda progress: train_roster(roster, cfg, out, progress=progress, resume=resume)
 
 
 def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):

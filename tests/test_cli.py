@@ -294,11 +294,22 @@ def test_train_with_a_roster_file_trains_two_roles(tmp_path, capsys):
     assert (out / "checkpoints" / "final" / "second" / "config.json").is_file()
 
 
+def test_a_roster_run_resumes_with_its_own_roster(tmp_path):
+    roster = tmp_path / "roster.yaml"
+    roster.write_text("policies: {me: {kind: learner}}\nseats: [me, me]\n")
+    out = tmp_path / "run"
+    assert main(["train", "--quiet", "--roster", str(roster), "--out", str(out), *TINY]) == 0
+    roster.unlink()  # the run directory holds its own copy
+    assert main(["train", "--quiet", "--resume", str(out), "train.iterations=3"]) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--roster", "missing.yaml"], "roster file missing.yaml does not exist"),
-        (["--roster", "r.yaml", "--resume", "somewhere"], "cannot be resumed"),
+        (["--roster", "r.yaml", "--resume", "somewhere"], "drop --roster"),
     ],
 )
 def test_bad_roster_runs_fail_in_one_line(tmp_path, monkeypatch, capsys, extra, message):

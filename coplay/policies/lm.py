@@ -53,6 +53,9 @@ class Scored:
     logp: torch.Tensor  # (B, T)
     entropy: torch.Tensor  # (B, T)
     mask: torch.Tensor  # (B, T) float, 1 for real units
+    dists: tuple[torch.Tensor | None, ...] = ()
+    """Per row, the log-distribution over the decision's legal actions (choices only;
+    None for free text)."""
 
 
 class LMPolicy:
@@ -243,7 +246,10 @@ class LMPolicy:
             torch.cat([F.pad(getattr(p, f), (0, width - p.logp.shape[1])) for p in parts])[back]
             for f in ("logp", "entropy", "mask")
         )
-        return Scored(logp=logp, entropy=ent, mask=mask)
+        stacked = [d for p in parts for d in (p.dists or (None,) * len(p.logp))]
+        return Scored(
+            logp=logp, entropy=ent, mask=mask, dists=tuple(stacked[i] for i in back.tolist())
+        )
 
     def _score_choice(self, decisions: Sequence[Decision]) -> Scored | None:
         if not decisions:
@@ -253,7 +259,7 @@ class LMPolicy:
         chosen = torch.stack([lp[d.choice_index] for lp, d in zip(logps, decisions, strict=True)])
         ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
         ones = torch.ones(len(decisions), 1, device=chosen.device)
-        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones)
+        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=tuple(logps))
 
     def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
         if not decisions:

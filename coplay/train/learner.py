@@ -18,6 +18,7 @@ import torch
 from coplay.algos.advantages import Advantages
 from coplay.algos.losses.aggregation import global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
+from coplay.algos.losses.signalling import group_marginals, mutual_information, signalling_bonus
 from coplay.policies.lm import LMPolicy
 from coplay.types import Decision, Episode
 
@@ -143,8 +144,50 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     return out
 
 
+Marginals = dict[tuple, torch.Tensor]
+"""Log of the mean choice distribution per action set (``signalling.group_marginals``)."""
+
+
+@torch.no_grad()
+def choice_marginals(learner: Learner, samples: Sequence[Sample]) -> tuple[Marginals, float]:
+    """The signalling bonus's fixed marginals over ``samples``, and their mutual
+    information (weighted by group size) under the current weights."""
+    dists: list[torch.Tensor | None] = []
+    for start in range(0, len(samples), learner.micro_batch_size):
+        batch = [s.decision for s in samples[start : start + learner.micro_batch_size]]
+        dists.extend(learner.policy.score(batch).dists)
+    keys = [s.decision.choice_ids for s in samples]
+    marginals = group_marginals(dists, keys)
+    groups = [[d for d, k in zip(dists, keys, strict=True) if k == g] for g in marginals]
+    total = sum(len(g) for g in groups)
+    mi = sum(len(g) * mutual_information(g) for g in groups) / total if total else 0.0
+    return marginals, mi
+
+
+def _signalling_term(
+    scored_dists: Sequence[torch.Tensor | None],
+    decisions: Sequence[Decision],
+    marginals: Marginals,
+    beta: float,
+) -> tuple[torch.Tensor, int]:
+    """Sum of the bonus over the decisions that have a marginal, and their count."""
+    terms = [
+        signalling_bonus(lp, marginals[d.choice_ids], beta)
+        for lp, d in zip(scored_dists, decisions, strict=True)
+        if lp is not None and d.choice_ids in marginals
+    ]
+    if not terms:
+        return torch.zeros(()), 0
+    return torch.stack(terms).sum(), len(terms)
+
+
 def _micro_step(
-    learner: Learner, batch: Sequence[Sample], denom: float, loss: LossConfig
+    learner: Learner,
+    batch: Sequence[Sample],
+    denom: float,
+    cfg: LossConfig,
+    marginals: Marginals,
+    minibatch_size: int,
 ) -> dict[str, float]:
     """Forward and backward of one micro-batch; gradients accumulate on the weights."""
     decisions = [s.decision for s in batch]
@@ -157,8 +200,8 @@ def _micro_step(
     if learner.reference is not None:
         with torch.no_grad():
             ref_logp = learner.reference.score(decisions).logp
-    loss, metrics = policy_loss(
-        loss,
+    total, metrics = policy_loss(
+        cfg,
         logp=scored.logp,
         old_logp=old,
         adv=adv,
@@ -171,7 +214,13 @@ def _micro_step(
         # asynchronously on other workers.
         behavior_logp=old,
     )
-    loss.backward()
+    if marginals:
+        bonus, n = _signalling_term(scored.dists, decisions, marginals, cfg.signalling_beta)
+        # Divided by the minibatch's size, not the micro-batch's: accumulation stays exact.
+        total = total - cfg.signalling_coef * bonus.to(device) / minibatch_size
+        if n:
+            metrics["loss/signalling"] = float(bonus.detach()) / n
+    total.backward()
     metrics["loss/entropy"] = float(
         (scored.entropy.detach() * scored.mask).sum() / scored.mask.sum()
     )
@@ -187,13 +236,14 @@ def update(
     lr = learner.optimizer.param_groups[0]["lr"]
     # policy.version counts the updates so far and is restored on resume
     loss = scheduled_loss(learner.loss, learner.policy.version, learner.iterations)
+    marginals, mi = choice_marginals(learner, samples) if loss.signalling_coef > 0 else ({}, None)
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     for _ in range(learner.epochs):
         order = rng.permutation(len(samples))
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
-            history.append(_minibatch_step(learner, minibatch, loss))
+            history.append(_minibatch_step(learner, minibatch, loss, marginals))
     learner.policy.model.eval()
     learner.policy.version += 1
     if learner.scheduler is not None:
@@ -205,6 +255,8 @@ def update(
     out["loss/steps"] = float(len(history))
     out["loss/lr"] = lr
     out["loss/entropy_coef"] = loss.entropy_coef
+    if mi is not None:
+        out["loss/signalling_mi"] = mi
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )
@@ -219,7 +271,7 @@ def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) ->
 
 
 def _minibatch_step(
-    learner: Learner, minibatch: Sequence[Sample], loss: LossConfig
+    learner: Learner, minibatch: Sequence[Sample], loss: LossConfig, marginals: Marginals
 ) -> dict[str, float]:
     masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in minibatch]
     denom = global_denom(loss.aggregation, masks)
@@ -227,10 +279,13 @@ def _minibatch_step(
     parts = []
     for start in range(0, len(minibatch), learner.micro_batch_size):
         micro = minibatch[start : start + learner.micro_batch_size]
-        parts.append((len(micro), _micro_step(learner, micro, denom, loss)))
-    grad_norm = torch.nn.utils.clip_grad_norm_(
-        learner.policy.model.parameters(), learner.max_grad_norm
-    )
+        parts.append(
+            (len(micro), _micro_step(learner, micro, denom, loss, marginals, len(minibatch)))
+        )
+    # The optimizer's own parameters: LoRA roles share one model, and another role's
+    # leftover gradients must not count toward (or be clipped with) this one's norm.
+    params = [p for group in learner.optimizer.param_groups for p in group["params"]]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, learner.max_grad_norm)
     learner.optimizer.step()
     metrics = _combine(parts)
     metrics["loss/grad_norm"] = float(grad_norm)

@@ -58,6 +58,7 @@ from coplay.train.config import (
 )
 from coplay.train.learner import Learner, collect_samples, make_learner, update
 from coplay.train.opponents import SCRIPTED_NAMES, build_opponent
+from coplay.train.roster_state import load_roster_state, save_roster_state
 from coplay.train.trainer import (
     filter_samples,
     game_text,
@@ -365,8 +366,12 @@ class RosterRun:
     exact: bool = False
 
 
-def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path) -> RosterRun:
-    """Build the environment factory, every member and the evaluation opponents."""
+def setup_roster(
+    cfg: RosterConfig, run_cfg: RunConfig, out: Path, *, fresh: bool = True
+) -> RosterRun:
+    """Build the environment factory, every member and the evaluation opponents.
+
+    A fresh run starts an empty metrics file; a resumed one keeps it."""
     if run_cfg.train.opponent != "self":
         raise ValueError(
             f"train.opponent is {run_cfg.train.opponent!r}, but a roster seats the "
@@ -388,7 +393,8 @@ def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path) -> RosterRun:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(to_yaml(run_cfg))
     (out / "roster.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    (out / "metrics.jsonl").write_text("")
+    if fresh or not (out / "metrics.jsonl").exists():
+        (out / "metrics.jsonl").write_text("")
     return RosterRun(
         cfg=cfg,
         run_cfg=run_cfg,
@@ -497,32 +503,59 @@ def save_learners(run: RosterRun, folder: Path) -> None:
 
 
 def train_roster(
-    cfg: RosterConfig, run_cfg: RunConfig, out: str | Path, *, progress: Progress | None = None
+    cfg: RosterConfig,
+    run_cfg: RunConfig,
+    out: str | Path,
+    *,
+    progress: Progress | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
 ) -> dict[str, Any]:
-    """Train every learner of the roster; writes metrics, checkpoints and a summary."""
-    run = setup_roster(cfg, run_cfg, Path(out))
+    """Train every learner of the roster; writes metrics, checkpoints and a summary.
+
+    ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
+    iterations and at the end); the result equals an uninterrupted run.
+    ``stop_after`` ends after that iteration with the state saved.
+    """
+    run = setup_roster(cfg, run_cfg, Path(out), fresh=not resume)
     start = time.perf_counter()
-    initial = last = evaluate_roster(run)
-    sinks.append_metrics(run.out / "metrics.jsonl", 0, initial)
-    iterations = run_cfg.train.iterations
-    for it in range(1, iterations + 1):
+    done, evals = _begin(run, resume)
+    iterations, save_every = run_cfg.train.iterations, run_cfg.train.save_every
+    end = min(iterations, stop_after or iterations)
+    for it in range(done + 1, end + 1):
         episodes, metrics = collect_roster(run, it)
         for member in run.roster.learners:
             metrics |= scoped(learn_member(member, episodes, run.rng), member.name)
         if it % run_cfg.train.eval_every == 0 or it == iterations:
-            last = evaluate_roster(run)
-            metrics |= last
+            evals["last"] = evaluate_roster(run)
+            metrics |= evals["last"]
+        if (save_every and it % save_every == 0) or it == end:
+            save_roster_state(run, it, evals)
         metrics["perf/elapsed_s"] = time.perf_counter() - start
         sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
         if progress:
             progress(it, metrics)
-    save_learners(run, run.out / "checkpoints" / "final")
+    if end == iterations:
+        save_learners(run, run.out / "checkpoints" / "final")
     summary = {
         "game": run_cfg.game.name,
-        "iterations": iterations,
+        "iterations": end,
         "wall_s": time.perf_counter() - start,
-        **{f"initial/{k}": v for k, v in initial.items()},
-        **{f"final/{k}": v for k, v in last.items()},
+        **{f"initial/{k}": v for k, v in evals["initial"].items()},
+        **{f"final/{k}": v for k, v in evals["last"].items()},
     }
     sinks.write_summary(run.out / "summary.json", summary)
     return summary
+
+
+def _begin(run: RosterRun, resume: bool) -> tuple[int, dict[str, dict[str, float]]]:
+    """Iterations already done and the evaluations so far (initial, last)."""
+    metrics_file = run.out / "metrics.jsonl"
+    if resume:
+        done, evals = load_roster_state(run)
+        # Rows logged after the saved state belong to work that is being redone.
+        sinks.keep_until(metrics_file, done)
+        return done, evals
+    initial = evaluate_roster(run)
+    sinks.append_metrics(metrics_file, 0, initial)
+    return 0, {"initial": initial, "last": initial}

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 STATE_DIR = "state"
 
 
-def _generator_state(policy: Any) -> Any:
+def generator_state(policy: Any) -> Any:
     """The sampling generator of a policy, whichever kind it is (None if it has none)."""
     if hasattr(policy, "generator"):
         return policy.generator.get_state()
@@ -33,7 +33,7 @@ def _generator_state(policy: Any) -> Any:
     return None
 
 
-def _set_generator_state(policy: Any, state: Any) -> None:
+def setgenerator_state(policy: Any, state: Any) -> None:
     if state is None:
         return
     if hasattr(policy, "generator"):
@@ -63,9 +63,9 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         ),
         "numpy_rng": run.rng.bit_generator.state,
         "torch_rng": torch.get_rng_state(),
-        "policy_rng": _generator_state(learner.policy),
-        "opponent_rng": _generator_state(run.opponent) if run.opponent else None,
-        "eval_rngs": {k: _generator_state(p) for k, p in run.eval_opponents.items()},
+        "policy_rng": generator_state(learner.policy),
+        "opponent_rng": generator_state(run.opponent) if run.opponent else None,
+        "eval_rngs": {k: generator_state(p) for k, p in run.eval_opponents.items()},
     }
     torch.save(blob, tmp / "trainer.pt")
     # Swap in one rename so an interruption never leaves a half-written state.
@@ -99,10 +99,10 @@ def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
         run.critic.optimizer.load_state_dict(blob["critic"]["opt"])
     run.rng.bit_generator.state = blob["numpy_rng"]
     torch.set_rng_state(blob["torch_rng"])
-    _set_generator_state(learner.policy, blob["policy_rng"])
+    setgenerator_state(learner.policy, blob["policy_rng"])
     if run.opponent is not None:
-        _set_generator_state(run.opponent, blob["opponent_rng"])
+        setgenerator_state(run.opponent, blob["opponent_rng"])
     for name, state in blob["eval_rngs"].items():
         if name in run.eval_opponents:
-            _set_generator_state(run.eval_opponents[name], state)
+            setgenerator_state(run.eval_opponents[name], state)
     return blob["iteration"], blob["evals"]

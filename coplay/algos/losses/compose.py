@@ -45,6 +45,15 @@ class LossConfig(BaseModel):
     """The entropy weight decays linearly from entropy_coef to entropy_coef times this
     over the run's iterations (1 keeps it constant): explore early, sharpen late, as a
     best response must end near-deterministic."""
+    signalling_coef: float = Field(0.0, ge=0.0)
+    """Weight of the positive-signalling bonus (Eccles et al., 2019), H(pi_bar) -
+    signalling_beta * H(pi | x) over the iteration's choices among the same actions
+    (see ``signalling.py``); 0 turns it off. For a speaker whose messages would
+    otherwise collapse to one symbol for every observation."""
+    signalling_beta: float = Field(1.0, ge=0.0)
+    """Weight of the conditional entropy in the signalling bonus: 1 makes it the
+    mutual information between observation and choice; below 1 it also keeps the
+    marginal spread, which is what stops a collapse that has already begun."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
     dual_clip: float | None = None

@@ -1,0 +1,96 @@
+"""Positive-signalling bonus: reward choices that depend on what the chooser sees.
+
+Eccles et al. (2019, "Biases for emergent communication in multi-agent
+reinforcement learning", arXiv 1912.05676) add to a speaker's loss the mutual
+information between its observation x and its message m, estimated on a batch:
+
+    I(x; m) = H(pi_bar) - mean_i H(pi(. | x_i)),   pi_bar = mean_i pi(. | x_i)
+
+With shared weights a tiny model first learns the bias every observation shares
+(say the same symbol for every target); the messages then carry nothing, the
+listener learns to ignore them, and the speaker's reward no longer depends on its
+choice, so the code never forms. The bonus pushes the other way from the start:
+each observation's distribution away from the batch's average.
+
+Pure mutual information has no gradient while every observation has the same
+distribution, and moving all of them onto one symbol together leaves it unchanged,
+so it cannot stop the collapse by itself. The bonus is therefore
+
+    H(pi_bar) - beta * mean_i H(pi(. | x_i))
+
+beta = 1 is I(x; m); beta < 1 also pays for a spread marginal (the whole
+vocabulary in use) while each observation's distribution sharpens, which leaves a
+code as the only way to gain (Eccles et al. add a target entropy for the same
+reason). Per decision the term is ``CE(pi_i, pi_bar) - beta * H(pi_i)``: summed over
+the batch and divided by its size, it has the value and, with ``pi_bar`` held fixed,
+the gradient of the bonus (the terms it drops sum to zero on the simplex).
+``pi_bar`` is computed once per update, under the weights at its start, over the
+decisions that offer the same actions (the same ``choice_ids``), and held fixed
+through the epochs, like PPO's old log-probs; so micro-batching and minibatch order
+leave the update unchanged. Decisions whose action set no other decision of the
+batch shares get no bonus.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+
+import torch
+from torch import Tensor
+
+
+def group_marginals(
+    logdists: Sequence[Tensor | None], keys: Sequence[Hashable]
+) -> dict[Hashable, Tensor]:
+    """Log of the mean distribution of each key that at least two decisions share.
+
+    ``logdists[i]`` is decision i's log-distribution over its actions (None for
+    free text); decisions with the same key offer the same actions in the same order.
+
+    >>> import math
+    >>> lp = [torch.tensor([0.0, -math.inf]), torch.tensor([-math.inf, 0.0])]
+    >>> group_marginals(lp, ["ab", "ab"])["ab"].exp().tolist()
+    [0.5, 0.5]
+    """
+    members: dict[Hashable, list[Tensor]] = defaultdict(list)
+    for lp, key in zip(logdists, keys, strict=True):
+        if lp is not None:
+            members[key].append(lp.detach().exp())
+    return {
+        k: torch.stack(ps).mean(0).clamp_min(1e-12).log()
+        for k, ps in members.items()
+        if len(ps) > 1
+    }
+
+
+def signalling_bonus(logdist: Tensor, marginal_log: Tensor, beta: float = 1.0) -> Tensor:
+    """CE(pi, pi_bar) - beta * H(pi) of one decision, differentiable in ``logdist`` only
+    (with beta = 1 it is KL(pi || pi_bar)).
+
+    >>> half = torch.tensor([0.5, 0.5]).log()
+    >>> round(float(signalling_bonus(torch.tensor([0.0, -30.0]), half)), 4)
+    0.6931
+    >>> round(float(signalling_bonus(half, half, beta=0.0)), 4)
+    0.6931
+    """
+    p = logdist.exp()
+    # 0 * log 0 is 0: an action the policy never takes adds nothing.
+    plogp = torch.where(p > 0, p * logdist, 0.0)
+    return -(p * marginal_log.detach()).sum() + beta * plogp.sum()
+
+
+def mutual_information(logdists: Sequence[Tensor]) -> float:
+    """H(pi_bar) - mean H(pi_i) of a set of distributions over the same actions.
+
+    >>> import math
+    >>> round(mutual_information([torch.tensor([0.0, -math.inf]), torch.tensor([-math.inf, 0.0])]), 4)
+    0.6931
+    """
+    probs = torch.stack([lp.detach().exp() for lp in logdists])
+    mean = probs.mean(0)
+
+    def entropy(p: Tensor) -> Tensor:
+        return -(p * p.clamp_min(1e-30).log()).sum(-1)
+
+    return float(entropy(mean) - entropy(probs).mean())

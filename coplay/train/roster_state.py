@@ -1,0 +1,130 @@
+"""Save and restore a roster run so that a resumed run equals an uninterrupted one.
+
+The trainer's ``state.py`` does this for one learner; a roster has several, and
+LoRA learners share one model. The state is one file, ``run/state/roster.pt``:
+
+* per learner: optimizer, schedule, magnet (when it has its own weights), estimator
+  state, update count and sampling generator;
+* every model once (LoRA views share one; its state holds every adapter);
+* the sampling generators of frozen members, bots and evaluation opponents;
+* the loop's numpy and torch generators, and the evaluations so far.
+
+It is written to a temporary folder and swapped in with one rename, so an
+interruption never leaves a half-written state.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from coplay.train.state import STATE_DIR, generator_state, setgenerator_state
+
+if TYPE_CHECKING:
+    from coplay.train.roster import Member, RosterRun
+
+STATE_FILE = "roster.pt"
+
+
+def _models(run: RosterRun) -> dict[str, dict[str, torch.Tensor]]:
+    """Each learner's weights, stored under the first learner that holds the model."""
+    seen: dict[int, str] = {}
+    out = {}
+    for m in run.roster.learners:
+        if id(m.policy.model) not in seen:
+            seen[id(m.policy.model)] = m.name
+            out[m.name] = m.policy.model.state_dict()
+    return out
+
+
+def _model_owner(run: RosterRun) -> dict[str, str]:
+    """Learner name -> the learner under whose name its model is stored."""
+    first: dict[int, str] = {}
+    return {m.name: first.setdefault(id(m.policy.model), m.name) for m in run.roster.learners}
+
+
+def _own_magnet(member: Member) -> bool:
+    """A magnet with its own weights (LoRA learners' reference is the shared base)."""
+    ref = member.learner.reference
+    return ref is not None and ref.model is not member.policy.model
+
+
+def _learner_blob(member: Member) -> dict[str, Any]:
+    learner = member.learner
+    return {
+        "optimizer": learner.optimizer.state_dict(),
+        "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
+        "magnet": learner.reference.model.state_dict() if _own_magnet(member) else None,
+        "adv_state": member.adv_state,
+        "version": member.policy.version,
+        "rng": generator_state(member.policy),
+    }
+
+
+def save_roster_state(run: RosterRun, iteration: int, evals: dict[str, dict[str, float]]) -> Path:
+    """Write the roster run's full state after ``iteration``; replaces the previous one."""
+    final, tmp = run.out / STATE_DIR, run.out / f"{STATE_DIR}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    others = [m for m in run.roster.members.values() if m.learner is None]
+    blob = {
+        "iteration": iteration,
+        "evals": evals,
+        "models": _models(run),
+        "learners": {m.name: _learner_blob(m) for m in run.roster.learners},
+        "member_rngs": {m.name: generator_state(m.policy) for m in others},
+        "eval_rngs": {k: generator_state(p) for k, p in run.eval_opponents.items()},
+        "numpy_rng": run.rng.bit_generator.state,
+        "torch_rng": torch.get_rng_state(),
+    }
+    torch.save(blob, tmp / STATE_FILE)
+    old = run.out / f"{STATE_DIR}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _restore_learner(member: Member, blob: dict[str, Any]) -> None:
+    learner = member.learner
+    learner.optimizer.load_state_dict(blob["optimizer"])
+    if learner.scheduler and blob["scheduler"]:
+        learner.scheduler.load_state_dict(blob["scheduler"])
+    if blob["magnet"] is not None and _own_magnet(member):
+        learner.reference.model.load_state_dict(blob["magnet"])
+    member.adv_state = blob["adv_state"]
+    member.policy.version = blob["version"]
+    setgenerator_state(member.policy, blob["rng"])
+
+
+def load_roster_state(run: RosterRun) -> tuple[int, dict[str, dict[str, float]]]:
+    """Restore a roster run from ``run.out/state``; returns (iteration, evaluations)."""
+    path = run.out / STATE_DIR / STATE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run.out} has no saved roster state to resume from ({path})")
+    blob = torch.load(path, weights_only=False)
+    saved = set(blob["learners"])
+    names = {m.name for m in run.roster.learners}
+    if saved != names:
+        raise ValueError(
+            f"the saved state has learners {sorted(saved)} but the roster has {sorted(names)}"
+        )
+    owner = _model_owner(run)
+    for member in run.roster.learners:
+        if owner[member.name] == member.name:
+            member.policy.model.load_state_dict(blob["models"][member.name])
+        _restore_learner(member, blob["learners"][member.name])
+    for name, state in blob["member_rngs"].items():
+        if name in run.roster.members:
+            setgenerator_state(run.roster.members[name].policy, state)
+    for name, state in blob["eval_rngs"].items():
+        if name in run.eval_opponents:
+            setgenerator_state(run.eval_opponents[name], state)
+    run.rng.bit_generator.state = blob["numpy_rng"]
+    torch.set_rng_state(blob["torch_rng"])
+    return blob["iteration"], blob["evals"]
