@@ -10,7 +10,7 @@ simultaneous moves). Episodes keep the decisions exactly as sampled.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -122,6 +122,11 @@ def _resolve(
 ) -> None:
     """Accept a legal decision, or apply the retry / penalty / forfeit treatment."""
     earlier = game.rejected.setdefault(player, [])
+    if dec.valid and obs.legal_actions is None:
+        # A message is free text, so only the game can say whether it is one (an
+        # empty or unknown message is invalid): the same treatment as a bad action.
+        message = game.env.parse_action(player, dec.action)
+        dec = dec if message is not None else replace(dec, action=None)
     if dec.valid:
         game.resolved[player] = Turn(
             player=player,

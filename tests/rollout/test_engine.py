@@ -8,7 +8,7 @@ from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.invalid import InvalidActionConfig
-from coplay.types import Decision, Observation
+from coplay.types import Decision, GameKind, GameSpec, Observation
 
 
 class Scripted:
@@ -172,3 +172,70 @@ def test_truncation_marks_episode():
 def test_seating_must_fill_every_seat():
     with pytest.raises(ValueError, match="2 seats"):
         play_episodes(kuhn, [[FirstLegal()]], [0])
+
+
+class Shout:
+    """One player writes one free-text message; an empty message is not one."""
+
+    spec = GameSpec(
+        name="shout",
+        num_players=1,
+        kind=GameKind.COOPERATIVE,
+        max_turns=1,
+        perfect_information=True,
+        min_return=-1.0,
+        max_return=1.0,
+    )
+
+    def reset(self, seed):
+        self.said = None
+
+    def players_to_act(self):
+        return [] if self.said is not None else [0]
+
+    def observe(self, player):
+        return Observation(game="shout", player=0, text="Say something.", legal_actions=None)
+
+    def parse_action(self, player, text):
+        return text.strip() or None
+
+    def step(self, actions):
+        said = self.parse_action(0, actions[0])
+        if said is None:
+            raise ValueError("not a message")
+        self.said = said
+        return {0: 0.0}
+
+    def is_terminal(self):
+        return self.said is not None
+
+    def returns(self):
+        return [1.0]
+
+
+class Writer:
+    """Writes the given texts in turn as free-text messages."""
+
+    policy_id = "writer"
+    version = 0
+
+    def __init__(self, texts):
+        self.texts = iter(texts)
+
+    def act(self, observations):
+        return [
+            Decision(text=(t := next(self.texts)), action=t, policy_id="writer")
+            for _ in observations
+        ]
+
+
+def test_a_message_the_game_rejects_gets_the_invalid_treatment():
+    ep = play_episodes(
+        Shout, [[Writer(["   ", "hello"])]], [0], invalid=InvalidActionConfig(retries=1)
+    )[0]
+    turn = ep.turns[0]
+    assert turn.treatment == "retry" and turn.played_action == "hello"
+    assert [d.text for d in turn.invalid_attempts] == ["   "]
+    assert not turn.invalid_attempts[0].valid
+    lost = play_episodes(Shout, [[Writer([""])]], [0])[0]
+    assert lost.forfeited_by == 0 and lost.returns == (-1.0,)
