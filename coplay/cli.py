@@ -212,7 +212,7 @@ def _print_summary(summary: dict) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from coplay.envs.registry import make_env
-    from coplay.eval.exact import exploitability
+    from coplay.eval.exact import decide_exact, exploitability
     from coplay.eval.matches import play_match
     from coplay.models.loading import load_policy, resolve_checkpoint
     from coplay.train.opponents import build_opponent
@@ -236,7 +236,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         table.add_row(f"mean return, seat {seat}", f"{r:.3f}")
     table.add_row("episodes", str(res.episodes))
     table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
-    if spec.openspiel_name and not spec.perfect_information:
+    if decide_exact("auto", spec, game, params):
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
         table.add_row("NashConv (exact)", f"{ex.nash_conv:.4f}")

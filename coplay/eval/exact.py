@@ -25,7 +25,7 @@ from open_spiel.python.algorithms import exploitability as os_exploitability
 from coplay.envs.openspiel_env import observation_for_state
 from coplay.envs.registry import make_env
 from coplay.envs.renderers import legal_action_map
-from coplay.types import TabularQueryable
+from coplay.types import GameSpec, TabularQueryable
 
 QUERY_BATCH = 512
 """Information states per ``action_probs`` call (one batched forward for an LM)."""
@@ -81,6 +81,25 @@ def tree_size(game: pyspiel.Game, cap: int) -> int | None:
         if not state.is_terminal():
             stack.extend(state.child(a) for a in state.legal_actions())
     return count
+
+
+def decide_exact(
+    mode: bool | str, spec: GameSpec, game_name: str, params: Mapping[str, object] | None
+) -> bool:
+    """Whether to evaluate exactly: ``mode`` True (required: an error where impossible),
+    False, or "auto" (where possible and the tree has at most ``AUTO_MAX_HISTORIES``)."""
+    possible = spec.openspiel_name is not None and not spec.perfect_information
+    if mode is True and not possible:
+        raise ValueError(
+            f"train.exact=on needs an imperfect-information OpenSpiel game; "
+            f"{spec.name!r} is not one"
+        )
+    if mode is False or not possible:
+        return False
+    if mode is True:
+        return True
+    _, game = solvable_game(game_name, params)
+    return tree_size(game, AUTO_MAX_HISTORIES) is not None
 
 
 def _env_state(state: pyspiel.State) -> pyspiel.State:

@@ -19,7 +19,7 @@ from coplay.algos.advantages import Advantages, Estimator, make_estimator
 from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
 from coplay.envs.probe import resolve_factory
 from coplay.envs.registry import game_metrics
-from coplay.eval.exact import AUTO_MAX_HISTORIES, exploitability, solvable_game, tree_size
+from coplay.eval.exact import decide_exact, exploitability
 from coplay.eval.matches import play_match
 from coplay.eval.welfare import welfare_report
 from coplay.models.loading import build_policy, save_policy
@@ -128,18 +128,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
 
 def wants_exact(cfg: RunConfig, spec: GameSpec) -> bool:
     """Whether evaluations compute exact exploitability (``train.exact``)."""
-    mode = cfg.train.exact
-    possible = spec.openspiel_name is not None and not spec.perfect_information
-    if mode is True and not possible:
-        raise ValueError(
-            f"train.exact=on needs an imperfect-information OpenSpiel game; {spec.name!r} is not one"
-        )
-    if mode is False or not possible:
-        return False
-    if mode is True:
-        return True
-    _, game = solvable_game(cfg.game.name, cfg.game.params)
-    return tree_size(game, AUTO_MAX_HISTORIES) is not None
+    return decide_exact(cfg.train.exact, spec, cfg.game.name, cfg.game.params)
 
 
 def seatings(run: Run, num_games: int) -> list[list[Policy]]:

@@ -70,3 +70,15 @@ def test_tree_size_counts_histories_and_stops_at_the_cap():
     assert tree_size(kuhn, 1000) == 58  # root + 3 + 6 deals + 48 betting histories
     assert tree_size(kuhn, 57) is None
     assert tree_size(pyspiel.load_game("leduc_poker"), 100_000) == 9457
+
+
+def test_decide_exact_by_mode_and_game():
+    from coplay.envs.registry import make_env
+    from coplay.eval.exact import decide_exact
+
+    kuhn, ttt = make_env("kuhn_poker").spec, make_env("tic_tac_toe").spec
+    assert decide_exact("auto", kuhn, "kuhn_poker", {}) is True
+    assert decide_exact(False, kuhn, "kuhn_poker", {}) is False
+    assert decide_exact("auto", ttt, "tic_tac_toe", {}) is False  # perfect information
+    with pytest.raises(ValueError, match="imperfect-information"):
+        decide_exact(True, ttt, "tic_tac_toe", {})
