@@ -25,39 +25,34 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coplay.algos.advantages import Estimator, make_estimator
-from coplay.algos.losses.compose import LossConfig
 from coplay.envs.registry import make_env
 from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
 from coplay.models.loading import build_policy, load_policy, save_policy
-from coplay.models.lora import (
-    LoraSettings,
-    attach_roles,
-    check_role_names,
-    make_adapter_learner,
-    save_roles,
-)
+from coplay.models.lora import attach_roles, make_adapter_learner, save_roles
 from coplay.policies.lm import LMPolicy
 from coplay.report import sinks
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import (
-    AlgoConfig,
-    ConfigError,
-    OptimConfig,
-    RunConfig,
-    format_validation_error,
-    to_yaml,
-)
+from coplay.train.config import AlgoConfig, RunConfig, to_yaml
 from coplay.train.learner import Learner, collect_samples, make_learner, update
-from coplay.train.opponents import SCRIPTED_NAMES, build_opponent
+from coplay.train.opponents import build_opponent
+from coplay.train.roster_config import (  # re-exported: the roster's public names live here
+    BotEntry,
+    FrozenEntry,
+    LearnerEntry,
+    RosterConfig,
+    check_roster,
+    load_roster,
+    seats_from_roles,
+    validate_roster,
+)
 from coplay.train.roster_state import load_roster_state, save_roster_state
 from coplay.train.trainer import (
     filter_samples,
@@ -68,142 +63,23 @@ from coplay.train.trainer import (
 )
 from coplay.types import Env, Episode, GameSpec, Observation, Policy
 
+__all__ = [
+    "BotEntry",
+    "FrozenEntry",
+    "LearnerEntry",
+    "Member",
+    "Roster",
+    "RosterConfig",
+    "RosterRun",
+    "SeatedPolicy",
+    "check_roster",
+    "load_roster",
+    "seats_from_roles",
+    "train_roster",
+    "validate_roster",
+]
+
 Progress = Callable[[int, dict[str, float]], None]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class LearnerEntry(_Strict):
-    """A trainable language model; unset settings fall back to the run config's."""
-
-    kind: Literal["learner"]
-    init: str | None = None
-    """Checkpoint to start from; None starts from the run's model (model.path or tiny)."""
-    optim: OptimConfig | None = None
-    """This learner's optimiser settings (lr, epochs, minibatch ...)."""
-    algo: AlgoConfig | None = None
-    """This learner's advantage estimator and sample filters."""
-    loss: LossConfig | None = None
-    """This learner's loss terms."""
-
-
-class FrozenEntry(_Strict):
-    """A saved checkpoint that plays but never learns."""
-
-    kind: Literal["frozen"]
-    path: str
-    """Checkpoint folder or run directory."""
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, path: str) -> str:
-        if not Path(path).exists():
-            raise ValueError(f"frozen checkpoint {path!r} does not exist")
-        return path
-
-
-class BotEntry(_Strict):
-    """A scripted player."""
-
-    kind: Literal["bot"]
-    name: str
-    """One of the scripted players (random, nash, perfect, optimal)."""
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        if name not in SCRIPTED_NAMES:
-            raise ValueError(f"unknown bot {name!r}; bots: {', '.join(SCRIPTED_NAMES)}")
-        return name
-
-
-Entry = Annotated[LearnerEntry | FrozenEntry | BotEntry, Field(discriminator="kind")]
-
-
-class RosterConfig(_Strict):
-    """Policies by name, the policy of every seat, and how seats rotate."""
-
-    policies: dict[str, Entry]
-    """Policy name -> entry; the name is also the policy id in episodes."""
-    seats: list[str]
-    """Policy name per seat, or a mapping policy name -> list of seats."""
-    rotate: bool = False
-    """Shift the assignment by one seat per episode group (symmetric games)."""
-    lora: LoraSettings | None = None
-    """When set, learners are LoRA adapters on one shared, frozen base model."""
-
-    @field_validator("seats", mode="before")
-    @classmethod
-    def _seats_from_roles(cls, seats: Any) -> Any:
-        return seats_from_roles(seats) if isinstance(seats, dict) else seats
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RosterConfig:
-        check_roster(self)
-        return self
-
-    @property
-    def learners(self) -> list[str]:
-        return [n for n, e in self.policies.items() if isinstance(e, LearnerEntry)]
-
-
-def seats_from_roles(roles: dict[str, Sequence[int]]) -> list[str]:
-    """``{"a": [0, 2], "b": [1]}`` -> ``["a", "b", "a"]``; every seat exactly once."""
-    owner: dict[int, str] = {}
-    for name, seats in roles.items():
-        for s in [seats] if isinstance(seats, int) else seats:
-            if not isinstance(s, int) or s < 0:
-                raise ValueError(f"seat {s!r} of policy {name!r} is not a seat index >= 0")
-            if s in owner:
-                raise ValueError(f"seat {s} is assigned twice ({owner[s]!r} and {name!r})")
-            owner[s] = name
-    for s in range(len(owner)):
-        if s not in owner:
-            raise ValueError(f"seat {s} is not assigned (seats are numbered from 0)")
-    return [owner[s] for s in range(len(owner))]
-
-
-def check_roster(cfg: RosterConfig) -> None:
-    """Every seat names a known policy, every policy is seated, learners can train."""
-    if not cfg.seats:
-        raise ValueError("seats is empty; give the policy of every seat")
-    for seat, name in enumerate(cfg.seats):
-        if name not in cfg.policies:
-            known = ", ".join(cfg.policies) or "none"
-            raise ValueError(f"seat {seat} names unknown policy {name!r}; policies: {known}")
-    for name, entry in cfg.policies.items():
-        if name not in cfg.seats:
-            raise ValueError(f"{entry.kind} {name!r} is listed but never seated")
-    if not cfg.learners:
-        raise ValueError("the roster has no policy of kind 'learner'; nothing would train")
-    if cfg.lora is not None:
-        check_role_names(cfg.learners)
-        with_init = [n for n in cfg.learners if cfg.policies[n].init]
-        if with_init:
-            raise ValueError(
-                f"learner {with_init[0]!r} sets init, but LoRA learners share the run's base"
-            )
-
-
-def validate_roster(data: dict[str, Any]) -> RosterConfig:
-    """A ``RosterConfig`` from a raw mapping; errors are one line (``ConfigError``)."""
-    try:
-        return RosterConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err).replace("config", "roster", 1)) from None
-
-
-def load_roster(path: str | Path) -> RosterConfig:
-    """A roster from a YAML file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"roster file {path} does not exist")
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict):
-        raise ConfigError(f"roster file {path} must hold a mapping")
-    return validate_roster(data)
 
 
 # --- the roster at run time -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Rosters: validation, seat wiring, per-learner samples and settings, frozen members."""
+"""Rosters: build-time checks, seat wiring, per-learner samples and settings, frozen members."""
 
 import json
 
@@ -17,7 +17,6 @@ from coplay.train.roster import (
     collect_roster,
     learn_member,
     scoped,
-    seats_from_roles,
     setup_roster,
     train_roster,
     validate_roster,
@@ -46,58 +45,7 @@ def _max_change(before, module):
     return max(float((b - a).abs().max()) for b, a in zip(before, module.parameters(), strict=True))
 
 
-# --- validation ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("data", "match"),
-    [
-        ({"policies": {"a": {"kind": "learner"}}, "seats": ["a", "b"]}, "unknown policy 'b'"),
-        (
-            {"policies": {"a": {"kind": "learner"}, "b": {"kind": "learner"}}, "seats": ["a", "a"]},
-            "learner 'b' is listed but never seated",
-        ),
-        ({"policies": {"r": {"kind": "bot", "name": "random"}}, "seats": ["r", "r"]}, "no policy"),
-        (
-            {"policies": {"a": {"kind": "learner"}, "r": {"kind": "bot", "name": "wise"}}},
-            "unknown bot 'wise'",
-        ),
-        (
-            {"policies": {"a": {"kind": "frozen", "path": "/no/such/ckpt"}}, "seats": ["a"]},
-            "does not exist",
-        ),
-        ({"policies": {"a": {"kind": "coach"}}, "seats": ["a"]}, "policies.a"),
-        ({**TWO_ROLES, "seats": {"first": [0], "second": [0]}}, "seat 0 is assigned twice"),
-        ({**TWO_ROLES, "seats": {"first": [0], "second": [2]}}, "seat 1 is not assigned"),
-        ({**TWO_ROLES, "seats": []}, "seats is empty"),
-        ({**TWO_ROLES, "extra": 1}, "extra: unknown key"),
-        (
-            {
-                "policies": {"first": {"kind": "learner", "init": "ckpt"}},
-                "seats": ["first", "first"],
-                "lora": {"rank": 2},
-            },
-            "LoRA learners share",
-        ),
-        (
-            {"policies": {"a": {"kind": "learner"}}, "seats": ["a", "a"], "lora": {}},
-            "part of 'lora_'",
-        ),
-    ],
-)
-def test_bad_rosters_are_one_line_errors(data, match):
-    data.setdefault("seats", ["a", "r"])
-    with pytest.raises(ConfigError, match=match) as err:
-        validate_roster(data)
-    assert "\n" not in str(err.value)
-    assert str(err.value).startswith("invalid roster:")
-
-
-def test_roles_to_seats_mapping_equals_the_seat_list():
-    assert seats_from_roles({"a": [0, 2], "b": [1]}) == ["a", "b", "a"]
-    cfg = validate_roster({**TWO_ROLES, "seats": {"second": [1], "first": [0]}})
-    assert cfg.seats == ["first", "second"]
-    assert cfg.learners == ["first", "second"]
+# --- build-time checks ------------------------------------------------------------------
 
 
 def test_roster_must_seat_every_player_of_the_game(tmp_path):
@@ -292,66 +240,3 @@ def test_run_writes_the_roster_and_per_role_evaluations(tmp_path):
     assert summary["final/eval/me/nash/exact_value_seat0"] <= -1 / 18 + 1e-6
     assert "final/eval/me/exploitability" in summary
     assert (tmp_path / "checkpoints" / "final" / "me" / "config.json").is_file()
-
-
-# --- resume -------------------------------------------------------------------------------
-
-RESUMABLE = {
-    "two learners, a bot, rotation": {
-        "policies": {
-            "first": {"kind": "learner"},
-            "second": {"kind": "learner", "optim": {"lr": 0.002}, "algo": {"estimator": "rloo"}},
-            "bot": {"kind": "bot", "name": "random"},
-        },
-        "seats": ["first", "second", "bot"],
-        "rotate": True,
-    },
-    "two LoRA roles": {**TWO_ROLES, "lora": {"rank": 2}},
-}
-
-
-@pytest.mark.parametrize("name", list(RESUMABLE))
-def test_roster_resume_equals_uninterrupted(tmp_path, name):
-    data = RESUMABLE[name]
-    players = len(data["seats"])
-    over = [
-        *TINY,
-        "train.iterations=4",
-        "train.eval_every=1",
-        "train.save_every=0",
-        "train.eval_opponents=[random]",
-        "rollout.group_size=2",
-        "optim.lr_schedule=linear",
-        "loss.kl_coef=0.1",
-    ]
-    if players == 3:  # three-player Kuhn; the magnet needs its own weights
-        over += ["game.params={players: 3}", "reference.ema=0.1"]
-    cfg = build_config(overrides=over)
-    roster = validate_roster(data)
-    train_roster(roster, cfg, tmp_path / "whole")
-    train_roster(roster, cfg, tmp_path / "split", stop_after=2)
-    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:
-        f.write(json.dumps({"iteration": 3, "junk": 1}) + "\n")
-    train_roster(roster, cfg, tmp_path / "split", resume=True)
-
-    def rows(run):
-        lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
-        return [
-            {k: v for k, v in json.loads(x).items() if not k.startswith("perf/")} for x in lines
-        ]
-
-    assert [r["iteration"] for r in rows("split")] == [0, 1, 2, 3, 4]
-    assert rows("whole") == rows("split")
-    for f in ("whole", "split"):
-        assert (tmp_path / f / "checkpoints" / "final").is_dir()
-    a = sorted((tmp_path / "whole" / "checkpoints" / "final").rglob("*.safetensors"))
-    b = sorted((tmp_path / "split" / "checkpoints" / "final").rglob("*.safetensors"))
-    assert len(a) == len(b) > 0
-    for x, y in zip(a, b, strict=True):
-        assert x.read_bytes() == y.read_bytes()
-
-
-def test_roster_resume_without_state_is_a_clear_error(tmp_path):
-    cfg = build_config(overrides=TINY)
-    with pytest.raises(FileNotFoundError, match="no saved roster state"):
-        train_roster(validate_roster(TWO_ROLES), cfg, tmp_path / "empty", resume=True)

@@ -1,0 +1,162 @@
+"""Roster files: which policy sits in which seat, validated with one-line errors.
+
+A roster names its policies and gives each a kind: ``learner`` (trainable, with its
+own optimisation, estimator and loss settings), ``frozen`` (a checkpoint, never
+updated) or ``bot`` (a scripted player). ``seats`` gives the policy of every seat, as
+a list (seat -> name) or a mapping (name -> seats). ``coplay/train/roster.py`` builds
+and trains what a ``RosterConfig`` describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from coplay.algos.losses.compose import LossConfig
+from coplay.models.lora import LoraSettings, check_role_names
+from coplay.train.config import (
+    AlgoConfig,
+    ConfigError,
+    OptimConfig,
+    format_validation_error,
+)
+from coplay.train.opponents import SCRIPTED_NAMES
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class LearnerEntry(_Strict):
+    """A trainable language model; unset settings fall back to the run config's."""
+
+    kind: Literal["learner"]
+    init: str | None = None
+    """Checkpoint to start from; None starts from the run's model (model.path or tiny)."""
+    optim: OptimConfig | None = None
+    """This learner's optimiser settings (lr, epochs, minibatch ...)."""
+    algo: AlgoConfig | None = None
+    """This learner's advantage estimator and sample filters."""
+    loss: LossConfig | None = None
+    """This learner's loss terms."""
+
+
+class FrozenEntry(_Strict):
+    """A saved checkpoint that plays but never learns."""
+
+    kind: Literal["frozen"]
+    path: str
+    """Checkpoint folder or run directory."""
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, path: str) -> str:
+        if not Path(path).exists():
+            raise ValueError(f"frozen checkpoint {path!r} does not exist")
+        return path
+
+
+class BotEntry(_Strict):
+    """A scripted player."""
+
+    kind: Literal["bot"]
+    name: str
+    """One of the scripted players (random, nash, perfect, optimal)."""
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in SCRIPTED_NAMES:
+            raise ValueError(f"unknown bot {name!r}; bots: {', '.join(SCRIPTED_NAMES)}")
+        return name
+
+
+Entry = Annotated[LearnerEntry | FrozenEntry | BotEntry, Field(discriminator="kind")]
+
+
+class RosterConfig(_Strict):
+    """Policies by name, the policy of every seat, and how seats rotate."""
+
+    policies: dict[str, Entry]
+    """Policy name -> entry; the name is also the policy id in episodes."""
+    seats: list[str]
+    """Policy name per seat, or a mapping policy name -> list of seats."""
+    rotate: bool = False
+    """Shift the assignment by one seat per episode group (symmetric games)."""
+    lora: LoraSettings | None = None
+    """When set, learners are LoRA adapters on one shared, frozen base model."""
+
+    @field_validator("seats", mode="before")
+    @classmethod
+    def _seats_from_roles(cls, seats: Any) -> Any:
+        return seats_from_roles(seats) if isinstance(seats, dict) else seats
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RosterConfig:
+        check_roster(self)
+        return self
+
+    @property
+    def learners(self) -> list[str]:
+        return [n for n, e in self.policies.items() if isinstance(e, LearnerEntry)]
+
+
+def seats_from_roles(roles: dict[str, Sequence[int]]) -> list[str]:
+    """``{"a": [0, 2], "b": [1]}`` -> ``["a", "b", "a"]``; every seat exactly once."""
+    owner: dict[int, str] = {}
+    for name, seats in roles.items():
+        for s in [seats] if isinstance(seats, int) else seats:
+            if not isinstance(s, int) or s < 0:
+                raise ValueError(f"seat {s!r} of policy {name!r} is not a seat index >= 0")
+            if s in owner:
+                raise ValueError(f"seat {s} is assigned twice ({owner[s]!r} and {name!r})")
+            owner[s] = name
+    for s in range(len(owner)):
+        if s not in owner:
+            raise ValueError(f"seat {s} is not assigned (seats are numbered from 0)")
+    return [owner[s] for s in range(len(owner))]
+
+
+def check_roster(cfg: RosterConfig) -> None:
+    """Every seat names a known policy, every policy is seated, learners can train."""
+    if not cfg.seats:
+        raise ValueError("seats is empty; give the policy of every seat")
+    for seat, name in enumerate(cfg.seats):
+        if name not in cfg.policies:
+            known = ", ".join(cfg.policies) or "none"
+            raise ValueError(f"seat {seat} names unknown policy {name!r}; policies: {known}")
+    for name, entry in cfg.policies.items():
+        if name not in cfg.seats:
+            raise ValueError(f"{entry.kind} {name!r} is listed but never seated")
+    if not cfg.learners:
+        raise ValueError("the roster has no policy of kind 'learner'; nothing would train")
+    if cfg.lora is not None:
+        check_role_names(cfg.learners)
+        with_init = [n for n in cfg.learners if cfg.policies[n].init]
+        if with_init:
+            raise ValueError(
+                f"learner {with_init[0]!r} sets init, but LoRA learners share the run's base"
+            )
+
+
+def validate_roster(data: dict[str, Any]) -> RosterConfig:
+    """A ``RosterConfig`` from a raw mapping; errors are one line (``ConfigError``)."""
+    try:
+        return RosterConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err).replace("config", "roster", 1)) from None
+
+
+def load_roster(path: str | Path) -> RosterConfig:
+    """A roster from a YAML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"roster file {path} does not exist")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ConfigError(f"roster file {path} must hold a mapping")
+    return validate_roster(data)

@@ -1,0 +1,62 @@
+"""Roster files: every malformed roster is a one-line error; seat mappings."""
+
+import pytest
+
+from coplay.train.config import ConfigError
+from coplay.train.roster_config import seats_from_roles, validate_roster
+
+TWO_ROLES = {
+    "policies": {"first": {"kind": "learner"}, "second": {"kind": "learner"}},
+    "seats": ["first", "second"],
+}
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"policies": {"a": {"kind": "learner"}}, "seats": ["a", "b"]}, "unknown policy 'b'"),
+        (
+            {"policies": {"a": {"kind": "learner"}, "b": {"kind": "learner"}}, "seats": ["a", "a"]},
+            "learner 'b' is listed but never seated",
+        ),
+        ({"policies": {"r": {"kind": "bot", "name": "random"}}, "seats": ["r", "r"]}, "no policy"),
+        (
+            {"policies": {"a": {"kind": "learner"}, "r": {"kind": "bot", "name": "wise"}}},
+            "unknown bot 'wise'",
+        ),
+        (
+            {"policies": {"a": {"kind": "frozen", "path": "/no/such/ckpt"}}, "seats": ["a"]},
+            "does not exist",
+        ),
+        ({"policies": {"a": {"kind": "coach"}}, "seats": ["a"]}, "policies.a"),
+        ({**TWO_ROLES, "seats": {"first": [0], "second": [0]}}, "seat 0 is assigned twice"),
+        ({**TWO_ROLES, "seats": {"first": [0], "second": [2]}}, "seat 1 is not assigned"),
+        ({**TWO_ROLES, "seats": []}, "seats is empty"),
+        ({**TWO_ROLES, "extra": 1}, "extra: unknown key"),
+        (
+            {
+                "policies": {"first": {"kind": "learner", "init": "ckpt"}},
+                "seats": ["first", "first"],
+                "lora": {"rank": 2},
+            },
+            "LoRA learners share",
+        ),
+        (
+            {"policies": {"a": {"kind": "learner"}}, "seats": ["a", "a"], "lora": {}},
+            "part of 'lora_'",
+        ),
+    ],
+)
+def test_bad_rosters_are_one_line_errors(data, match):
+    data.setdefault("seats", ["a", "r"])
+    with pytest.raises(ConfigError, match=match) as err:
+        validate_roster(data)
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("invalid roster:")
+
+
+def test_roles_to_seats_mapping_equals_the_seat_list():
+    assert seats_from_roles({"a": [0, 2], "b": [1]}) == ["a", "b", "a"]
+    cfg = validate_roster({**TWO_ROLES, "seats": {"second": [1], "first": [0]}})
+    assert cfg.seats == ["first", "second"]
+    assert cfg.learners == ["first", "second"]
