@@ -29,6 +29,8 @@ class Sample:
 
     decision: Decision
     advantage: float
+    player: int | None = None
+    """The seat that took the decision (None where unknown: every seat)."""
 
 
 @dataclass
@@ -133,7 +135,7 @@ def collect_samples(
             for turn, adv in zip(traj.turns, advs, strict=True):
                 for dec in (*turn.invalid_attempts, turn.decision):
                     if dec.policy_id == policy_id and dec.trainable:
-                        out.append(Sample(dec, float(adv)))
+                        out.append(Sample(dec, float(adv), s))
     return out
 
 
@@ -148,10 +150,17 @@ Marginals = dict[tuple, torch.Tensor]
 """Log of the mean choice distribution per action set (``signalling.group_marginals``)."""
 
 
+def signals(sample: Sample, seats: Sequence[int] | None) -> bool:
+    """Whether the signalling bonus covers ``sample``'s decision (``loss.signalling_seats``)."""
+    return seats is None or sample.player is None or sample.player in seats
+
+
 @torch.no_grad()
 def choice_marginals(learner: Learner, samples: Sequence[Sample]) -> tuple[Marginals, float]:
-    """The signalling bonus's fixed marginals over ``samples``, and their mutual
-    information (weighted by group size) under the current weights."""
+    """The signalling bonus's marginals over ``samples`` under the current weights (held
+    fixed for the step's micro-batches, so accumulation stays exact), and their mutual
+    information, weighted by group size."""
+    samples = [s for s in samples if signals(s, learner.loss.signalling_seats)]
     dists: list[torch.Tensor | None] = []
     for start in range(0, len(samples), learner.micro_batch_size):
         batch = [s.decision for s in samples[start : start + learner.micro_batch_size]]
@@ -166,15 +175,17 @@ def choice_marginals(learner: Learner, samples: Sequence[Sample]) -> tuple[Margi
 
 def _signalling_term(
     scored_dists: Sequence[torch.Tensor | None],
-    decisions: Sequence[Decision],
+    batch: Sequence[Sample],
     marginals: Marginals,
-    beta: float,
+    cfg: LossConfig,
 ) -> tuple[torch.Tensor, int]:
-    """Sum of the bonus over the decisions that have a marginal, and their count."""
+    """Sum of the bonus over the decisions it covers that have a marginal, and their count."""
     terms = [
-        signalling_bonus(lp, marginals[d.choice_ids], beta)
-        for lp, d in zip(scored_dists, decisions, strict=True)
-        if lp is not None and d.choice_ids in marginals
+        signalling_bonus(lp, marginals[s.decision.choice_ids], cfg.signalling_beta)
+        for lp, s in zip(scored_dists, batch, strict=True)
+        if lp is not None
+        and s.decision.choice_ids in marginals
+        and signals(s, cfg.signalling_seats)
     ]
     if not terms:
         return torch.zeros(()), 0
@@ -215,7 +226,7 @@ def _micro_step(
         behavior_logp=old,
     )
     if marginals:
-        bonus, n = _signalling_term(scored.dists, decisions, marginals, cfg.signalling_beta)
+        bonus, n = _signalling_term(scored.dists, batch, marginals, cfg)
         # Divided by the minibatch's size, not the micro-batch's: accumulation stays exact.
         total = total - cfg.signalling_coef * bonus.to(device) / minibatch_size
         if n:
@@ -236,14 +247,13 @@ def update(
     lr = learner.optimizer.param_groups[0]["lr"]
     # policy.version counts the updates so far and is restored on resume
     loss = scheduled_loss(learner.loss, learner.policy.version, learner.iterations)
-    marginals, mi = choice_marginals(learner, samples) if loss.signalling_coef > 0 else ({}, None)
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     for _ in range(learner.epochs):
         order = rng.permutation(len(samples))
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
-            history.append(_minibatch_step(learner, minibatch, loss, marginals))
+            history.append(_minibatch_step(learner, minibatch, loss))
     learner.policy.model.eval()
     learner.policy.version += 1
     if learner.scheduler is not None:
@@ -255,8 +265,6 @@ def update(
     out["loss/steps"] = float(len(history))
     out["loss/lr"] = lr
     out["loss/entropy_coef"] = loss.entropy_coef
-    if mi is not None:
-        out["loss/signalling_mi"] = mi
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )
@@ -271,10 +279,14 @@ def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) ->
 
 
 def _minibatch_step(
-    learner: Learner, minibatch: Sequence[Sample], loss: LossConfig, marginals: Marginals
+    learner: Learner, minibatch: Sequence[Sample], loss: LossConfig
 ) -> dict[str, float]:
     masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in minibatch]
     denom = global_denom(loss.aggregation, masks)
+    # The signalling bonus's marginals under the weights of this very step: held over
+    # several steps, a stale marginal would reward every choice moving away from it
+    # together (a collapse onto one symbol) instead of moving apart.
+    marginals, mi = choice_marginals(learner, minibatch) if loss.signalling_coef > 0 else ({}, 0)
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
     for start in range(0, len(minibatch), learner.micro_batch_size):
@@ -289,6 +301,8 @@ def _minibatch_step(
     learner.optimizer.step()
     metrics = _combine(parts)
     metrics["loss/grad_norm"] = float(grad_norm)
+    if loss.signalling_coef > 0:
+        metrics["loss/signalling_mi"] = mi
     return metrics
 
 

@@ -78,6 +78,23 @@ def test_signalling_bonus_alone_makes_choices_depend_on_the_observation():
     assert after > 0.05 > 1000 * before
 
 
+def test_signalling_bonus_covers_only_the_listed_seats():
+    base = _policy()
+    samples = [Sample(s.decision, s.advantage, player=1) for s in _samples(base)]
+    grads = []
+    for loss in (
+        LossConfig(),
+        LossConfig(signalling_coef=1.0, signalling_seats=[0]),
+        LossConfig(signalling_coef=1.0, signalling_seats=[1]),
+    ):
+        policy = copy.deepcopy(base)
+        learner = make_learner(policy, loss, OptimConfig(lr=1e-3, minibatch_size=8))
+        update(learner, samples, np.random.default_rng(0))
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+    assert torch.equal(grads[0], grads[1])  # seat 1's decisions are not covered
+    assert not torch.allclose(grads[0], grads[2])
+
+
 def test_positive_advantage_raises_probability_of_the_action():
     policy = _policy()
     samples = _samples(policy)

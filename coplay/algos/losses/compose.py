@@ -52,8 +52,12 @@ class LossConfig(BaseModel):
     otherwise collapse to one symbol for every observation."""
     signalling_beta: float = Field(1.0, ge=0.0)
     """Weight of the conditional entropy in the signalling bonus: 1 makes it the
-    mutual information between observation and choice; below 1 it also keeps the
-    marginal spread, which is what stops a collapse that has already begun."""
+    mutual information between observation and choice (use 1; ``signalling.py`` says
+    how other values fail)."""
+    signalling_seats: list[int] | None = None
+    """Seats whose decisions the signalling bonus covers (the speakers); None covers
+    every seat. A listener given the bonus is pushed to answer each message
+    deterministically before it has learned what messages mean."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
     dual_clip: float | None = None

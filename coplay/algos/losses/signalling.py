@@ -12,23 +12,23 @@ listener learns to ignore them, and the speaker's reward no longer depends on it
 choice, so the code never forms. The bonus pushes the other way from the start:
 each observation's distribution away from the batch's average.
 
-Pure mutual information has no gradient while every observation has the same
-distribution, and moving all of them onto one symbol together leaves it unchanged,
-so it cannot stop the collapse by itself. The bonus is therefore
+The bonus is ``H(pi_bar) - beta * mean_i H(pi(. | x_i))``; beta = 1 (the default)
+is I(x; m). Other values are for experiments, and the numbers say which way they
+fail: beta < 1 also rewards a spread marginal, and from a fresh model, whose
+distributions are all near uniform, it holds every observation at uniform (a
+maximum of H(pi_bar) where the code has no gradient); beta > 1 rewards sharpening
+more than spreading, and every observation collapses onto one symbol.
 
-    H(pi_bar) - beta * mean_i H(pi(. | x_i))
-
-beta = 1 is I(x; m); beta < 1 also pays for a spread marginal (the whole
-vocabulary in use) while each observation's distribution sharpens, which leaves a
-code as the only way to gain (Eccles et al. add a target entropy for the same
-reason). Per decision the term is ``CE(pi_i, pi_bar) - beta * H(pi_i)``: summed over
-the batch and divided by its size, it has the value and, with ``pi_bar`` held fixed,
+Per decision the term is ``CE(pi_i, pi_bar) - beta * H(pi_i)``: summed over the
+batch and divided by its size, it has the value and, with ``pi_bar`` held fixed,
 the gradient of the bonus (the terms it drops sum to zero on the simplex).
-``pi_bar`` is computed once per update, under the weights at its start, over the
-decisions that offer the same actions (the same ``choice_ids``), and held fixed
-through the epochs, like PPO's old log-probs; so micro-batching and minibatch order
-leave the update unchanged. Decisions whose action set no other decision of the
-batch shares get no bonus.
+``pi_bar`` is computed for every optimizer step, under the weights of that step,
+over the minibatch's decisions that offer the same actions (the same
+``choice_ids``), and held fixed for the step's micro-batches, so micro-batching
+leaves the step unchanged. Held fixed over several steps it would be wrong: moving
+every distribution away from a stale average, all in the same direction, also
+raises the surrogate, and that is a collapse onto one symbol. Decisions whose
+action set no other decision of the minibatch shares get no bonus.
 """
 
 from __future__ import annotations
