@@ -12,7 +12,8 @@ applies one active adapter to a whole batch). Calls run one after the other in o
 thread, so switching the active adapter between them is safe.
 
 Training: the base is frozen (peft sets ``requires_grad=False`` on it); each role has
-its own optimizer over its own adapter's weights only (``make_adapter_learner``), so
+its own optimizer over its own adapter's weights only
+(``coplay.train.learner.make_adapter_learner``), so
 one role's update never moves another role's weights, and each role may have its own
 learning rate and schedule. Every adapter starts with ``lora_B = 0``, i.e. exactly as
 the base model, which is also why the base (adapters disabled) is the KL reference.
@@ -32,11 +33,8 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import AutoModelForCausalLM
 
-from coplay.algos.losses.compose import LossConfig
 from coplay.models.loading import load_policy, save_policy
 from coplay.policies.lm import LMPolicy, Scored
-from coplay.train.config import OptimConfig
-from coplay.train.learner import Learner, make_learner
 from coplay.types import Decision, Observation
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -171,21 +169,6 @@ def base_view(view: AdapterPolicy) -> BaseView:
     """The shared base of a role view, adapters disabled (a KL reference for free)."""
     return BaseView(
         view.model, view.tokenizer, policy_id="base", mode=view.mode, temperature=view.temperature
-    )
-
-
-def make_adapter_learner(
-    view: AdapterPolicy, loss: LossConfig, optim: OptimConfig, *, iterations: int = 1
-) -> Learner:
-    """A learner whose AdamW holds only ``view``'s adapter; the KL reference, when the
-    loss has one, is the frozen base (what every adapter starts as)."""
-    return make_learner(
-        view,
-        loss,
-        optim,
-        iterations=iterations,
-        params=view.adapter_parameters(),
-        reference=base_view,
     )
 
 

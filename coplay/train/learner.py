@@ -114,6 +114,22 @@ def make_learner(
     )
 
 
+def make_adapter_learner(view, loss: LossConfig, optim, *, iterations: int = 1) -> Learner:
+    """A learner for one LoRA role view (``coplay.models.lora``): its AdamW holds only
+    the view's adapter; the KL reference, when the loss has one, is the frozen base
+    (what every adapter starts as)."""
+    from coplay.models.lora import base_view  # peft loads only for LoRA runs
+
+    return make_learner(
+        view,
+        loss,
+        optim,
+        iterations=iterations,
+        params=view.adapter_parameters(),
+        reference=base_view,
+    )
+
+
 def collect_samples(
     episodes: Sequence[Episode],
     advantages: Advantages,

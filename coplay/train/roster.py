@@ -36,12 +36,18 @@ from coplay.envs.registry import make_env
 from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
 from coplay.models.loading import build_policy, load_policy, save_policy
-from coplay.models.lora import attach_roles, make_adapter_learner, save_roles
+from coplay.models.lora import attach_roles, save_roles
 from coplay.policies.lm import LMPolicy
 from coplay.report import sinks
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import AlgoConfig, RunConfig, to_yaml
-from coplay.train.learner import Learner, collect_samples, make_learner, update
+from coplay.train.learner import (
+    Learner,
+    collect_samples,
+    make_adapter_learner,
+    make_learner,
+    update,
+)
 from coplay.train.opponents import build_opponent
 from coplay.train.roster_config import (  # re-exported: the roster's public names live here
     BotEntry,

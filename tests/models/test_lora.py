@@ -12,7 +12,6 @@ from coplay.models.lora import (
     attach_roles,
     base_view,
     load_roles,
-    make_adapter_learner,
     save_roles,
 )
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
@@ -21,7 +20,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.config import OptimConfig
-from coplay.train.learner import Sample, update
+from coplay.train.learner import Sample, make_adapter_learner, update
 
 ROLES = ("first", "second")
 
