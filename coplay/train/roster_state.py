@@ -9,19 +9,24 @@ LoRA learners share one model. The state is one file, ``run/state/roster.pt``:
 * the sampling generators of frozen members, bots and evaluation opponents;
 * the loop's numpy and torch generators, and the evaluations so far.
 
-It is written to a temporary folder and swapped in with one rename, so an
-interruption never leaves a half-written state.
+It is written to a temporary folder and swapped in with one rename
+(``state.swap_in``), so an interruption never leaves a half-written state.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from coplay.train.state import STATE_DIR, generator_state, setgenerator_state
+from coplay.train.state import (
+    STATE_DIR,
+    fresh_state_dir,
+    generator_state,
+    set_generator_state,
+    swap_in,
+)
 
 if TYPE_CHECKING:
     from coplay.train.roster import Member, RosterRun
@@ -66,9 +71,7 @@ def _learner_blob(member: Member) -> dict[str, Any]:
 
 def save_roster_state(run: RosterRun, iteration: int, evals: dict[str, dict[str, float]]) -> Path:
     """Write the roster run's full state after ``iteration``; replaces the previous one."""
-    final, tmp = run.out / STATE_DIR, run.out / f"{STATE_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = fresh_state_dir(run.out)
     others = [m for m in run.roster.members.values() if m.learner is None]
     blob = {
         "iteration": iteration,
@@ -81,13 +84,7 @@ def save_roster_state(run: RosterRun, iteration: int, evals: dict[str, dict[str,
         "torch_rng": torch.get_rng_state(),
     }
     torch.save(blob, tmp / STATE_FILE)
-    old = run.out / f"{STATE_DIR}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    return swap_in(run.out, tmp)
 
 
 def _restore_learner(member: Member, blob: dict[str, Any]) -> None:
@@ -99,7 +96,7 @@ def _restore_learner(member: Member, blob: dict[str, Any]) -> None:
         learner.reference.model.load_state_dict(blob["magnet"])
     member.adv_state = blob["adv_state"]
     member.policy.version = blob["version"]
-    setgenerator_state(member.policy, blob["rng"])
+    set_generator_state(member.policy, blob["rng"])
 
 
 def load_roster_state(run: RosterRun) -> tuple[int, dict[str, dict[str, float]]]:
@@ -121,10 +118,10 @@ def load_roster_state(run: RosterRun) -> tuple[int, dict[str, dict[str, float]]]
         _restore_learner(member, blob["learners"][member.name])
     for name, state in blob["member_rngs"].items():
         if name in run.roster.members:
-            setgenerator_state(run.roster.members[name].policy, state)
+            set_generator_state(run.roster.members[name].policy, state)
     for name, state in blob["eval_rngs"].items():
         if name in run.eval_opponents:
-            setgenerator_state(run.eval_opponents[name], state)
+            set_generator_state(run.eval_opponents[name], state)
     run.rng.bit_generator.state = blob["numpy_rng"]
     torch.set_rng_state(blob["torch_rng"])
     return blob["iteration"], blob["evals"]

@@ -33,7 +33,7 @@ def generator_state(policy: Any) -> Any:
     return None
 
 
-def setgenerator_state(policy: Any, state: Any) -> None:
+def set_generator_state(policy: Any, state: Any) -> None:
     if state is None:
         return
     if hasattr(policy, "generator"):
@@ -42,11 +42,29 @@ def setgenerator_state(policy: Any, state: Any) -> None:
         policy._rng.bit_generator.state = state
 
 
+def fresh_state_dir(out: Path) -> Path:
+    """An empty ``out/state.tmp`` to write a new state into before ``swap_in``."""
+    tmp = out / f"{STATE_DIR}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def swap_in(out: Path, tmp: Path) -> Path:
+    """Make ``tmp`` the run's ``out/state`` with one rename, so an interruption never
+    leaves a half-written state; the previous state is removed after."""
+    final, old = out / STATE_DIR, out / f"{STATE_DIR}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
 def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> Path:
     """Write the run's full state after ``iteration``; replaces the previous state."""
-    final = run.out / STATE_DIR
-    tmp = run.out / f"{STATE_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = fresh_state_dir(run.out)
     learner = run.learner
     save_policy(learner.policy, tmp / "policy")
     blob = {
@@ -68,14 +86,7 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         "eval_rngs": {k: generator_state(p) for k, p in run.eval_opponents.items()},
     }
     torch.save(blob, tmp / "trainer.pt")
-    # Swap in one rename so an interruption never leaves a half-written state.
-    old = run.out / f"{STATE_DIR}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    return swap_in(run.out, tmp)
 
 
 def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
@@ -99,10 +110,10 @@ def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
         run.critic.optimizer.load_state_dict(blob["critic"]["opt"])
     run.rng.bit_generator.state = blob["numpy_rng"]
     torch.set_rng_state(blob["torch_rng"])
-    setgenerator_state(learner.policy, blob["policy_rng"])
+    set_generator_state(learner.policy, blob["policy_rng"])
     if run.opponent is not None:
-        setgenerator_state(run.opponent, blob["opponent_rng"])
+        set_generator_state(run.opponent, blob["opponent_rng"])
     for name, state in blob["eval_rngs"].items():
         if name in run.eval_opponents:
-            setgenerator_state(run.eval_opponents[name], state)
+            set_generator_state(run.eval_opponents[name], state)
     return blob["iteration"], blob["evals"]

@@ -21,20 +21,7 @@ from coplay.train.roster import (
     train_roster,
     validate_roster,
 )
-
-TINY = [
-    "train.iterations=2",
-    "train.eval_every=2",
-    "train.eval_episodes=8",
-    "train.eval_opponents=[]",
-    "rollout.games_per_iter=8",
-    "model.tiny.hidden_size=32",
-    "model.tiny.intermediate_size=64",
-]
-TWO_ROLES = {
-    "policies": {"first": {"kind": "learner"}, "second": {"kind": "learner"}},
-    "seats": ["first", "second"],
-}
+from tests.train.rosters import TINY, TWO_ROLES
 
 
 def _params(module):

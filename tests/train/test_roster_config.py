@@ -4,11 +4,7 @@ import pytest
 
 from coplay.train.config import ConfigError
 from coplay.train.roster_config import seats_from_roles, validate_roster
-
-TWO_ROLES = {
-    "policies": {"first": {"kind": "learner"}, "second": {"kind": "learner"}},
-    "seats": ["first", "second"],
-}
+from tests.train.rosters import TWO_ROLES
 
 
 @pytest.mark.parametrize(
