@@ -12,6 +12,10 @@ then play ``--episodes`` games on fixed seeds, apart from every training seed:
   the trained policy's mean return there. In a general-sum game this is what a selfish
   learner improves even where self-play welfare falls (the dilemma).
 
+With ``--league K`` the learner trains in a league instead (``coplay.train.league``: a
+snapshot every K iterations, PFSP opponents, 20% self-play; under
+``--out/<preset>-league``); the measurement is the same.
+
 Prints a Markdown table and writes ``results-<presets>.json`` beside the runs.
 """
 
@@ -29,6 +33,7 @@ from coplay.envs.registry import game_metrics
 from coplay.models.loading import load_policy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import build_config
+from coplay.train.league import LeagueConfig, run_league
 from coplay.train.trainer import Run, setup, train
 from coplay.types import Policy
 
@@ -63,13 +68,18 @@ def head_to_head(run: Run, trained: Policy, initial: Policy, episodes: int) -> f
     return float(np.mean([e.returns[i % 2] for i, e in enumerate(eps)]))
 
 
-def bench(preset: str, out: Path, overrides: list[str], episodes: int, reuse: bool) -> dict:
+def bench(
+    preset: str, out: Path, overrides: list[str], episodes: int, reuse: bool, league: int = 0
+) -> dict:
     cfg = build_config(preset=preset, overrides=overrides)
-    run_dir = out / preset
+    run_dir = out / (f"{preset}-league" if league else preset)
     wall = float("nan")
     if not (reuse and (run_dir / "checkpoints" / "final").exists()):
         t0 = time.perf_counter()
-        train(cfg, run_dir)
+        if league:
+            run_league(LeagueConfig(run=cfg, snapshot_every=league), run_dir)
+        else:
+            train(cfg, run_dir)
         wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))
@@ -79,7 +89,7 @@ def bench(preset: str, out: Path, overrides: list[str], episodes: int, reuse: bo
     trained.policy_id = "trained"
     before = selfplay(run, initial, episodes)
     return {
-        "preset": preset,
+        "preset": f"{preset} (league)" if league else preset,
         "wall_s": wall,
         "before": before,
         "after": selfplay(run, trained, episodes),
@@ -94,12 +104,16 @@ def main() -> None:
     ap.add_argument("--out", default="runs/talk")
     ap.add_argument("--episodes", type=int, default=400)
     ap.add_argument("--reuse", action="store_true", help="skip training when a run exists")
+    ap.add_argument("--league", type=int, default=0, help="snapshot every K: train in a league")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every preset")
     args = ap.parse_args()
     out = Path(args.out)
-    results = [bench(p, out, args.overrides, args.episodes, args.reuse) for p in args.presets]
+    results = [
+        bench(p, out, args.overrides, args.episodes, args.reuse, args.league) for p in args.presets
+    ]
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"results-{'-'.join(args.presets)}.json").write_text(json.dumps(results, indent=2))
+    name = "-".join(args.presets) + ("-league" if args.league else "")
+    (out / f"results-{name}.json").write_text(json.dumps(results, indent=2))
     print("| preset | self-play before | self-play after | trained vs initial | wall |")
     print("|---|---|---|---|---|")
     for r in results:

@@ -4,7 +4,18 @@ Importing this package registers every built-in estimator; ``make_estimator(name
 **params)`` builds one from the registry with its hyper-parameters validated.
 """
 
-from coplay.algos.advantages import dr_mas, gae, gigpo, gra, grpo, mars, rae, reinforce, rloo
+from coplay.algos.advantages import (
+    alignment,
+    dr_mas,
+    gae,
+    gigpo,
+    gra,
+    grpo,
+    mars,
+    rae,
+    reinforce,
+    rloo,
+)
 from coplay.algos.advantages.base import (
     ESTIMATORS,
     Advantages,
@@ -23,6 +34,7 @@ __all__ = [
     "EmptyState",
     "Estimate",
     "Estimator",
+    "alignment",
     "assign_advantages",
     "dr_mas",
     "expand_to_turns",
