@@ -13,7 +13,8 @@ then play ``--episodes`` games on fixed seeds, apart from every training seed:
   learner improves even where self-play welfare falls (the dilemma).
 
 With ``--league K`` the learner trains in a league instead (``coplay.train.league``: a
-snapshot every K iterations, PFSP opponents, 20% self-play; under
+snapshot every K iterations, PFSP opponents, 20% self-play, ``--bots`` as members
+from the start; under
 ``--out/<preset>-league``); the measurement is the same.
 
 Prints a Markdown table and writes ``results-<presets>.json`` beside the runs.
@@ -69,7 +70,13 @@ def head_to_head(run: Run, trained: Policy, initial: Policy, episodes: int) -> f
 
 
 def bench(
-    preset: str, out: Path, overrides: list[str], episodes: int, reuse: bool, league: int = 0
+    preset: str,
+    out: Path,
+    overrides: list[str],
+    episodes: int,
+    reuse: bool,
+    league: int = 0,
+    bots: tuple[str, ...] = (),
 ) -> dict:
     cfg = build_config(preset=preset, overrides=overrides)
     run_dir = out / (f"{preset}-league" if league else preset)
@@ -77,7 +84,7 @@ def bench(
     if not (reuse and (run_dir / "checkpoints" / "final").exists()):
         t0 = time.perf_counter()
         if league:
-            run_league(LeagueConfig(run=cfg, snapshot_every=league), run_dir)
+            run_league(LeagueConfig(run=cfg, snapshot_every=league, bots=list(bots)), run_dir)
         else:
             train(cfg, run_dir)
         wall = time.perf_counter() - t0
@@ -105,11 +112,13 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=400)
     ap.add_argument("--reuse", action="store_true", help="skip training when a run exists")
     ap.add_argument("--league", type=int, default=0, help="snapshot every K: train in a league")
+    ap.add_argument("--bots", nargs="*", default=[], help="scripted league members (random)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for every preset")
     args = ap.parse_args()
     out = Path(args.out)
     results = [
-        bench(p, out, args.overrides, args.episodes, args.reuse, args.league) for p in args.presets
+        bench(p, out, args.overrides, args.episodes, args.reuse, args.league, tuple(args.bots))
+        for p in args.presets
     ]
     out.mkdir(parents=True, exist_ok=True)
     name = "-".join(args.presets) + ("-league" if args.league else "")
