@@ -56,6 +56,10 @@ class Observation:
     """Exact information-state key (OpenSpiel's string) when the game has one."""
     messages: tuple[tuple[str, str], ...] | None = None
     """Optional chat form as (role, content) pairs; ``text`` is always present."""
+    counterfactuals: tuple[str, ...] = ()
+    """``text`` as it would read after each message the player could have received
+    (every one, the actual included), for the positive-listening bonus; empty where the
+    game has no finite set of messages or nothing was said."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class Decision:
     """Choice mode: the token ids of every legal action, in observation order."""
     choice_index: int = -1
     """Choice mode: index of the sampled action in ``choice_ids``."""
+    counterfactual_prompt_ids: tuple[tuple[int, ...], ...] = ()
+    """Choice mode: the prompt of each of the observation's ``counterfactuals``."""
 
     @property
     def valid(self) -> bool:

@@ -160,10 +160,24 @@ class SignallingEnv:
         return [float(hit)] * 2
 
     def observe(self, player: int) -> Observation:
-        text = self._sender_text() if player == SENDER else self._receiver_text()
+        if player == SENDER:
+            text, counterfactuals = self._sender_text(), ()
+        else:
+            text, counterfactuals = self._receiver_text(self.message), self._counterfactuals()
         return Observation(
-            game=self.spec.name, player=player, text=text, legal_actions=self.legal_actions(player)
+            game=self.spec.name,
+            player=player,
+            text=text,
+            legal_actions=self.legal_actions(player),
+            counterfactuals=counterfactuals,
         )
+
+    def _counterfactuals(self) -> tuple[str, ...]:
+        """The receiver's text after every symbol the sender could have sent (positive
+        listening); none for free text, which has no finite set, or before a message."""
+        if self.talk is None or self.message is None or self.talk.form != "symbols":
+            return ()
+        return tuple(self._receiver_text(symbol) for symbol in self.talk.symbols)
 
     def _sender_text(self) -> str:
         # The target comes last, next to the decision, where a small model finds it soonest.
@@ -173,9 +187,9 @@ class SignallingEnv:
             f"Target: {item_name(self.scene.target)}."
         )
 
-    def _receiver_text(self) -> str:
+    def _receiver_text(self, message: str | None) -> str:
         view = ", ".join(item_name(c) for c in self.scene.receiver_view)
-        said = "nothing" if self.message is None else f'"{self.message}"'
+        said = "nothing" if message is None else f'"{message}"'
         return (
             "Signalling game. You are the receiver.\n"
             f"Candidates: {view}.\n"

@@ -25,7 +25,7 @@ batches may mix both.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -179,9 +179,31 @@ class LMPolicy:
                     logprobs=(float(lp[idx]),),
                     choice_ids=choices,
                     choice_index=idx,
+                    counterfactual_prompt_ids=self._counterfactual_prompts(obs, choices),
                 )
             )
         return decisions
+
+    def _counterfactual_prompts(
+        self, obs: Observation, choices: tuple[tuple[int, ...], ...]
+    ) -> tuple[tuple[int, ...], ...]:
+        """Prompts of ``obs.counterfactuals``, folded like the actual one (same choices)."""
+        if obs.counterfactuals and obs.messages is not None:
+            raise ValueError(
+                f"the observation of player {obs.player} in {obs.game!r} has counterfactuals "
+                "and a chat form; counterfactuals are texts, so the chat form must be None"
+            )
+        out = []
+        for text in obs.counterfactuals:
+            alt = replace(obs, text=text, counterfactuals=())
+            prompt, alt_choices = self._choice_item(alt)
+            if alt_choices != choices:
+                raise ValueError(
+                    f"a counterfactual observation of player {obs.player} in {obs.game!r} "
+                    "folds its actions differently from the actual one"
+                )
+            out.append(prompt)
+        return tuple(out)
 
     def _act_text(self, observations: Sequence[Observation]) -> list[Decision]:
         if not observations:

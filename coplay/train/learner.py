@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -18,7 +18,12 @@ import torch
 from coplay.algos.advantages import Advantages
 from coplay.algos.losses.aggregation import global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
-from coplay.algos.losses.signalling import group_marginals, mutual_information, signalling_bonus
+from coplay.algos.losses.signalling import (
+    group_marginals,
+    listening_bonus,
+    mutual_information,
+    signalling_bonus,
+)
 from coplay.policies.lm import LMPolicy
 from coplay.types import Decision, Episode
 
@@ -189,6 +194,44 @@ def choice_marginals(learner: Learner, samples: Sequence[Sample]) -> tuple[Margi
     return marginals, mi
 
 
+@torch.no_grad()
+def listening_marginals(learner: Learner, samples: Sequence[Sample]) -> list[torch.Tensor | None]:
+    """Per sample, the log of its mean choice distribution over its counterfactual
+    prompts (every message it could have received) under the current weights; None for
+    samples without counterfactuals. Held fixed for the step, like the signalling marginals."""
+    alts = [
+        (i, replace(s.decision, prompt_ids=prompt))
+        for i, s in enumerate(samples)
+        for prompt in s.decision.counterfactual_prompt_ids
+    ]
+    dists: list[torch.Tensor | None] = []
+    for start in range(0, len(alts), learner.micro_batch_size):
+        dists.extend(
+            learner.policy.score(
+                [d for _, d in alts[start : start + learner.micro_batch_size]]
+            ).dists
+        )
+    members: list[list[torch.Tensor]] = [[] for _ in samples]
+    for (i, _), lp in zip(alts, dists, strict=True):
+        if lp is not None:
+            members[i].append(lp.exp())
+    return [torch.stack(ps).mean(0).clamp_min(1e-12).log() if ps else None for ps in members]
+
+
+def _listening_term(
+    scored_dists: Sequence[torch.Tensor | None], marginals: Sequence[torch.Tensor | None]
+) -> tuple[torch.Tensor, int]:
+    """Sum of ``listening_bonus`` over the decisions that have a counterfactual marginal."""
+    terms = [
+        listening_bonus(lp, m)
+        for lp, m in zip(scored_dists, marginals, strict=True)
+        if lp is not None and m is not None
+    ]
+    if not terms:
+        return torch.zeros(()), 0
+    return torch.stack(terms).sum(), len(terms)
+
+
 def _signalling_term(
     scored_dists: Sequence[torch.Tensor | None],
     batch: Sequence[Sample],
@@ -215,8 +258,11 @@ def _micro_step(
     cfg: LossConfig,
     marginals: Marginals,
     minibatch_size: int,
+    listening: Sequence[torch.Tensor | None] = (),
 ) -> dict[str, float]:
-    """Forward and backward of one micro-batch; gradients accumulate on the weights."""
+    """Forward and backward of one micro-batch; gradients accumulate on the weights.
+
+    ``listening`` is aligned with ``batch`` (``listening_marginals``), empty when off."""
     decisions = [s.decision for s in batch]
     scored = learner.policy.score(decisions)  # (B, T) each
     width = scored.logp.shape[1]
@@ -247,6 +293,11 @@ def _micro_step(
         total = total - cfg.signalling_coef * bonus.to(device) / minibatch_size
         if n:
             metrics["loss/signalling"] = float(bonus.detach()) / n
+    if listening:
+        bonus, n = _listening_term(scored.dists, listening)
+        total = total - cfg.listening_coef * bonus.to(device) / minibatch_size
+        if n:
+            metrics["loss/listening"] = float(bonus.detach()) / n
     total.backward()
     metrics["loss/entropy"] = float(
         (scored.entropy.detach() * scored.mask).sum() / scored.mask.sum()
@@ -303,13 +354,16 @@ def _minibatch_step(
     # several steps, a stale marginal would reward every choice moving away from it
     # together (a collapse onto one symbol) instead of moving apart.
     marginals, mi = choice_marginals(learner, minibatch) if loss.signalling_coef > 0 else ({}, 0)
+    listening = listening_marginals(learner, minibatch) if loss.listening_coef > 0 else []
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
     for start in range(0, len(minibatch), learner.micro_batch_size):
-        micro = minibatch[start : start + learner.micro_batch_size]
-        parts.append(
-            (len(micro), _micro_step(learner, micro, denom, loss, marginals, len(minibatch)))
+        end = start + learner.micro_batch_size
+        micro = minibatch[start:end]
+        step = _micro_step(
+            learner, micro, denom, loss, marginals, len(minibatch), listening[start:end]
         )
+        parts.append((len(micro), step))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]

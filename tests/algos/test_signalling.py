@@ -1,11 +1,16 @@
-"""Positive-signalling bonus: its value is the bonus, its gradient the bonus's gradient."""
+"""Positive signalling and listening: values, gradients, and which way they push."""
 
 import math
 
 import pytest
 import torch
 
-from coplay.algos.losses.signalling import group_marginals, mutual_information, signalling_bonus
+from coplay.algos.losses.signalling import (
+    group_marginals,
+    listening_bonus,
+    mutual_information,
+    signalling_bonus,
+)
 
 
 def _entropy(p):
@@ -65,3 +70,33 @@ def test_gradient_pushes_each_distribution_away_from_the_average():
     bonus.backward()
     step = logits + 1.0 * logits.grad
     assert mutual_information(list(step.log_softmax(-1))) > mutual_information(list(logp))
+
+
+def test_listening_bonus_is_the_l1_distance_to_the_counterfactual_mean():
+    per_message = torch.tensor([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]])
+    marginal = per_message.mean(0).log()
+    got = [float(listening_bonus(p.log(), marginal)) for p in per_message]
+    assert got == pytest.approx([0.6, 0.6, 0.0], abs=1e-6)
+
+
+def test_listening_gradient_has_full_size_where_kl_has_none():
+    # An answer that barely depends on the message: KL's gradient is about the gap
+    # squared, L1's stays of order one, and an ascent step widens the gap.
+    logits = torch.tensor([0.001, 0.0], requires_grad=True)
+    marginal = torch.tensor([0.0, 0.0]).log_softmax(-1)
+    (g_l1,) = torch.autograd.grad(listening_bonus(logits.log_softmax(-1), marginal), logits)
+    (g_kl,) = torch.autograd.grad(signalling_bonus(logits.log_softmax(-1), marginal), logits)
+    assert g_l1.abs().max() > 0.4 > 1000 * g_kl.abs().max()
+    step = (logits + 0.1 * g_l1).log_softmax(-1)
+    assert float(listening_bonus(step, marginal)) > float(
+        listening_bonus(logits.log_softmax(-1), marginal)
+    )
+
+
+def test_listening_bonus_holds_the_marginal_fixed():
+    logits = torch.tensor([0.5, -0.5], requires_grad=True)
+    marginal = logits.log_softmax(-1) * 0.5
+    listening_bonus(logits.log_softmax(-1), marginal).backward()
+    alone = torch.tensor([0.5, -0.5], requires_grad=True)
+    listening_bonus(alone.log_softmax(-1), marginal.detach()).backward()
+    assert torch.allclose(logits.grad, alone.grad)

@@ -74,6 +74,24 @@ def test_symbol_message_reaches_the_receiver():
     assert obs.legal_actions == tuple(f"[Pick {name}]" for name in view)
 
 
+def test_receiver_sees_its_text_under_every_message_it_could_have_received():
+    env = SignallingEnv(symbols=3)
+    env.reset(4)
+    assert env.observe(0).counterfactuals == ()  # the sender received nothing
+    env.step({0: "[Say B]"})
+    obs = env.observe(1)
+    assert len(obs.counterfactuals) == 3
+    assert obs.counterfactuals[1] == obs.text
+    for symbol, text in zip("ABC", obs.counterfactuals, strict=True):
+        assert text == obs.text.replace('says: "B"', f'says: "{symbol}"')
+
+
+def test_free_messages_have_no_counterfactuals():
+    env = SignallingEnv(message="free")
+    env.step({0: "red"})
+    assert env.observe(1).counterfactuals == ()
+
+
 def test_free_message_is_cleaned_and_bounded():
     env = SignallingEnv(message="free", max_message_chars=12)
     assert env.observe(0).legal_actions is None

@@ -1,6 +1,7 @@
 """LM policy: exact log-probs in both modes, constrained distributions, chat templates."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -242,3 +243,24 @@ def test_talk_game_episodes_mix_messages_and_choices_exactly(tiny):
     for i, d in enumerate(decisions):
         n = len(d.logprobs)
         assert torch.allclose(scored.logp[i, :n], torch.tensor(d.logprobs), atol=1e-5)
+
+
+def test_counterfactual_observations_become_prompts_folded_like_the_actual_one(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="choice", seed=0)
+    obs = _observations(1)[0]
+    other = obs.text + " Think first."
+    (dec,) = policy.act([replace(obs, counterfactuals=(other, obs.text))])
+    assert dec.counterfactual_prompt_ids[1] == dec.prompt_ids
+    (alt,) = policy.act([replace(obs, text=other)])
+    assert dec.counterfactual_prompt_ids[0] == alt.prompt_ids != dec.prompt_ids
+    (plain,) = policy.act([obs])
+    assert plain.counterfactual_prompt_ids == ()
+
+
+def test_counterfactuals_with_a_chat_form_are_refused(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, mode="choice", seed=0)
+    obs = replace(_observations(1)[0], counterfactuals=("x",), messages=(("user", "x"),))
+    with pytest.raises(ValueError, match="chat form must be None"):
+        policy.act([obs])

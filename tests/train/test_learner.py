@@ -17,6 +17,7 @@ from coplay.train.learner import (
     Sample,
     choice_marginals,
     collect_samples,
+    listening_marginals,
     make_learner,
     scheduled_loss,
     update,
@@ -93,6 +94,74 @@ def test_signalling_bonus_covers_only_the_listed_seats():
         grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
     assert torch.equal(grads[0], grads[1])  # seat 1's decisions are not covered
     assert not torch.allclose(grads[0], grads[2])
+
+
+def _receiver_samples(n=8):
+    """A fresh policy that plays both seats of the signalling game, and its receiver's
+    decisions (whose observations list the 16 messages it could have received)."""
+    make = lambda: make_env("signalling", candidates=2)  # noqa: E731
+    texts = [make().observe(0).text, "Candidates: red circle, blue star. The sender says: "]
+    tok = train_tokenizer(texts * 10 + ["[Say A] [Say B] [Pick red circle]"] * 10, vocab_size=300)
+    model = build_tiny_model(TinyModelConfig(vocab_size=300), vocab_size=len(tok), seed=0)
+    policy = LMPolicy(model, tok, mode="choice", seed=0)
+    eps = play_episodes(make, [[policy, policy]] * n, list(range(n)))
+    decs = [t.decision for e in eps for t in e.trajectories[1].turns]
+    rng = np.random.default_rng(0)
+    return policy, [Sample(d, float(a), 1) for d, a in zip(decs, rng.normal(size=n), strict=True)]
+
+
+def _listening(learner, samples):
+    """Mean L1 distance from each decision's choice distribution to its counterfactual mean."""
+    marginals = listening_marginals(learner, samples)
+    with torch.no_grad():
+        dists = learner.policy.score([s.decision for s in samples]).dists
+    gaps = [(d.exp() - m.exp()).abs().sum() for d, m in zip(dists, marginals, strict=True)]
+    return float(torch.stack(gaps).mean())
+
+
+def test_receiver_decisions_carry_one_prompt_per_possible_message():
+    policy, samples = _receiver_samples()
+    for s in samples:
+        assert len(s.decision.counterfactual_prompt_ids) == 16
+        assert s.decision.prompt_ids in s.decision.counterfactual_prompt_ids
+
+
+@pytest.mark.parametrize("micro", [1, 3])
+def test_listening_bonus_micro_batches_equal_one_batch(micro):
+    base, samples = _receiver_samples()
+    grads = []
+    for size in (8, micro):
+        policy = copy.deepcopy(base)
+        optim = OptimConfig(lr=1e-2, minibatch_size=8, micro_batch_size=size)
+        learner = make_learner(policy, LossConfig(listening_coef=0.7), optim)
+        metrics = update(learner, samples, np.random.default_rng(0))
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+        assert "loss/listening" in metrics
+    assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-4)
+
+
+def test_listening_bonus_changes_the_receivers_update():
+    base, samples = _receiver_samples()
+    grads = []
+    for loss in (LossConfig(), LossConfig(listening_coef=1.0)):
+        policy = copy.deepcopy(base)
+        learner = make_learner(policy, loss, OptimConfig(lr=1e-3, minibatch_size=8))
+        update(learner, samples, np.random.default_rng(0))
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+    assert not torch.allclose(grads[0], grads[1])
+    assert _listening(learner, samples) > 0
+
+
+def test_listening_bonus_leaves_decisions_without_counterfactuals_alone():
+    base = _policy()
+    samples = _samples(base)  # Kuhn: no messages, no counterfactuals
+    grads = []
+    for loss in (LossConfig(), LossConfig(listening_coef=1.0)):
+        policy = copy.deepcopy(base)
+        learner = make_learner(policy, loss, OptimConfig(lr=1e-3, minibatch_size=8))
+        update(learner, samples, np.random.default_rng(0))
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+    assert torch.equal(grads[0], grads[1])
 
 
 def test_positive_advantage_raises_probability_of_the_action():

@@ -58,6 +58,12 @@ class LossConfig(BaseModel):
     """Seats whose decisions the signalling bonus covers (the speakers); None covers
     every seat. A listener given the bonus is pushed to answer each message
     deterministically before it has learned what messages mean."""
+    listening_coef: float = Field(0.0, ge=0.0)
+    """Weight of the positive-listening bonus (Eccles et al., 2019): the L1 distance from
+    a decision's choice distribution to its mean over every message it could have
+    received (the observation's ``counterfactuals``), so a listener's answer depends on
+    the message.
+    Covers only decisions whose observation lists counterfactuals; 0 turns it off."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
     dual_clip: float | None = None

@@ -29,6 +29,11 @@ leaves the step unchanged. Held fixed over several steps it would be wrong: movi
 every distribution away from a stale average, all in the same direction, also
 raises the surrogate, and that is a collapse onto one symbol. Decisions whose
 action set no other decision of the minibatch shares get no bonus.
+
+The listener's counterpart, positive listening (same paper), rewards answers that
+change with the message: ``listening_bonus`` compares a decision's distribution with
+its average over every message it could have received (the observation's
+``counterfactuals``, scored under the step's weights).
 """
 
 from __future__ import annotations
@@ -78,6 +83,22 @@ def signalling_bonus(logdist: Tensor, marginal_log: Tensor, beta: float = 1.0) -
     # 0 * log 0 is 0: an action the policy never takes adds nothing.
     plogp = torch.where(p > 0, p * logdist, 0.0)
     return -(p * marginal_log.detach()).sum() + beta * plogp.sum()
+
+
+def listening_bonus(logdist: Tensor, marginal_log: Tensor) -> Tensor:
+    """Positive listening: ||pi - pi_bar||_1 of one decision, differentiable in
+    ``logdist`` only. ``pi_bar`` is the same decision's distribution averaged over every
+    message it could have received.
+
+    L1, as Eccles et al. (2019) use it, not KL: near a fresh model's pi = pi_bar the
+    gradient of KL vanishes (KL is quadratic there), and since every update moves the
+    answers to all messages together, a KL bonus never grows; L1's gradient has full
+    size at any distance.
+
+    >>> round(float(listening_bonus(torch.tensor([0.0, -30.0]), torch.tensor([0.5, 0.5]).log())), 4)
+    1.0
+    """
+    return (logdist.exp() - marginal_log.detach().exp()).abs().sum()
 
 
 def mutual_information(logdists: Sequence[Tensor]) -> float:
