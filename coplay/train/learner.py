@@ -176,16 +176,23 @@ def signals(sample: Sample, seats: Sequence[int] | None) -> bool:
     return seats is None or sample.player is None or sample.player in seats
 
 
+def _choice_dists(learner: Learner, decisions: Sequence[Decision]) -> list[torch.Tensor | None]:
+    """Each decision's log-distribution over its choices, scored in micro-batches."""
+    dists: list[torch.Tensor | None] = []
+    for start in range(0, len(decisions), learner.micro_batch_size):
+        dists.extend(
+            learner.policy.score(decisions[start : start + learner.micro_batch_size]).dists
+        )
+    return dists
+
+
 @torch.no_grad()
 def choice_marginals(learner: Learner, samples: Sequence[Sample]) -> tuple[Marginals, float]:
     """The signalling bonus's marginals over ``samples`` under the current weights (held
     fixed for the step's micro-batches, so accumulation stays exact), and their mutual
     information, weighted by group size."""
     samples = [s for s in samples if signals(s, learner.loss.signalling_seats)]
-    dists: list[torch.Tensor | None] = []
-    for start in range(0, len(samples), learner.micro_batch_size):
-        batch = [s.decision for s in samples[start : start + learner.micro_batch_size]]
-        dists.extend(learner.policy.score(batch).dists)
+    dists = _choice_dists(learner, [s.decision for s in samples])
     keys = [s.decision.choice_ids for s in samples]
     marginals = group_marginals(dists, keys)
     groups = [[d for d, k in zip(dists, keys, strict=True) if k == g] for g in marginals]
@@ -204,13 +211,7 @@ def listening_marginals(learner: Learner, samples: Sequence[Sample]) -> list[tor
         for i, s in enumerate(samples)
         for prompt in s.decision.counterfactual_prompt_ids
     ]
-    dists: list[torch.Tensor | None] = []
-    for start in range(0, len(alts), learner.micro_batch_size):
-        dists.extend(
-            learner.policy.score(
-                [d for _, d in alts[start : start + learner.micro_batch_size]]
-            ).dists
-        )
+    dists = _choice_dists(learner, [d for _, d in alts])
     members: list[list[torch.Tensor]] = [[] for _ in samples]
     for (i, _), lp in zip(alts, dists, strict=True):
         if lp is not None:

@@ -79,19 +79,30 @@ def test_signalling_bonus_alone_makes_choices_depend_on_the_observation():
     assert after > 0.05 > 1000 * before
 
 
+def _updated(base, samples, losses):
+    """One learner per loss config, each on a copy of ``base`` after one update."""
+    learners = []
+    for loss in losses:
+        learner = make_learner(copy.deepcopy(base), loss, OptimConfig(lr=1e-3, minibatch_size=8))
+        update(learner, samples, np.random.default_rng(0))
+        learners.append(learner)
+    return learners
+
+
+def _grad(learner):
+    """The gradient the learner's last update accumulated, flattened."""
+    return torch.cat([p.grad.flatten() for p in learner.policy.model.parameters()])
+
+
 def test_signalling_bonus_covers_only_the_listed_seats():
     base = _policy()
     samples = [Sample(s.decision, s.advantage, player=1) for s in _samples(base)]
-    grads = []
-    for loss in (
+    losses = (
         LossConfig(),
         LossConfig(signalling_coef=1.0, signalling_seats=[0]),
         LossConfig(signalling_coef=1.0, signalling_seats=[1]),
-    ):
-        policy = copy.deepcopy(base)
-        learner = make_learner(policy, loss, OptimConfig(lr=1e-3, minibatch_size=8))
-        update(learner, samples, np.random.default_rng(0))
-        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+    )
+    grads = [_grad(learner) for learner in _updated(base, samples, losses)]
     assert torch.equal(grads[0], grads[1])  # seat 1's decisions are not covered
     assert not torch.allclose(grads[0], grads[2])
 
@@ -142,26 +153,16 @@ def test_listening_bonus_micro_batches_equal_one_batch(micro):
 
 def test_listening_bonus_changes_the_receivers_update():
     base, samples = _receiver_samples()
-    grads = []
-    for loss in (LossConfig(), LossConfig(listening_coef=1.0)):
-        policy = copy.deepcopy(base)
-        learner = make_learner(policy, loss, OptimConfig(lr=1e-3, minibatch_size=8))
-        update(learner, samples, np.random.default_rng(0))
-        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
-    assert not torch.allclose(grads[0], grads[1])
-    assert _listening(learner, samples) > 0
+    plain, listening = _updated(base, samples, (LossConfig(), LossConfig(listening_coef=1.0)))
+    assert not torch.allclose(_grad(plain), _grad(listening))
+    assert _listening(listening, samples) > 0
 
 
 def test_listening_bonus_leaves_decisions_without_counterfactuals_alone():
     base = _policy()
     samples = _samples(base)  # Kuhn: no messages, no counterfactuals
-    grads = []
-    for loss in (LossConfig(), LossConfig(listening_coef=1.0)):
-        policy = copy.deepcopy(base)
-        learner = make_learner(policy, loss, OptimConfig(lr=1e-3, minibatch_size=8))
-        update(learner, samples, np.random.default_rng(0))
-        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
-    assert torch.equal(grads[0], grads[1])
+    plain, listening = _updated(base, samples, (LossConfig(), LossConfig(listening_coef=1.0)))
+    assert torch.equal(_grad(plain), _grad(listening))
 
 
 def test_positive_advantage_raises_probability_of_the_action():
