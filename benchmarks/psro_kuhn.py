@@ -9,7 +9,9 @@
 Both arms use preset kuhn-selfplay's model, estimator and loss. PSRO runs
 ``--psro-iterations`` best responses of ``--response-iterations`` trainer iterations
 each (warm-started from the previous response, Nash meta-solver); self-play trains one
-policy for the same total number of trainer iterations. Scores are exact: the
+policy on the same number of games: ``--psro-iterations x --restarts x
+--response-iterations x --games-per-iter`` in all, at the preset's 128 games per
+iteration. Scores are exact: the
 exploitability of the PSRO meta-strategy's mixture after every iteration, and of the
 self-play learner every ``--response-iterations`` iterations. Writes
 ``<out>/<part>.json`` and prints it.
@@ -56,7 +58,7 @@ def run_config(iterations: int, seed: int, eval_every: int, extra: list[str] = (
 
 
 def psro_arm(args: argparse.Namespace) -> dict:
-    extra = BR_RECIPE if args.recipe else []
+    extra = [*(BR_RECIPE if args.recipe else []), f"rollout.games_per_iter={args.games_per_iter}"]
     cfg = PsroConfig(
         run=run_config(args.response_iterations, args.seed, args.response_iterations, extra),
         iterations=args.psro_iterations,
@@ -88,7 +90,9 @@ def psro_arm(args: argparse.Namespace) -> dict:
 
 
 def selfplay_arm(args: argparse.Namespace) -> dict:
-    total = args.psro_iterations * args.response_iterations
+    games = args.psro_iterations * args.restarts * args.response_iterations * args.games_per_iter
+    cfg = run_config(1, args.seed, args.response_iterations)
+    total = games // cfg.rollout.games_per_iter
     t0 = time.perf_counter()
     train(run_config(total, args.seed, args.response_iterations), args.out / "selfplay")
     rows = read_metrics(args.out / "selfplay" / "metrics.jsonl")
@@ -111,6 +115,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--oracle", choices=["lm", "exact"], default="lm")
     p.add_argument("--restarts", type=int, default=1, help="responses per iteration, best kept")
+    p.add_argument("--games-per-iter", type=int, default=128, help="games per response iteration")
     p.add_argument("--recipe", action="store_true", help="best-response settings (BR_RECIPE)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

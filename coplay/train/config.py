@@ -130,6 +130,18 @@ class TrainConfig(_Strict):
     self-play; measured in docs/results.md). The learner is always what trains."""
     transcripts: int = Field(4, ge=0)
     """Sample episodes written as JSONL transcripts at each evaluation."""
+    seat_weights: list[float] | None = None
+    """Share of the learner's game groups per seat when it plays a fixed opponent or a
+    league, e.g. [1, 3]: a quarter of the groups in seat 0, three quarters in seat 1
+    (a seat it has already mastered teaches nothing: every return there is the same).
+    None rotates seats evenly. One non-negative weight per seat, not all 0."""
+
+    @model_validator(mode="after")
+    def _seat_weights_valid(self) -> TrainConfig:
+        w = self.seat_weights
+        if w is not None and (any(x < 0 for x in w) or sum(w) <= 0):
+            raise ValueError(f"train.seat_weights must be >= 0 and not all 0, got {w}")
+        return self
 
 
 class RunConfig(_Strict):

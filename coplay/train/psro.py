@@ -92,6 +92,11 @@ class PsroConfig(BaseModel):
             raise ValueError(
                 f"unknown meta_solver {self.meta_solver!r}; available: {', '.join(META_SOLVERS)}"
             )
+        if self.run.train.seat_weights is not None:
+            raise ValueError(
+                "PSRO draws each seat's opponent from that seat's meta-strategy and rotates "
+                "the response's seats evenly: drop train.seat_weights"
+            )
         players = make_env(self.run.game.name, **self.run.game.params).spec.num_players
         if players != 2:
             raise ValueError(

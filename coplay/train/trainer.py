@@ -87,6 +87,12 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
 
     make = resolve_factory(game.name, game.params)
     spec = make().spec
+    weights = cfg.train.seat_weights
+    if weights is not None and len(weights) != spec.num_players:
+        raise ValueError(
+            f"train.seat_weights has {len(weights)} weights; {game.name} has "
+            f"{spec.num_players} seats"
+        )
     text = game_text(make, seed=cfg.train.seed)
     policy = build_policy(cfg.model, corpus=text.texts, actions=text.actions, seed=cfg.train.seed)
     opponent = None
@@ -147,12 +153,38 @@ def seatings(run: Run, num_games: int) -> list[list[Policy]]:
         opponents = run.pool.sample(run.rng, groups)
     else:
         opponents = [run.opponent] * groups
+    weights = run.cfg.train.seat_weights
+    if weights is not None and run.pool is None and run.opponent is None:
+        raise ValueError(
+            "train.seat_weights needs train.opponent or a league: in self-play the learner "
+            "fills every seat"
+        )
+    seat = group_seats(groups, n, weights)
     rows = []
     for i in range(num_games):
         g = i // size
         opp = opponents[g]
-        rows.append([me] * n if opp is None else [me if s == g % n else opp for s in range(n)])
+        rows.append([me] * n if opp is None else [me if s == seat[g] else opp for s in range(n)])
     return rows
+
+
+def group_seats(groups: int, n: int, weights: Sequence[float] | None) -> list[int]:
+    """The learner's seat in each of ``groups`` groups: ``g % n`` without weights, else
+    a smooth weighted round-robin, so every prefix of the groups is split between the
+    seats as close to ``weights`` as whole groups allow (equal weights give ``g % n``)."""
+    if weights is None:
+        return [g % n for g in range(groups)]
+    if len(weights) != n:
+        raise ValueError(f"train.seat_weights has {len(weights)} weights for {n} seats")
+    total = float(sum(weights))
+    credit = [0.0] * n
+    seats = []
+    for _ in range(groups):
+        credit = [c + w for c, w in zip(credit, weights, strict=True)]
+        pick = max(range(n), key=lambda s: credit[s])
+        credit[pick] -= total
+        seats.append(pick)
+    return seats
 
 
 def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:

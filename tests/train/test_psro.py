@@ -145,6 +145,12 @@ def test_bad_psro_settings_are_refused(kwargs, match):
         tiny_psro(**kwargs)
 
 
+def test_psro_refuses_seat_weights():
+    # the seated pool draws group g's opponent for seat g % 2
+    with pytest.raises(ValueError, match="drop train.seat_weights"):
+        PsroConfig(run=build_config(overrides=["train.seat_weights=[1, 3]"]))
+
+
 def test_psro_refuses_games_that_are_not_two_player():
     with pytest.raises(ValueError, match="2-player games"):
         PsroConfig(run=build_config(overrides=["game.params={players: 3}"]))

@@ -7,9 +7,10 @@ import pytest
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import build_config
+from coplay.train.config import ConfigError, build_config
 from coplay.train.trainer import (
     group_metrics,
+    group_seats,
     rollout_metrics,
     seatings,
     selfplay_metrics,
@@ -37,6 +38,41 @@ def test_self_play_fills_every_seat_and_fixed_opponent_rotates(tmp_path):
     me = run.learner.policy
     rows = seatings(run, 4)
     assert [row.index(me) for row in rows] == [0, 1, 0, 1]
+
+
+def test_seat_weights_split_the_groups_between_seats(tmp_path):
+    over = [*TINY, "train.opponent=random", "train.seat_weights=[1, 3]", "rollout.group_size=2"]
+    run = setup(build_config(overrides=over), tmp_path)
+    me = run.learner.policy
+    rows = seatings(run, 16)
+    seats = [row.index(me) for row in rows]
+    assert seats[::2] == seats[1::2]  # a group keeps its seat
+    assert seats[::2] == [1, 0, 1, 1, 1, 0, 1, 1]
+    assert all(row.count(me) == 1 for row in rows)
+
+
+def test_group_seats_interleave_in_proportion():
+    assert group_seats(6, 2, None) == [0, 1, 0, 1, 0, 1]
+    assert group_seats(6, 2, [1.0, 1.0]) == [0, 1, 0, 1, 0, 1]
+    assert group_seats(3, 3, [0.0, 0.0, 2.0]) == [2, 2, 2]
+    seats = group_seats(100, 3, [1.0, 2.0, 7.0])
+    assert [seats.count(s) for s in range(3)] == [10, 20, 70]
+    # every prefix stays within one group of its share
+    for k in range(1, 101):
+        assert abs(seats[:k].count(2) - 0.7 * k) < 1
+
+
+def test_seat_weights_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match="seat_weights"):
+        build_config(overrides=[*TINY, "train.opponent=random", "train.seat_weights=[0, 0]"])
+    with pytest.raises(ConfigError, match="seat_weights"):
+        build_config(overrides=[*TINY, "train.opponent=random", "train.seat_weights=[-1, 2]"])
+    cfg = build_config(overrides=[*TINY, "train.opponent=random", "train.seat_weights=[1, 2, 3]"])
+    with pytest.raises(ValueError, match="3 weights; kuhn_poker has 2 seats"):
+        setup(cfg, tmp_path / "a")
+    run = setup(build_config(overrides=[*TINY, "train.seat_weights=[1, 1]"]), tmp_path / "b")
+    with pytest.raises(ValueError, match="in self-play the learner fills every seat"):
+        seatings(run, 4)
 
 
 def test_rollout_metrics_report_only_the_learners_seats():
