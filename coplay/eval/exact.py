@@ -102,7 +102,7 @@ def decide_exact(
     return tree_size(game, AUTO_MAX_HISTORIES) is not None
 
 
-def _env_state(state: pyspiel.State) -> pyspiel.State:
+def env_state(state: pyspiel.State) -> pyspiel.State:
     """The state the env shows: in a turn-based transform, the simultaneous state with
     none of this round's moves applied, so no player sees another's pending choice."""
     is_transform = state.get_game().get_type().short_name == "turn_based_simultaneous_game"
@@ -126,13 +126,13 @@ def to_openspiel_policy(
         states = tab.states[start : start + QUERY_BATCH]
         observations = [
             observation_for_state(
-                _env_state(s), s.current_player(), game_name=env.spec.name, renderer=env.renderer
+                env_state(s), s.current_player(), game_name=env.spec.name, renderer=env.renderer
             )
             for s in states
         ]
         answers = policy.action_probs(observations)
         for i, (s, probs) in enumerate(zip(states, answers, strict=True), start=start):
-            ids = legal_action_map(env.renderer, _env_state(s), s.current_player())
+            ids = legal_action_map(env.renderer, env_state(s), s.current_player())
             for action, p in probs.items():
                 tab.action_probability_array[i, ids[action]] = p
     _check_distributions(tab)

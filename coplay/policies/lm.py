@@ -92,6 +92,11 @@ class LMPolicy:
         return next(self.model.parameters()).device
 
     # ----------------------------------------------------------------- prompts
+    def observation_key(self, obs: Observation) -> tuple:
+        """What this policy's answer depends on: observations with equal keys get the
+        same distribution, so exact evaluators ask once per key."""
+        return (obs.text, obs.messages, obs.legal_actions)
+
     def prompt_ids(self, obs: Observation) -> tuple[int, ...]:
         """Token ids of the prompt for ``obs`` (chat template when the tokenizer has one)."""
         key = obs.text

@@ -123,6 +123,15 @@ class TrainConfig(_Strict):
     OpenSpiel games whose tree has at most 100,000 histories (Kuhn, Leduc, small
     bargaining; not Liar's dice), true (or on) for any such game however large,
     false (or off) never."""
+    exact_matches: bool | Literal["auto"] = "auto"
+    """Exact win / loss probabilities and mean return against evaluation opponents, by
+    walking the game tree with both sides' action probabilities
+    (coplay.eval.exact_match): 'auto' against the optimal bots (nash, perfect) where
+    exact exploitability is on and in perfect-information OpenSpiel games of at most
+    1,000,000 histories (tic-tac-toe); true (or on) against every opponent that
+    reports probabilities (scripted bots, checkpoints) in any OpenSpiel game; false
+    (or off) never. Logged next to the sampled match as eval/<opponent>/exact_loss_seat<i>
+    (and greedy_loss_seat<i>, the argmax policy, in perfect-information games)."""
     final_policy: Literal["learner", "magnet"] = "learner"
     """What the run evaluates and saves as its policy: the learner's last iterate, or
     the magnet (an EMA of the learner's weights, i.e. an average of recent iterates,

@@ -20,6 +20,7 @@ from coplay.algos.losses.filters import filter_metrics, informative_groups, nonz
 from coplay.envs.probe import resolve_factory
 from coplay.envs.registry import game_metrics
 from coplay.eval.exact import decide_exact, exploitability
+from coplay.eval.exact_match import exact_match_opponents, exact_outcomes
 from coplay.eval.matches import play_match
 from coplay.eval.welfare import welfare_report
 from coplay.models.loading import build_policy, save_policy
@@ -53,6 +54,8 @@ class Run:
     spec: GameSpec
     eval_opponents: dict[str, Policy] = field(default_factory=dict)
     exact: bool = False
+    exact_matches: tuple[str, ...] = ()
+    """Evaluation opponents also matched exactly (``train.exact_matches``)."""
     critic: Critic | None = None
     """Value model, present when the estimator reads per-turn values (GAE)."""
     pool: OpponentPool | None = None
@@ -127,7 +130,10 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         rng=np.random.default_rng(cfg.train.seed),
         spec=spec,
         eval_opponents=evals,
-        exact=wants_exact(cfg, spec),
+        exact=(exact := wants_exact(cfg, spec)),
+        exact_matches=exact_match_opponents(
+            cfg.train.exact_matches, spec, cfg.game.name, cfg.game.params, evals, exact=exact
+        ),
         critic=make_critic(policy, cfg.critic) if est.needs_values else None,
     )
 
@@ -352,6 +358,23 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
         m[f"eval/{name}/mean_return"] = res.mean_return.value
         for seat, loss in enumerate(res.loss_by_seat):
             m[f"eval/{name}/loss_seat{seat}"] = loss.value
+        if name in run.exact_matches:
+            m |= exact_match_metrics(run, policy, name, opp)
+    return m
+
+
+def exact_match_metrics(run: Run, policy: Policy, name: str, opp: Policy) -> dict[str, float]:
+    """The policy's exact outcome from each seat against ``opp`` (no sampling noise),
+    and in perfect-information games that of its greedy version too."""
+    game, params = run.cfg.game.name, run.cfg.game.params
+    m: dict[str, float] = {}
+    for o in exact_outcomes(policy, opp, game, params=params):
+        m[f"eval/{name}/exact_win_seat{o.seat}"] = o.win
+        m[f"eval/{name}/exact_loss_seat{o.seat}"] = o.loss
+        m[f"eval/{name}/exact_return_seat{o.seat}"] = o.mean_return
+    if run.spec.perfect_information:
+        for o in exact_outcomes(policy, opp, game, params=params, greedy=True):
+            m[f"eval/{name}/greedy_loss_seat{o.seat}"] = o.loss
     return m
 
 

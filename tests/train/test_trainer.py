@@ -277,3 +277,22 @@ def test_exact_on_for_a_game_without_it_is_a_clear_error():
     cfg = build_config(overrides=["game.name=tic_tac_toe", "train.exact=on"])
     with pytest.raises(ValueError, match="train.exact=on needs an imperfect-information"):
         wants_exact(cfg, make_env("tic_tac_toe").spec)
+
+
+def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tmp_path):
+    over = [
+        *TINY,
+        "game.name=tic_tac_toe",
+        "train.iterations=1",
+        "train.eval_every=1",
+        "train.eval_opponents=[random, perfect]",
+    ]
+    train(build_config(overrides=over), tmp_path)
+    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    for seat in (0, 1):
+        assert 0.0 <= row[f"eval/perfect/exact_loss_seat{seat}"] <= 1.0
+        assert 0.0 <= row[f"eval/perfect/greedy_loss_seat{seat}"] <= 1.0
+        assert row[f"eval/perfect/exact_win_seat{seat}"] == 0.0  # nobody beats perfect play
+        assert f"eval/random/exact_loss_seat{seat}" not in row  # auto: optimal bots only
+    # a fresh model plays nearly uniformly: the second seat loses almost always
+    assert row["eval/perfect/exact_loss_seat1"] > 0.8

@@ -1,0 +1,98 @@
+"""Exact matches: hand-computed outcomes, OpenSpiel's policy values, pruning, sharing."""
+
+import pytest
+from open_spiel.python.algorithms import expected_game_score
+
+from coplay.envs.registry import make_env
+from coplay.eval.exact import solvable_game, to_openspiel_policy
+from coplay.eval.exact_match import exact_match_opponents, exact_outcomes
+from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy
+
+
+class Counting(RandomPolicy):
+    """Uniform play that counts the observations it is asked about."""
+
+    def __init__(self, key=None):
+        super().__init__(seed=0)
+        self.asked = 0
+        if key is not None:
+            self.observation_key = key
+
+    def action_probs(self, observations):
+        self.asked += len(observations)
+        return super().action_probs(observations)
+
+
+def test_greedy_first_action_against_uniform_kuhn_by_hand():
+    # Always [Pass] from seat 0 against a uniform opponent: it passes back (1/2) and the
+    # higher card wins 1 (a fair coin over deals), or it bets (1/2) and seat 0 folds.
+    first, _ = exact_outcomes(RandomPolicy(), RandomPolicy(), "kuhn_poker", greedy=True)
+    assert first.mean_return == pytest.approx(-0.5)
+    assert first.win == pytest.approx(0.25)
+    assert first.loss == pytest.approx(0.75)
+    assert first.draw == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("game", ["kuhn_poker", "leduc_poker"])
+def test_mean_returns_equal_openspiels_policy_value(game):
+    me, opp = NashPolicy(game), RandomPolicy()
+    _, os_game = solvable_game(game, None)
+    mine, theirs = to_openspiel_policy(me, game), to_openspiel_policy(opp, game)
+    for o in exact_outcomes(me, opp, game):
+        seats = [mine if s == o.seat else theirs for s in range(2)]
+        value = expected_game_score.policy_value(os_game.new_initial_state(), seats)
+        assert o.mean_return == pytest.approx(value[o.seat])
+        assert o.win + o.draw + o.loss == pytest.approx(1.0)
+
+
+def test_perfect_tic_tac_toe_never_loses_and_draws_itself():
+    perfect = PerfectPlayer()
+    for o in exact_outcomes(perfect, perfect, "tic_tac_toe"):
+        assert o.draw == pytest.approx(1.0)
+    x, o = exact_outcomes(RandomPolicy(), perfect, "tic_tac_toe")
+    assert x.win == o.win == 0.0
+    assert 0.7 < x.loss < 0.8 and 0.95 < o.loss < 0.99
+    # what the perfect player wins from each seat is what random play loses there
+    px, po = exact_outcomes(perfect, RandomPolicy(), "tic_tac_toe")
+    assert px.win == pytest.approx(o.loss) and po.win == pytest.approx(x.loss)
+    assert px.loss == po.loss == 0.0
+
+
+def test_answers_are_shared_by_observation_key():
+    plain, keyed = Counting(), Counting(key=lambda obs: (obs.text, obs.legal_actions))
+    a = exact_outcomes(plain, PerfectPlayer(), "tic_tac_toe")
+    b = exact_outcomes(keyed, PerfectPlayer(), "tic_tac_toe")
+    assert [o.loss for o in a] == pytest.approx([o.loss for o in b])
+    # tic-tac-toe's observation carries the move history; the board alone recurs
+    assert keyed.asked < plain.asked / 3
+
+
+def test_walk_stops_past_its_node_budget():
+    with pytest.raises(ValueError, match="over 100 histories"):
+        exact_outcomes(RandomPolicy(), RandomPolicy(), "tic_tac_toe", max_nodes=100)
+
+
+def test_policies_must_report_probabilities():
+    with pytest.raises(TypeError, match="cannot report action probabilities"):
+        exact_outcomes(object(), RandomPolicy(), "kuhn_poker")
+
+
+def test_which_opponents_are_matched_exactly():
+    bots = {"random": RandomPolicy(), "perfect": PerfectPlayer(), "text": object()}
+    spec = make_env("tic_tac_toe").spec
+    assert exact_match_opponents("auto", spec, "tic_tac_toe", None, bots, exact=False) == (
+        "perfect",
+    )
+    assert exact_match_opponents(True, spec, "tic_tac_toe", None, bots, exact=False) == (
+        "random",
+        "perfect",
+    )
+    assert exact_match_opponents(False, spec, "tic_tac_toe", None, bots, exact=False) == ()
+    kuhn = make_env("kuhn_poker").spec
+    nash = {"nash": NashPolicy()}
+    assert exact_match_opponents("auto", kuhn, "kuhn_poker", None, nash, exact=True) == ("nash",)
+    assert exact_match_opponents("auto", kuhn, "kuhn_poker", None, nash, exact=False) == ()
+    talk = make_env("signalling").spec
+    assert exact_match_opponents("auto", talk, "signalling", None, bots, exact=False) == ()
+    with pytest.raises(ValueError, match="needs an OpenSpiel game"):
+        exact_match_opponents(True, talk, "signalling", None, bots, exact=False)
