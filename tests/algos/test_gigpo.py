@@ -37,13 +37,15 @@ def normalised(x, pool, scale_by_std, eps):
     return (x - m) / (sd + eps) if scale_by_std else x - m
 
 
-def reference(episodes, *, gamma=0.95, omega=1.0, scale_by_std=True, eps=1e-6):
+def reference(episodes, *, gamma=0.95, omega=1.0, scale_by_std=True, eps=1e-6, anchor="info"):
     def rtg(traj, t):
         return sum(gamma ** (k - t) * traj.turns[k].reward for k in range(t, len(traj.turns)))
 
-    def anchor(turn):
+    def key(turn):
         o = turn.observation
-        return ("info", o.info_key) if o.info_key is not None else ("text", o.text)
+        if anchor == "info" and o.info_key is not None:
+            return ("info", o.info_key)
+        return ("text", o.text)
 
     out = []
     for ep in episodes:
@@ -58,7 +60,7 @@ def reference(episodes, *, gamma=0.95, omega=1.0, scale_by_std=True, eps=1e-6):
                     rtg(o.trajectories[s], u)
                     for o in group
                     for u, other in enumerate(o.trajectories[s].turns)
-                    if anchor(other) == anchor(turn)
+                    if key(other) == key(turn)
                 ]
                 a_step = normalised(rtg(traj, t), pool, scale_by_std, eps)
                 seat_out.append(a_ep + omega * a_step)
@@ -105,7 +107,10 @@ def test_info_key_decides_the_anchor_state_over_text():
     assert out.advantages == grpo.estimate([ep0, ep1], grpo.init()).advantages
 
 
-@pytest.mark.parametrize("params", [{}, {"gamma": 1.0, "omega": 0.3, "scale_by_std": False}])
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"gamma": 1.0, "omega": 0.3, "scale_by_std": False}, {"anchor": "text"}],
+)
 @pytest.mark.parametrize("seed", range(4))
 def test_matches_loop_reference(seed, params):
     eps = random_episodes(random.Random(seed), 14, num_seats=3)
@@ -120,7 +125,17 @@ def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
     assert_permutation_equivariant(estimate, eps, rng)
 
 
-@pytest.mark.parametrize("params", [{"gamma": 1.5}, {"eps": -1.0}])
+def test_text_anchor_groups_what_the_player_sees():
+    # the same board reached by two move orders: two info keys, one text
+    ep0 = make_episode([[("board", 1.0)]])
+    ep1 = make_episode([[("board", -1.0)]])
+    ep0.trajectories[0].turns[0].observation = Observation("g", 0, "board", info_key="0, 4, 8")
+    ep1.trajectories[0].turns[0].observation = Observation("g", 0, "board", info_key="8, 4, 0")
+    assert estimate([ep0, ep1]).metrics["adv/step_group_frac"] == 0.0
+    assert estimate([ep0, ep1], anchor="text").metrics["adv/step_group_frac"] == 1.0
+
+
+@pytest.mark.parametrize("params", [{"gamma": 1.5}, {"eps": -1.0}, {"anchor": "board"}])
 def test_bad_values_are_named(params):
     with pytest.raises(ValueError, match=next(iter(params))):
         make_estimator("gigpo", **params)

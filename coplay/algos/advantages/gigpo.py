@@ -12,8 +12,11 @@ state"). Per turn t of seat s in episode e of group g = (game, group_id):
     A(e, s, t)   = A_E(e, s) + omega * A_S(e, s, t)
 
 The step group U of a turn holds every turn of seat s in group g whose anchor key
-is the same: ``Observation.info_key`` when the game has one, else the observation
-text itself (exact, so no hash collisions). A state visited twice in one episode
+is the same: with ``anchor="info"`` (default) ``Observation.info_key`` when the game
+has one, else the observation text itself (exact, so no hash collisions); with
+``anchor="text"`` always the text, i.e. what the player sees. In a perfect-information
+game whose info key is the move history (tic-tac-toe), "text" groups the same board
+reached by different move orders, the paper's notion of one environment state. A state visited twice in one episode
 contributes both turns, as in the paper. mean and std are the mean and sample std
 (ddof=1); both levels use the same ``scale_by_std`` (the paper's F_norm: std or 1).
 A step group of size one, or whose returns are all equal, gives A_S = 0.
@@ -46,16 +49,21 @@ AnchorKey = tuple[str, int, int, str, str]
 """(game, group_id, seat, "info" or "text", key)."""
 
 
-def anchor_state(obs: Observation) -> tuple[str, str]:
+ANCHORS = ("info", "text")
+
+
+def anchor_state(obs: Observation, anchor: str = "info") -> tuple[str, str]:
     """The key that identifies an environment state to group decisions by."""
-    return ("info", obs.info_key) if obs.info_key is not None else ("text", obs.text)
+    if anchor == "info" and obs.info_key is not None:
+        return ("info", obs.info_key)
+    return ("text", obs.text)
 
 
-def anchor_keys(episodes: Sequence[Episode]) -> list[list[list[AnchorKey]]]:
+def anchor_keys(episodes: Sequence[Episode], anchor: str = "info") -> list[list[list[AnchorKey]]]:
     """Every turn's step-group key, indexed ``[episode][seat][turn]``."""
     return [
         [
-            [(ep.game, ep.group_id, seat, *anchor_state(t.observation)) for t in traj.turns]
+            [(ep.game, ep.group_id, seat, *anchor_state(t.observation, anchor)) for t in traj.turns]
             for seat, traj in enumerate(ep.trajectories)
         ]
         for ep in episodes
@@ -64,16 +72,23 @@ def anchor_keys(episodes: Sequence[Episode]) -> list[list[list[AnchorKey]]]:
 
 @register("gigpo")
 def gigpo(
-    *, gamma: float = 0.95, omega: float = 1.0, scale_by_std: bool = True, eps: float = 1e-6
+    *,
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    scale_by_std: bool = True,
+    eps: float = 1e-6,
+    anchor: str = "info",
 ) -> Estimator[EmptyState]:
     """Episode-level GRPO advantage plus ``omega`` times the anchor-state step advantage."""
     check_gamma(gamma)
     check_eps(eps)
+    if anchor not in ANCHORS:
+        raise ValueError(f"gigpo anchor must be one of {ANCHORS}, got {anchor!r}")
     episode_level = grpo(scale_by_std=scale_by_std, eps=eps)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         a_episode = episode_level.estimate(episodes, EmptyState()).advantages
-        returns, keys = turn_returns(episodes, gamma), anchor_keys(episodes)
+        returns, keys = turn_returns(episodes, gamma), anchor_keys(episodes, anchor)
         groups: dict[AnchorKey, list[float]] = {}
         for ep_keys, ep_returns in zip(keys, returns, strict=True):
             for seat_keys, seat_returns in zip(ep_keys, ep_returns, strict=True):
