@@ -86,6 +86,10 @@ class Decision:
     """Choice mode: index of the sampled action in ``choice_ids``."""
     counterfactual_prompt_ids: tuple[tuple[int, ...], ...] = ()
     """Choice mode: the prompt of each of the observation's ``counterfactuals``."""
+    behavior_logprobs: tuple[float, ...] | None = None
+    """Log-probs under the distribution the action was actually drawn from, where that
+    differs from the policy's (``logprobs``): exploration mixes in uniform choices.
+    None means the policy's own."""
 
     @property
     def valid(self) -> bool:

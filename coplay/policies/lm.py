@@ -24,7 +24,9 @@ batches may mix both.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -83,6 +85,8 @@ class LMPolicy:
         self.mode: Mode = mode
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
+        self.explore = 0.0
+        """Share of uniform choices mixed into sampling; set only inside ``exploring``."""
         self.generator = torch.Generator().manual_seed(seed)
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
         self._action_cache: dict[str, tuple[int, ...]] = {}
@@ -171,7 +175,8 @@ class LMPolicy:
         logps = self._choice_logps(items)
         decisions = []
         for obs, (prompt, choices), lp in zip(observations, items, logps, strict=True):
-            idx = int(torch.multinomial(lp.exp().cpu(), 1, generator=self.generator))
+            mix = explore_mixture(lp.cpu(), self.explore)
+            idx = int(torch.multinomial(mix.exp(), 1, generator=self.generator))
             action = obs.legal_actions[idx]
             decisions.append(
                 Decision(
@@ -185,9 +190,25 @@ class LMPolicy:
                     choice_ids=choices,
                     choice_index=idx,
                     counterfactual_prompt_ids=self._counterfactual_prompts(obs, choices),
+                    behavior_logprobs=(float(mix[idx]),) if self.explore else None,
                 )
             )
         return decisions
+
+    @contextmanager
+    def exploring(self, epsilon: float):
+        """Within the block, choices are drawn from (1 - epsilon) * policy + epsilon *
+        uniform over the legal actions, each decision recording the mixture's
+        log-prob as ``behavior_logprobs``; evaluation outside it stays on-policy."""
+        if not 0.0 <= epsilon < 1.0:
+            raise ValueError(f"exploration epsilon must be in [0, 1), got {epsilon}")
+        if epsilon and self.mode != "choice":
+            raise ValueError("exploration mixes uniform choices: it needs model.mode=choice")
+        saved, self.explore = self.explore, epsilon
+        try:
+            yield self
+        finally:
+            self.explore = saved
 
     def _counterfactual_prompts(
         self, obs: Observation, choices: tuple[tuple[int, ...], ...]
@@ -294,6 +315,17 @@ class LMPolicy:
         pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
         logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
         return Scored(logp=logp, entropy=ent, mask=mask)
+
+
+def explore_mixture(logp: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Log-probs of (1 - epsilon) * exp(logp) + epsilon / k over k choices: every legal
+    action keeps at least epsilon / k, where a collapsed policy would never try it."""
+    if not epsilon:
+        return logp
+    k = logp.shape[-1]
+    return torch.logaddexp(
+        logp + math.log1p(-epsilon), torch.full_like(logp, math.log(epsilon / k))
+    )
 
 
 def _merge(

@@ -53,6 +53,11 @@ class RolloutConfig(_Strict):
     """Episodes played per training iteration."""
     group_size: int = Field(1, gt=0)
     """Episodes sharing one seed (same chance outcomes); GRPO needs at least 2."""
+    explore: float = Field(0.0, ge=0.0, lt=1.0)
+    """Share of uniform choices mixed into the learner's sampling during training
+    rollouts (choice mode; evaluation stays on-policy), so a policy that has collapsed
+    onto a losing move still tries the others. The update reweights each turn by the
+    truncated ratio policy / mixture, so it needs loss.tis_cap."""
 
 
 class AlgoConfig(_Strict):
@@ -161,6 +166,17 @@ class RunConfig(_Strict):
         ):
             raise ValueError(
                 "train.final_policy=magnet needs a magnet: set loss.kl_coef > 0 and reference.ema > 0"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _exploration_is_corrected(self) -> RunConfig:
+        if self.rollout.explore and self.model.mode != "choice":
+            raise ValueError("rollout.explore mixes uniform choices: it needs model.mode=choice")
+        if self.rollout.explore and self.loss.tis_cap is None:
+            raise ValueError(
+                "rollout.explore samples off-policy: set loss.tis_cap (e.g. 1.0) so the "
+                "update reweights each turn by policy / mixture"
             )
         return self
 

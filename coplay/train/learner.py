@@ -252,6 +252,10 @@ def _signalling_term(
     return torch.stack(terms).sum(), len(terms)
 
 
+def _behavior(decision) -> tuple[float, ...]:
+    return decision.logprobs if decision.behavior_logprobs is None else decision.behavior_logprobs
+
+
 def _micro_step(
     learner: Learner,
     batch: Sequence[Sample],
@@ -283,10 +287,10 @@ def _micro_step(
         ref_logp=ref_logp,
         entropy=scored.entropy,
         denom=denom,
-        # One process samples and learns, so the behaviour policy is the one whose
-        # log-probs were recorded: truncated IS weights are 1 until rollouts run
-        # asynchronously on other workers.
-        behavior_logp=old,
+        # The behaviour policy is the recorded one unless exploration mixed in uniform
+        # choices (``rollout.explore``); then the truncated weights pi_old / mixture
+        # keep the update on the policy's own distribution.
+        behavior_logp=_pad([_behavior(d) for d in decisions], width).to(device),
     )
     if marginals:
         bonus, n = _signalling_term(scored.dists, batch, marginals, cfg)

@@ -259,6 +259,8 @@ def setup_roster(
             f"train.opponent is {run_cfg.train.opponent!r}, but a roster seats the "
             "opponents; leave train.opponent as 'self'"
         )
+    if run_cfg.rollout.explore:
+        raise ValueError("rollout.explore is not supported with a roster yet; set it to 0")
     torch.manual_seed(run_cfg.train.seed)
     game = run_cfg.game
 

@@ -199,14 +199,15 @@ def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
     base = (run.cfg.train.seed * 1_000_003 + iteration) * r.games_per_iter
     seeds = [base + i // r.group_size for i in range(r.games_per_iter)]
     t0 = time.perf_counter()
-    episodes = play_episodes(
-        run.make_env,
-        seatings(run, r.games_per_iter),
-        seeds,
-        invalid=run.cfg.game.invalid,
-        max_turns=run.cfg.game.max_turns,
-        rng=run.rng,
-    )
+    with run.learner.policy.exploring(r.explore):
+        episodes = play_episodes(
+            run.make_env,
+            seatings(run, r.games_per_iter),
+            seeds,
+            invalid=run.cfg.game.invalid,
+            max_turns=run.cfg.game.max_turns,
+            rng=run.rng,
+        )
     return episodes, rollout_metrics(
         episodes, run.learner.policy.policy_id, time.perf_counter() - t0
     )

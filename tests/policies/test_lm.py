@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from coplay.envs.registry import make_env
-from coplay.policies.lm import LMPolicy
+from coplay.policies.lm import LMPolicy, explore_mixture
 from coplay.rollout.engine import play_episodes
 from coplay.types import Observation
 
@@ -72,6 +72,43 @@ def test_sampled_frequencies_follow_action_probs(tiny):
     picks = [d.action for d in policy.act([obs] * 4000)]
     for action, p in probs.items():
         assert picks.count(action) / len(picks) == pytest.approx(p, abs=0.03)
+
+
+def test_explore_mixture_floors_every_choice():
+    logp = torch.log(torch.tensor([0.97, 0.02, 0.01]))
+    mix = explore_mixture(logp, 0.3).exp()
+    assert mix.sum().item() == pytest.approx(1.0)
+    assert mix.tolist() == pytest.approx([0.7 * 0.97 + 0.1, 0.7 * 0.02 + 0.1, 0.7 * 0.01 + 0.1])
+    assert torch.equal(explore_mixture(logp, 0.0), logp)
+
+
+def test_exploring_samples_the_mixture_and_records_its_logprob(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, seed=3)
+    obs = _observations(1)[0]
+    probs = policy.action_probs([obs])[0]
+    with policy.exploring(0.6):
+        decisions = policy.act([obs] * 4000)
+    assert policy.explore == 0.0
+    for action, p in probs.items():
+        mixed = 0.4 * p + 0.6 / len(probs)
+        picks = [d for d in decisions if d.action == action]
+        assert len(picks) / len(decisions) == pytest.approx(mixed, abs=0.03)
+        assert picks[0].behavior_logprobs[0] == pytest.approx(math.log(mixed), abs=1e-5)
+        assert picks[0].logprobs[0] == pytest.approx(math.log(p), abs=1e-5)
+    assert policy.act([obs])[0].behavior_logprobs is None
+
+
+def test_exploring_bad_input(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"), LMPolicy(model, tok).exploring(1.0):
+        pass
+    policy = LMPolicy(model, tok, mode="text")
+    with pytest.raises(ValueError, match="needs model.mode=choice"), policy.exploring(0.1):
+        pass
+    with pytest.raises(RuntimeError), policy.exploring(0.0):
+        raise RuntimeError
+    assert policy.explore == 0.0
 
 
 def test_choice_mode_refuses_an_empty_legal_list(tiny):

@@ -1,6 +1,8 @@
 """Learner update: micro-batching leaves the step unchanged; advantages reach the right turns."""
 
 import copy
+import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -92,6 +94,29 @@ def _updated(base, samples, losses):
 def _grad(learner):
     """The gradient the learner's last update accumulated, flattened."""
     return torch.cat([p.grad.flatten() for p in learner.policy.model.parameters()])
+
+
+def test_exploratory_turns_are_reweighted_by_policy_over_mixture():
+    base = _policy()
+    samples = _samples(base)
+    # drawn from a mixture twice as likely as the policy: weight pi_old / mixture = 1/2
+    halved = [
+        Sample(
+            replace(s.decision, behavior_logprobs=(s.decision.logprobs[0] + math.log(2),)),
+            s.advantage,
+        )
+        for s in samples
+    ]
+    grads = []
+    for batch in (samples, halved):
+        # no gradient clipping: it would rescale both to the same norm
+        optim = OptimConfig(lr=1e-3, minibatch_size=8, max_grad_norm=1e9)
+        learner = make_learner(copy.deepcopy(base), LossConfig(tis_cap=1.0), optim)
+        metrics = update(learner, batch, np.random.default_rng(0))
+        grads.append(_grad(learner))
+    assert metrics["loss/tis_weight_mean"] == pytest.approx(0.5)
+    assert grads[0].abs().max() > 0
+    assert torch.allclose(grads[1], grads[0] / 2, atol=1e-9, rtol=1e-4)
 
 
 def test_signalling_bonus_covers_only_the_listed_seats():

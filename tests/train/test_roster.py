@@ -41,6 +41,15 @@ def test_roster_must_seat_every_player_of_the_game(tmp_path):
         setup_roster(cfg, build_config(overrides=TINY), tmp_path)
 
 
+def test_a_roster_refuses_exploration(tmp_path):
+    with pytest.raises(ValueError, match="rollout.explore is not supported with a roster"):
+        setup_roster(
+            validate_roster(TWO_ROLES),
+            build_config(overrides=[*TINY, "rollout.explore=0.1", "loss.tis_cap=1"]),
+            tmp_path,
+        )
+
+
 def test_a_roster_replaces_train_opponent(tmp_path):
     with pytest.raises(ValueError, match="leave train.opponent as 'self'"):
         setup_roster(

@@ -1,6 +1,7 @@
 """Trainer pieces: seatings, rollout metrics, one full iteration, determinism."""
 
 import json
+import math
 
 import pytest
 
@@ -9,6 +10,7 @@ from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import ConfigError, build_config
 from coplay.train.trainer import (
+    collect,
     group_metrics,
     group_seats,
     rollout_metrics,
@@ -296,3 +298,27 @@ def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tm
         assert f"eval/random/exact_loss_seat{seat}" not in row  # auto: optimal bots only
     # a fresh model plays nearly uniformly: the second seat loses almost always
     assert row["eval/perfect/exact_loss_seat1"] > 0.8
+
+
+def test_exploration_marks_the_learners_training_turns_only(tmp_path):
+    over = [*TINY, "rollout.explore=0.5", "loss.tis_cap=1.0"]
+    run = setup(build_config(overrides=over), tmp_path)
+    episodes, _ = collect(run, 1)
+    turns = [t for e in episodes for t in e.turns]
+    assert turns and all(t.decision.behavior_logprobs is not None for t in turns)
+    assert all(t.decision.behavior_logprobs[0] >= math.log(0.25) for t in turns)  # 0.5 / 2
+    assert run.learner.policy.explore == 0.0  # evaluation samples the policy itself
+    train(build_config(overrides=over), tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "over,match",
+    [
+        (["rollout.explore=0.1"], "set loss.tis_cap"),
+        (["rollout.explore=0.1", "loss.tis_cap=1", "model.mode=text"], "needs model.mode=choice"),
+        (["rollout.explore=1.0", "loss.tis_cap=1"], "less than 1"),
+    ],
+)
+def test_exploration_bad_config(over, match):
+    with pytest.raises(ConfigError, match=match):
+        build_config(overrides=[*TINY, *over])
