@@ -124,7 +124,9 @@ def test_seated_pool_draws_the_opponent_of_the_learners_seat():
         pool=pool,
         opponent=None,
         rng=np.random.default_rng(0),
-        cfg=SimpleNamespace(rollout=SimpleNamespace(group_size=2)),
+        cfg=SimpleNamespace(
+            rollout=SimpleNamespace(group_size=2), train=SimpleNamespace(seat_weights=None)
+        ),
     )
     games = seatings(run, 4000)
     seat0 = [g[1] for g in games if g[0] is learner]
