@@ -40,17 +40,8 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import gymnasium
-    from gymnasium.spaces import Box, Dict, Discrete
-    from pettingzoo import AECEnv
-except ImportError as err:
-    raise ImportError(
-        "the PettingZoo adapters need the optional dependency pettingzoo: "
-        "pip install 'coplay[pettingzoo]'"
-    ) from err
-
 from coplay.envs.openspiel_env import OpenSpielEnv
+from coplay.envs.pettingzoo_deps import AECEnv, Box, Dict, Discrete, gymnasium
 from coplay.envs.pettingzoo_env import PettingZooEnv, index_name, text_of
 from coplay.envs.registry import make_env
 from coplay.envs.renderers import legal_action_map

@@ -14,17 +14,8 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import gymnasium
-    from gymnasium.spaces import Discrete
-    from pettingzoo import AECEnv
-except ImportError as err:
-    raise ImportError(
-        "the PettingZoo adapters need the optional dependency pettingzoo: "
-        "pip install 'coplay[pettingzoo]'"
-    ) from err
-
 from coplay.envs import actions as action_text
+from coplay.envs.pettingzoo_deps import AECEnv, Discrete, gymnasium
 from coplay.types import GameKind, GameSpec, Observation
 
 RenderObs = Callable[[str, Any], str]

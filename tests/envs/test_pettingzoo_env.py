@@ -34,6 +34,8 @@ class Moves:
 
 def test_missing_pettingzoo_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pettingzoo", None)  # import now raises ImportError
+    # the guard lives in the shared deps module: make the next import run it again
+    monkeypatch.delitem(sys.modules, "coplay.envs.pettingzoo_deps")
     spec = importlib.util.spec_from_file_location("without_pettingzoo", pettingzoo_env.__file__)
     with pytest.raises(ImportError, match=r"pip install 'coplay\[pettingzoo\]'"):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
