@@ -96,3 +96,18 @@ def test_which_opponents_are_matched_exactly():
     assert exact_match_opponents("auto", talk, "signalling", None, bots, exact=False) == ()
     with pytest.raises(ValueError, match="needs an OpenSpiel game"):
         exact_match_opponents(True, talk, "signalling", None, bots, exact=False)
+
+
+def test_simultaneous_moves_walk_the_turn_based_transform():
+    # uniform rock-paper-scissors: a third each, whatever the other plays
+    for o in exact_outcomes(RandomPolicy(), RandomPolicy(), "openspiel:matrix_rps"):
+        assert (o.win, o.draw, o.loss) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+        assert o.mean_return == pytest.approx(0.0)
+
+
+def test_three_players_each_seat_against_two_opponents():
+    outs = exact_outcomes(RandomPolicy(), RandomPolicy(), "kuhn_poker", params={"players": 3})
+    assert len(outs) == 3
+    # uniform play everywhere: one game seen from three seats, zero-sum
+    assert sum(o.mean_return for o in outs) == pytest.approx(0.0)
+    assert sum(o.win for o in outs) == pytest.approx(1.0)  # one strict winner per deal
