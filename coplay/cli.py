@@ -50,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--opponent", default="random", help="random, nash, perfect, optimal or a path")
     e.add_argument("--episodes", type=int, default=1000)
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument(
+        "--exact",
+        action="store_true",
+        help="also the exact win/draw/loss per seat by walking the game tree (OpenSpiel games)",
+    )
 
     c = sub.add_parser("config", help="show every config key with its value and meaning")
     c.add_argument("--preset", default="kuhn-selfplay")
@@ -240,8 +245,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
         table.add_row("NashConv (exact)", f"{ex.nash_conv:.4f}")
+    if args.exact:
+        _exact_rows(table, policy, opponent, game, params)
     console.print(table)
     return 0
+
+
+def _exact_rows(table: Table, policy, opponent, game: str, params: dict) -> None:
+    from coplay.eval.exact_match import exact_outcomes
+
+    sampled = exact_outcomes(policy, opponent, game, params=params)
+    greedy = exact_outcomes(policy, opponent, game, params=params, greedy=True)
+    for o, g in zip(sampled, greedy, strict=True):
+        table.add_row(
+            f"win / draw / loss, seat {o.seat} (exact)",
+            f"{o.win:.4f} / {o.draw:.4f} / {o.loss:.4f}",
+        )
+        table.add_row(f"loss of the argmax, seat {o.seat} (exact)", f"{g.loss:.4f}")
 
 
 def _game_of(path: Path, game: str | None) -> tuple[str, dict]:

@@ -65,6 +65,20 @@ def test_eval_prints_results(kuhn_run, capsys, opponent):
     assert "win" in out and "mean_return" in out and "exploitability" in out
 
 
+def test_eval_exact_adds_each_seats_exact_outcome(kuhn_run, capsys):
+    assert main(["eval", str(kuhn_run), "--opponent", "nash", "--episodes", "10", "--exact"]) == 0
+    out = capsys.readouterr().out
+    assert "seat 0 (exact)" in out and "seat 1 (exact)" in out and "argmax" in out
+
+
+def test_eval_exact_on_a_game_without_openspiel_is_a_clear_error(tmp_path, capsys):
+    out = tmp_path / "talk"
+    over = ["game.name=signalling", "train.iterations=1", "rollout.games_per_iter=4"]
+    assert main(["train", "--quiet", "--out", str(out), *over, "train.eval_opponents=[]"]) == 0
+    assert main(["eval", str(out), "--episodes", "4", "--exact"]) == 2
+    assert "no OpenSpiel backend" in capsys.readouterr().err
+
+
 def test_games_and_presets_list(capsys):
     assert main(["games"]) == 0 and "kuhn_poker" in capsys.readouterr().out
     assert main(["presets"]) == 0 and "tictactoe-selfplay" in capsys.readouterr().out
