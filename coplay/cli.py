@@ -252,10 +252,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _exact_rows(table: Table, policy, opponent, game: str, params: dict) -> None:
-    from coplay.eval.exact_match import exact_outcomes
+    from coplay.eval.exact_match import sampled_and_greedy_outcomes
 
-    sampled = exact_outcomes(policy, opponent, game, params=params)
-    greedy = exact_outcomes(policy, opponent, game, params=params, greedy=True)
+    sampled, greedy = sampled_and_greedy_outcomes(policy, opponent, game, params=params)
     for o, g in zip(sampled, greedy, strict=True):
         table.add_row(
             f"win / draw / loss, seat {o.seat} (exact)",

@@ -17,6 +17,7 @@ the loss is the policy's remaining spread rather than its preferred moves.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,7 +64,30 @@ def exact_outcomes(
     """The policy's exact outcome from every seat against ``opponent`` in the others."""
     env, game = solvable_game(game_name, params)
     mine = Oracle(policy, env, greedy=greedy)
-    theirs = Oracle(opponent, env)
+    return outcomes(game, mine, Oracle(opponent, env), max_nodes=max_nodes)
+
+
+def sampled_and_greedy_outcomes(
+    policy: TabularQueryable,
+    opponent: TabularQueryable,
+    game_name: str,
+    *,
+    params: Mapping[str, object] | None = None,
+    max_nodes: int = MAX_NODES,
+) -> tuple[tuple[ExactOutcome, ...], tuple[ExactOutcome, ...]]:
+    """``exact_outcomes`` of the policy and of its argmax, asking each side once."""
+    env, game = solvable_game(game_name, params)
+    mine, theirs = Oracle(policy, env), Oracle(opponent, env)
+    return (
+        outcomes(game, mine, theirs, max_nodes=max_nodes),
+        outcomes(game, mine.argmax(), theirs, max_nodes=max_nodes),
+    )
+
+
+def outcomes(
+    game: pyspiel.Game, mine: Oracle, theirs: Oracle, *, max_nodes: int = MAX_NODES
+) -> tuple[ExactOutcome, ...]:
+    """One walk per seat, the policy's oracle in that seat and the opponent's elsewhere."""
     return tuple(
         walk(game, mine, theirs, seat, max_nodes=max_nodes) for seat in range(game.num_players())
     )
@@ -97,12 +121,18 @@ class Oracle:
         for i in range(0, len(items), QUERY_BATCH):
             batch = items[i : i + QUERY_BATCH]
             answers = self.policy.action_probs([o for _, o in batch])
-            self.cache.update(zip((k for k, _ in batch), map(self._shape, answers), strict=True))
+            self.cache.update(zip((k for k, _ in batch), answers, strict=True))
         out = []
         for s, st, k in zip(states, shown, keys, strict=True):
             ids = legal_action_map(self.env.renderer, st, s.current_player())
-            out.append({ids[a]: p for a, p in self.cache[k].items()})
+            out.append({ids[a]: p for a, p in self._shape(self.cache[k]).items()})
         return out
+
+    def argmax(self) -> Oracle:
+        """The same side playing its most likely action, sharing the answers asked so far."""
+        other = copy.copy(self)
+        other.greedy = True
+        return other
 
     def _shape(self, probs: dict[str, float]) -> dict[str, float]:
         if not self.greedy:

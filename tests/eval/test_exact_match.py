@@ -5,7 +5,11 @@ from open_spiel.python.algorithms import expected_game_score
 
 from coplay.envs.registry import make_env
 from coplay.eval.exact import solvable_game, to_openspiel_policy
-from coplay.eval.exact_match import exact_match_opponents, exact_outcomes
+from coplay.eval.exact_match import (
+    exact_match_opponents,
+    exact_outcomes,
+    sampled_and_greedy_outcomes,
+)
 from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy
 
 
@@ -111,3 +115,14 @@ def test_three_players_each_seat_against_two_opponents():
     # uniform play everywhere: one game seen from three seats, zero-sum
     assert sum(o.mean_return for o in outs) == pytest.approx(0.0)
     assert sum(o.win for o in outs) == pytest.approx(1.0)  # one strict winner per deal
+
+
+def test_sampled_and_greedy_together_ask_each_observation_once():
+    key = lambda obs: (obs.text, obs.legal_actions)  # noqa: E731
+    alone, both = Counting(key=key), Counting(key=key)
+    sampled = exact_outcomes(alone, NashPolicy(), "kuhn_poker")
+    greedy = exact_outcomes(alone, NashPolicy(), "kuhn_poker", greedy=True)
+    asked_alone = alone.asked
+    got = sampled_and_greedy_outcomes(both, NashPolicy(), "kuhn_poker")
+    assert got == (sampled, greedy)
+    assert both.asked == asked_alone / 2 == 12  # Kuhn's information states
