@@ -20,7 +20,11 @@ from coplay.algos.losses.filters import filter_metrics, informative_groups, nonz
 from coplay.envs.probe import resolve_factory
 from coplay.envs.registry import game_metrics
 from coplay.eval.exact import decide_exact, exploitability
-from coplay.eval.exact_match import exact_match_opponents, sampled_and_greedy_outcomes
+from coplay.eval.exact_match import (
+    exact_match_opponents,
+    exact_outcomes,
+    sampled_and_greedy_outcomes,
+)
 from coplay.eval.matches import play_match
 from coplay.eval.welfare import welfare_report
 from coplay.models.loading import build_policy, save_policy
@@ -368,14 +372,16 @@ def exact_match_metrics(run: Run, policy: Policy, name: str, opp: Policy) -> dic
     """The policy's exact outcome from each seat against ``opp`` (no sampling noise),
     and in perfect-information games that of its greedy version too."""
     game, params = run.cfg.game.name, run.cfg.game.params
-    sampled, greedy = sampled_and_greedy_outcomes(policy, opp, game, params=params)
+    if run.spec.perfect_information:
+        sampled, greedy = sampled_and_greedy_outcomes(policy, opp, game, params=params)
+    else:  # an argmax is no candidate for equilibrium play here: skip its walk
+        sampled, greedy = exact_outcomes(policy, opp, game, params=params), ()
     m: dict[str, float] = {}
     for o in sampled:
         m[f"eval/{name}/exact_win_seat{o.seat}"] = o.win
         m[f"eval/{name}/exact_loss_seat{o.seat}"] = o.loss
         m[f"eval/{name}/exact_return_seat{o.seat}"] = o.mean_return
-    if run.spec.perfect_information:
-        m |= {f"eval/{name}/greedy_loss_seat{o.seat}": o.loss for o in greedy}
+    m |= {f"eval/{name}/greedy_loss_seat{o.seat}": o.loss for o in greedy}
     return m
 
 
