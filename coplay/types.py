@@ -136,6 +136,10 @@ class Trajectory:
     """The player's episode return including any penalties."""
 
 
+JointAction = tuple[tuple[int, str], ...]
+"""One step's actions as (player, action text) pairs, sorted by player."""
+
+
 @dataclass
 class Episode:
     """A finished game: every player's trajectory, returns and provenance."""
@@ -150,6 +154,15 @@ class Episode:
     truncated: bool = False
     forfeited_by: int | None = None
     num_steps: int = 0
+    prefix: tuple[JointAction, ...] = ()
+    """Joint actions replayed after ``reset(seed)`` before play began (a restart);
+    the episode's turns start at step ``len(prefix)`` and its returns count only
+    what was earned after the restart."""
+
+    @property
+    def start_step(self) -> int:
+        """The first step played rather than replayed."""
+        return len(self.prefix)
 
     @property
     def turns(self) -> list[Turn]:

@@ -79,6 +79,7 @@ def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
         "returns": list(episode.returns),
         "truncated": episode.truncated,
         "forfeited_by": episode.forfeited_by,
+        "prefix": [[list(a) for a in joint] for joint in episode.prefix],
         "turns": turns,
     }
 

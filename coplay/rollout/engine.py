@@ -5,6 +5,10 @@ pending observations of the same policy object into one ``Policy.act`` call (one
 batched forward pass for a language model), applies the invalid-action treatment,
 and steps each game once all its acting players have a legal action (several for
 simultaneous moves). Episodes keep the decisions exactly as sampled.
+
+A game may start from a recorded position instead of the initial state (a restart,
+see ``coplay.rollout.restarts``): its joint actions are replayed after ``reset`` and
+play goes on from there.
 """
 
 from __future__ import annotations
@@ -15,7 +19,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from coplay.rollout.invalid import InvalidActionConfig, forfeit_returns
-from coplay.types import Decision, Env, Episode, Observation, Policy, Trajectory, Turn
+from coplay.types import (
+    Decision,
+    Env,
+    Episode,
+    JointAction,
+    Observation,
+    Policy,
+    Trajectory,
+    Turn,
+)
 
 
 @dataclass
@@ -38,6 +51,9 @@ class _Live:
     forfeited_by: int | None = None
     truncated: bool = False
     done: bool = False
+    prefix: tuple[JointAction, ...] = ()
+    prefix_reward: list[float] = field(default_factory=list)
+    """Reward earned during the replayed prefix, per player: not part of the returns."""
 
 
 def play_episodes(
@@ -49,6 +65,7 @@ def play_episodes(
     invalid: InvalidActionConfig | None = None,
     max_turns: int | None = None,
     rng: np.random.Generator | None = None,
+    prefixes: Sequence[Sequence[JointAction]] | None = None,
 ) -> list[Episode]:
     """Play one episode per seating (seat -> policy) and seed, all at once.
 
@@ -60,15 +77,18 @@ def play_episodes(
       invalid: invalid-action treatment; defaults to forfeit with no retries.
       max_turns: truncate episodes after this many steps (defaults to the game's).
       rng: randomness for penalty moves.
+      prefixes: per episode, joint actions to replay after ``reset(seed)`` before play
+        starts (empty: the initial state).
     """
     if len(seatings) != len(seeds):
         raise ValueError(f"got {len(seatings)} seatings but {len(seeds)} seeds")
     invalid = invalid or InvalidActionConfig()
     rng = rng or np.random.default_rng(0)
     group_ids = list(seeds) if group_ids is None else list(group_ids)
+    prefixes = [()] * len(seeds) if prefixes is None else list(prefixes)
     games = [
-        _start(make_env(), s, seed, g)
-        for s, seed, g in zip(seatings, seeds, group_ids, strict=True)
+        _start(make_env(), s, seed, g, tuple(pre))
+        for s, seed, g, pre in zip(seatings, seeds, group_ids, prefixes, strict=True)
     ]
     while live := [g for g in games if not g.done]:
         for policy, requests in _gather(live):
@@ -80,11 +100,14 @@ def play_episodes(
     return [_finish(g) for g in games]
 
 
-def _start(env: Env, seats: Sequence[Policy], seed: int, group_id: int) -> _Live:
+def _start(
+    env: Env, seats: Sequence[Policy], seed: int, group_id: int, prefix: tuple[JointAction, ...]
+) -> _Live:
     n = env.spec.num_players
     if len(seats) != n:
         raise ValueError(f"game {env.spec.name!r} has {n} seats but the seating has {len(seats)}")
     env.reset(seed)
+    earned = replay(env, prefix, seed)
     trajs = [Trajectory(player=p, policy_id=seats[p].policy_id) for p in range(n)]
     return _Live(
         env=env,
@@ -92,11 +115,37 @@ def _start(env: Env, seats: Sequence[Policy], seed: int, group_id: int) -> _Live
         seed=seed,
         group_id=group_id,
         trajectories=trajs,
-        env_credit=[0.0] * n,
+        step=len(prefix),
+        env_credit=list(earned),
         carry=[0.0] * n,
         penalties=[0.0] * n,
         done=env.is_terminal(),
+        prefix=prefix,
+        prefix_reward=earned,
     )
+
+
+def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:
+    """Apply recorded joint actions to a freshly reset ``env``; the reward each player
+    earned on the way. A prefix that does not fit the game is refused, never half-run."""
+    earned = [0.0] * env.spec.num_players
+    for i, joint in enumerate(prefix):
+        acting = sorted(env.players_to_act())
+        if env.is_terminal() or acting != [p for p, _ in joint]:
+            raise ValueError(
+                f"cannot replay step {i} of a {env.spec.name} history (seed {seed}): "
+                f"players {acting} are to act but the history has {[p for p, _ in joint]}"
+            )
+        for p, action in joint:
+            legal = env.observe(p).legal_actions
+            if legal is not None and action not in legal:
+                raise ValueError(
+                    f"cannot replay step {i} of a {env.spec.name} history (seed {seed}): "
+                    f"{action!r} is not a legal action of player {p} there"
+                )
+        for p, r in env.step(dict(joint)).items():
+            earned[p] += r
+    return earned
 
 
 def _gather(live: Sequence[_Live]) -> list[tuple[Policy, list[tuple[_Live, int, Observation]]]]:
@@ -201,7 +250,7 @@ def _end(game: _Live, env_returns: Sequence[float]) -> None:
         residual = float(env_returns[p]) - game.env_credit[p]
         if abs(residual) > 0.0:
             _credit(game, p, residual)
-        traj.ret = float(env_returns[p]) + game.penalties[p]
+        traj.ret = float(env_returns[p]) - game.prefix_reward[p] + game.penalties[p]
     game.done = True
 
 
@@ -216,4 +265,5 @@ def _finish(game: _Live) -> Episode:
         truncated=game.truncated,
         forfeited_by=game.forfeited_by,
         num_steps=game.step,
+        prefix=game.prefix,
     )

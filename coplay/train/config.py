@@ -58,6 +58,13 @@ class RolloutConfig(_Strict):
     rollouts (choice mode; evaluation stays on-policy), so a policy that has collapsed
     onto a losing move still tries the others. The update reweights each turn by the
     truncated ratio policy / mixture, so it needs loss.tis_cap."""
+    restart_share: float = Field(0.0, ge=0.0, lt=1.0)
+    """Share of each iteration's groups that restart, as a whole group, from a position
+    of a recently lost game (the history just before one of the learner's turns there;
+    ``coplay.rollout.restarts``), so rare positions where the learner goes wrong get
+    groups of their own. Against a fixed opponent or in self-play."""
+    restart_buffer: int = Field(512, gt=0)
+    """How many of the latest lost-game positions restarts are drawn from."""
 
 
 class AlgoConfig(_Strict):

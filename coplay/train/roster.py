@@ -261,6 +261,8 @@ def setup_roster(
         )
     if run_cfg.rollout.explore:
         raise ValueError("rollout.explore is not supported with a roster yet; set it to 0")
+    if run_cfg.rollout.restart_share:
+        raise ValueError("rollout.restart_share is not supported with a roster yet; set it to 0")
     torch.manual_seed(run_cfg.train.seed)
     game = run_cfg.game
 

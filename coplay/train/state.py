@@ -2,7 +2,7 @@
 
 A resumed run produces the same metrics and weights as one that never stopped: the
 state holds the learner's weights, optimizer and schedule, the magnet, the estimator
-state, and every random generator the loop draws from.
+state, the restart positions, and every random generator the loop draws from.
 
     run/state/policy/      Hugging Face folder of the learner (plain transformers)
     run/state/trainer.pt   optimizer, schedule, magnet, estimator state, RNG states
@@ -74,6 +74,7 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
         "magnet": learner.reference.model.state_dict() if learner.reference else None,
         "adv_state": run.adv_state,
+        "restarts": run.restarts,
         "critic": (
             {"model": run.critic.model.state_dict(), "opt": run.critic.optimizer.state_dict()}
             if run.critic
@@ -105,6 +106,7 @@ def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
     if learner.reference and blob["magnet"] is not None:
         learner.reference.model.load_state_dict(blob["magnet"])
     run.adv_state = blob["adv_state"]
+    run.restarts = list(blob.get("restarts", []))
     if run.critic is not None and blob.get("critic") is not None:
         run.critic.model.load_state_dict(blob["critic"]["model"])
         run.critic.optimizer.load_state_dict(blob["critic"]["opt"])

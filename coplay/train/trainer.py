@@ -32,6 +32,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
 from coplay.rollout.engine import play_episodes
+from coplay.rollout.restarts import Start, draw, lost_starts, remember
 from coplay.train.config import AlgoConfig, RunConfig, to_yaml
 from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
@@ -64,6 +65,8 @@ class Run:
     """Value model, present when the estimator reads per-turn values (GAE)."""
     pool: OpponentPool | None = None
     """Opponents drawn per game (league, PSRO); overrides ``opponent`` when set."""
+    restarts: list[Start] = field(default_factory=list)
+    """Positions of recently lost games that restarted groups start from."""
 
 
 @dataclass(frozen=True)
@@ -197,24 +200,84 @@ def group_seats(groups: int, n: int, weights: Sequence[float] | None) -> list[in
     return seats
 
 
-def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
-    """Play one iteration's episodes (groups of ``group_size`` share a seed)."""
+@dataclass(frozen=True)
+class Plan:
+    """One iteration's games: per game the seating, env seed, group id and the history
+    replayed before play (empty for a fresh game)."""
+
+    seatings: list[list[Policy]]
+    seeds: list[int]
+    group_ids: list[int]
+    prefixes: list[tuple]
+    restarted: int
+    """How many of the groups (the last ones) restart."""
+
+
+def plan(run: Run, iteration: int) -> Plan:
+    """Fresh groups first (seed = group id), then the restarted ones, each replaying its
+    source game's seed and history under an id that follows the fresh groups'."""
     r = run.cfg.rollout
     base = (run.cfg.train.seed * 1_000_003 + iteration) * r.games_per_iter
-    seeds = [base + i // r.group_size for i in range(r.games_per_iter)]
+    starts = draw(run.restarts, restart_groups(run), run.rng)
+    fresh = r.games_per_iter - len(starts) * r.group_size
+    seeds = [base + i // r.group_size for i in range(fresh)]
+    first = base + -(-fresh // r.group_size)
+    copies = [(j, st) for j, st in enumerate(starts) for _ in range(r.group_size)]
+    return Plan(
+        seatings=seatings(run, fresh) + [restart_seating(run, st.seat) for _, st in copies],
+        seeds=seeds + [st.seed for _, st in copies],
+        group_ids=seeds + [first + j for j, _ in copies],
+        prefixes=[()] * fresh + [st.prefix for _, st in copies],
+        restarted=len(starts),
+    )
+
+
+def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
+    """Play one iteration's episodes (groups of ``group_size`` share a seed); with
+    ``rollout.restart_share`` some groups start from positions of lost games."""
+    r, games = run.cfg.rollout, plan(run, iteration)
     t0 = time.perf_counter()
     with run.learner.policy.exploring(r.explore):
         episodes = play_episodes(
             run.make_env,
-            seatings(run, r.games_per_iter),
-            seeds,
+            games.seatings,
+            games.seeds,
+            group_ids=games.group_ids,
             invalid=run.cfg.game.invalid,
             max_turns=run.cfg.game.max_turns,
             rng=run.rng,
+            prefixes=games.prefixes,
         )
-    return episodes, rollout_metrics(
-        episodes, run.learner.policy.policy_id, time.perf_counter() - t0
-    )
+    metrics = rollout_metrics(episodes, run.learner.policy.policy_id, time.perf_counter() - t0)
+    if r.restart_share:
+        new = lost_starts(episodes, run.learner.policy.policy_id, run.spec.max_return, run.rng)
+        run.restarts = remember(run.restarts, new, r.restart_buffer)
+        metrics["rollout/restart_groups"] = float(
+            sum(1 for p in games.prefixes if p) / r.group_size
+        )
+        metrics["rollout/restart_buffer"] = float(len(run.restarts))
+    return episodes, metrics
+
+
+def restart_groups(run: Run) -> int:
+    """How many of this iteration's whole groups restart (``rollout.restart_share``)."""
+    r = run.cfg.rollout
+    if not r.restart_share:
+        return 0
+    if run.pool is not None:
+        raise ValueError(
+            "rollout.restart_share is not supported with a league or PSRO yet (a restart "
+            "would need the lost game's opponent); set it to 0"
+        )
+    return int(r.restart_share * (r.games_per_iter // r.group_size))
+
+
+def restart_seating(run: Run, seat: int) -> list[Policy]:
+    """The learner in ``seat`` and the fixed opponent elsewhere (self-play: everywhere)."""
+    me, n = run.learner.policy, run.spec.num_players
+    if run.opponent is None:
+        return [me] * n
+    return [me if s == seat else run.opponent for s in range(n)]
 
 
 def rollout_metrics(
@@ -238,7 +301,8 @@ def rollout_metrics(
         "perf/decisions_per_s": decisions / max(seconds, 1e-9),
     }
     for seat in range(len(episodes[0].returns)):
-        rets = [e.returns[seat] for e in episodes if e.seats[seat] == learner_id]
+        # Restarted games count only part of a game: they would bias the returns.
+        rets = [e.returns[seat] for e in episodes if e.seats[seat] == learner_id and not e.prefix]
         if rets:
             m[f"rollout/return_seat{seat}"] = float(np.mean(rets))
     return m | group_metrics(episodes, learner_id)

@@ -31,6 +31,17 @@ def test_transcripts_hold_every_turn(tmp_path):
     assert rows[0]["turns"][0]["observation"] == eps[0].turns[0].observation.text
 
 
+def test_a_restarted_episode_records_the_history_it_replayed(tmp_path):
+    r = RandomPolicy(seed=0)
+    make = lambda: make_env("tic_tac_toe")  # noqa: E731
+    prefix = (((0, "[4]"),), ((1, "[0]"),))
+    (ep,) = play_episodes(make, [[r, r]], [0], prefixes=[prefix])
+    append_transcripts(tmp_path / "t.jsonl", [ep], iteration=1)
+    row = json.loads((tmp_path / "t.jsonl").read_text())
+    assert row["prefix"] == [[[0, "[4]"]], [[1, "[0]"]]]
+    assert len(row["turns"]) == ep.num_steps - 2
+
+
 def test_summary_is_strict_json(tmp_path):
     write_summary(tmp_path / "s.json", {"a": math.inf, "b": 1})
     assert json.loads((tmp_path / "s.json").read_text()) == {"a": None, "b": 1}

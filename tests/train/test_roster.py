@@ -41,13 +41,16 @@ def test_roster_must_seat_every_player_of_the_game(tmp_path):
         setup_roster(cfg, build_config(overrides=TINY), tmp_path)
 
 
-def test_a_roster_refuses_exploration(tmp_path):
-    with pytest.raises(ValueError, match="rollout.explore is not supported with a roster"):
-        setup_roster(
-            validate_roster(TWO_ROLES),
-            build_config(overrides=[*TINY, "rollout.explore=0.1", "loss.tis_cap=1"]),
-            tmp_path,
-        )
+@pytest.mark.parametrize(
+    ("over", "name"),
+    [
+        (["rollout.explore=0.1", "loss.tis_cap=1"], "explore"),
+        (["rollout.restart_share=0.5"], "restart_share"),
+    ],
+)
+def test_a_roster_refuses_exploration_and_restarts(tmp_path, over, name):
+    with pytest.raises(ValueError, match=f"rollout.{name} is not supported with a roster"):
+        setup_roster(validate_roster(TWO_ROLES), build_config(overrides=[*TINY, *over]), tmp_path)
 
 
 def test_a_roster_replaces_train_opponent(tmp_path):

@@ -116,6 +116,7 @@ def test_grpo_needs_groups_to_learn(tmp_path):
         ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"],
         ["algo.estimator=gae", "algo.params={}", "critic.clip=0.2"],
         ["loss.entropy_coef=0.1", "loss.entropy_final_frac=0.1"],  # the schedule resumes too
+        ["rollout.restart_share=0.5", "rollout.group_size=2"],  # the restart buffer too
     ],
 )
 def test_resume_equals_uninterrupted(tmp_path, extra):
@@ -207,6 +208,43 @@ def test_pool_seats_the_learner_against_drawn_members(tmp_path):
     assert rows == [[me, bot], [bot, me], [me, bot], [bot, me]]
     run.pool = OpponentPool([bot], self_play=1.0)
     assert seatings(run, 2) == [[me, me], [me, me]]
+
+
+def test_restarts_replay_lost_positions_as_whole_groups(tmp_path):
+    over = [
+        *TINY,
+        "game.name=tic_tac_toe",
+        "train.opponent=perfect",
+        "rollout.games_per_iter=16",
+        "rollout.group_size=4",
+        "rollout.restart_share=0.5",
+        "algo.estimator=grpo",
+    ]
+    run = setup(build_config(overrides=over), tmp_path / "r")
+    me = run.learner.policy.policy_id
+    first, m1 = collect(run, 1)  # nothing lost yet: all fresh games
+    assert not any(e.prefix for e in first) and m1["rollout/restart_groups"] == 0
+    lost = sum(e.returns[s] < 0 for e in first for s in range(2) if e.seats[s] == me)
+    assert m1["rollout/restart_buffer"] == lost > 0  # the untrained model loses to perfect
+    second, m2 = collect(run, 2)
+    assert m2["rollout/restart_groups"] == 2
+    restarted = second[8:]
+    assert not any(e.prefix for e in second[:8]) and any(e.prefix for e in restarted)
+    for group in (restarted[:4], restarted[4:]):
+        assert len({(e.seed, e.prefix, e.group_id, e.seats.index(me)) for e in group}) == 1
+        seat = group[0].seats.index(me)
+        assert len(group[0].prefix) % 2 == seat  # the learner is to move at the restart
+    assert len({e.group_id for e in second}) == 4
+    assert "rollout/return_seat0" in m2  # from the fresh games only
+
+
+def test_restarts_need_a_fixed_opponent_or_self_play(tmp_path):
+    from coplay.train.opponents import OpponentPool
+
+    run = setup(build_config(overrides=[*TINY, "rollout.restart_share=0.5"]), tmp_path / "p")
+    run.pool = OpponentPool([RandomPolicy(seed=0, policy_id="bot")], self_play=0.0)
+    with pytest.raises(ValueError, match="restart_share is not supported with a league or PSRO"):
+        collect(run, 1)
 
 
 def test_final_policy_magnet_is_saved_and_evaluated(tmp_path):

@@ -1,0 +1,92 @@
+"""Restart distributions: replay a lost game up to one of the learner's turns and play
+on from there, so rare positions where the learner goes wrong get whole groups of games.
+
+A position the learner reaches once in a few hundred games (a block it has to find,
+say) lands in a group baseline about once per iteration, and a step group never holds
+two different moves from it. Restarting ``group_size`` games from that position gives
+the estimator a group of its own there: the moves the learner tries are compared with
+each other on equal terms. The start states come from games the learner lost, and each
+start is the history just before one of its turns, picked uniformly (the losing move is
+often but not always the last one). The idea is the restart distribution of Kakade and
+Langford (2002) and "reverse curriculum" starts (Florensa et al., 2017); an OpenSpiel
+state or any seeded ``Env`` is rebuilt by replaying the recorded joint actions.
+
+Everything here is a pure function of episodes, a buffer and a generator; the engine
+replays a ``Start`` (``play_episodes(prefixes=...)``) and the trainer decides how many
+groups restart (``rollout.restart_share``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from coplay.types import Episode, JointAction
+
+
+@dataclass(frozen=True)
+class Start:
+    """A position to restart from: the game's seed, the learner's seat there, and the
+    joint actions that lead to it from ``reset(seed)``."""
+
+    seed: int
+    seat: int
+    prefix: tuple[JointAction, ...]
+
+
+def history(episode: Episode, step: int) -> tuple[JointAction, ...]:
+    """The joint actions played at steps ``0 .. step - 1`` of ``episode``.
+
+    A turn whose move was never applied (a forfeit) ends the game, so it is never
+    part of a history that leads to a later turn.
+    """
+    by_step: dict[int, list[tuple[int, str]]] = {}
+    for traj in episode.trajectories:
+        for turn in traj.turns:
+            if turn.step < step and turn.played_action is not None:
+                by_step.setdefault(turn.step, []).append((turn.player, turn.played_action))
+    if sorted(by_step) != list(range(episode.start_step, step)):
+        raise ValueError(f"episode {episode.seed} has no complete history up to step {step}")
+    return episode.prefix[:step] + tuple(
+        tuple(sorted(by_step[s])) for s in range(episode.start_step, step)
+    )
+
+
+def lost(episode: Episode, seat: int, best: float) -> bool:
+    """Whether the player in ``seat`` lost: another seat scored strictly more, or, in a
+    single-player game, it fell short of the game's best return ``best``."""
+    mine = episode.returns[seat]
+    if len(episode.returns) == 1:
+        return mine < best
+    return any(r > mine for s, r in enumerate(episode.returns) if s != seat)
+
+
+def lost_starts(
+    episodes: Sequence[Episode], learner_id: str, best: float, rng: np.random.Generator
+) -> list[Start]:
+    """One start per (episode, seat) the learner lost (see ``lost``): the history
+    before one of its turns in that seat, picked uniformly among them."""
+    starts = []
+    for ep in episodes:
+        for seat, traj in enumerate(ep.trajectories):
+            if traj.policy_id != learner_id or not traj.turns or not lost(ep, seat, best):
+                continue
+            turn = traj.turns[int(rng.integers(len(traj.turns)))]
+            starts.append(Start(seed=ep.seed, seat=seat, prefix=history(ep, turn.step)))
+    return starts
+
+
+def remember(buffer: Sequence[Start], new: Sequence[Start], capacity: int) -> list[Start]:
+    """The buffer with ``new`` appended, keeping only the latest ``capacity`` starts."""
+    return [*buffer, *new][-capacity:]
+
+
+def draw(buffer: Sequence[Start], k: int, rng: np.random.Generator) -> list[Start]:
+    """``k`` starts drawn uniformly from the buffer (without replacement when it holds
+    enough); none when it is empty."""
+    if not buffer or k <= 0:
+        return []
+    picks = rng.choice(len(buffer), size=k, replace=len(buffer) < k)
+    return [buffer[int(i)] for i in picks]

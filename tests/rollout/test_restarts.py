@@ -1,0 +1,127 @@
+"""Restarts: recorded histories rebuild the same positions in every game, lost games
+give starts, and a restarted episode counts only what it earned after the restart."""
+
+import numpy as np
+import pytest
+
+from coplay.envs.registry import list_games, make_env
+from coplay.policies.scripted import RandomPolicy
+from coplay.rollout.engine import play_episodes, replay
+from coplay.rollout.restarts import Start, draw, history, lost, lost_starts, remember
+from coplay.types import Decision, Episode, Trajectory
+
+GAMES = [g.name for g in list_games()] + ["openspiel:goofspiel"]
+
+
+def random_episodes(name: str, n: int = 6, **params) -> list[Episode]:
+    make = lambda: make_env(name, **params)  # noqa: E731
+    seats = [[RandomPolicy(seed=7)] * make().spec.num_players] * n
+    return play_episodes(make, seats, range(n))
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_histories_rebuild_every_recorded_position(name):
+    # Chance outcomes, private cards, free-text messages and simultaneous moves all
+    # come back: each player sees at step t what it saw when the game was played.
+    for ep in random_episodes(name):
+        for turn in ep.turns:
+            env = make_env(name)
+            env.reset(ep.seed)
+            replay(env, history(ep, turn.step), ep.seed)
+            assert env.observe(turn.player).text == turn.observation.text
+
+
+class Script:
+    """Plays a fixed list of actions in order (one game at a time)."""
+
+    policy_id, version = "script", 0
+
+    def __init__(self, actions):
+        self.actions = list(actions)
+
+    def act(self, observations):
+        return [
+            Decision(text=a, action=a, policy_id=self.policy_id)
+            for a in (self.actions.pop(0) for _ in observations)
+        ]
+
+
+def test_a_restarted_game_starts_at_the_recorded_step_and_counts_only_later_reward():
+    # Dense FrozenLake pays every step: replaying the same moves from the middle earns
+    # the full game's return less what the replayed steps paid, and the turns' rewards
+    # still add up to the returns.
+    make = lambda: make_env("frozen_lake", reward="dense")  # noqa: E731
+    whole = play_episodes(make, [[RandomPolicy(seed=3)]] * 20, range(20))
+    ep = max(whole, key=lambda e: e.num_steps)
+    step = ep.num_steps // 2
+    prefix = history(ep, step)
+    env = make()
+    env.reset(ep.seed)
+    earned = replay(env, prefix, ep.seed)[0]
+    assert earned != 0.0
+    later = [t.played_action for t in ep.turns if t.step >= step]
+    (again,) = play_episodes(make, [[Script(later)]], [ep.seed], prefixes=[prefix])
+    assert again.prefix == prefix and again.start_step == step
+    assert [t.step for t in again.turns] == list(range(step, ep.num_steps))
+    assert again.returns[0] == pytest.approx(ep.returns[0] - earned)
+    assert sum(t.reward for t in again.turns) == pytest.approx(again.returns[0])
+
+
+def test_a_history_that_does_not_fit_the_game_is_refused():
+    env = make_env("tic_tac_toe")
+    env.reset(0)
+    with pytest.raises(ValueError, match="cannot replay step 1"):
+        replay(env, (((0, "[0]"),), ((0, "[1]"),)), 0)
+    env.reset(0)
+    with pytest.raises(ValueError, match="'\\[0\\]' is not a legal action of player 1"):
+        replay(env, (((0, "[0]"),), ((1, "[0]"),)), 0)
+
+
+def test_history_of_a_restarted_episode_includes_its_replayed_prefix():
+    ep = random_episodes("tic_tac_toe", n=1)[0]
+    prefix = history(ep, 3)
+    bot = RandomPolicy(seed=1)
+    (again,) = play_episodes(
+        lambda: make_env("tic_tac_toe"), [[bot, bot]], [ep.seed], prefixes=[prefix]
+    )
+    deeper = history(again, again.num_steps - 1)
+    assert deeper[:3] == prefix and len(deeper) == again.num_steps - 1
+
+
+def episode(returns, seats=("me", "bot")) -> Episode:
+    trajs = tuple(Trajectory(player=p, policy_id=s) for p, s in enumerate(seats))
+    return Episode(
+        game="g", seed=5, group_id=0, seats=tuple(seats), trajectories=trajs, returns=tuple(returns)
+    )
+
+
+def test_lost_means_another_seat_scored_more_or_short_of_the_best_alone():
+    assert lost(episode((-1.0, 1.0)), 0, best=1.0)
+    assert not lost(episode((0.0, 0.0)), 0, best=1.0)  # a draw is no loss
+    assert not lost(episode((1.0, -1.0)), 0, best=1.0)
+    assert lost(episode((0.5,), seats=("me",)), 0, best=1.0)
+    assert not lost(episode((1.0,), seats=("me",)), 0, best=1.0)
+
+
+def test_lost_starts_take_the_learners_lost_seats_only():
+    eps = random_episodes("tic_tac_toe", n=40)
+    for ep in eps:  # seat 0 is "me", seat 1 someone else
+        ep.trajectories[0].policy_id = "me"
+    rng = np.random.default_rng(0)
+    starts = lost_starts(eps, "me", best=1.0, rng=rng)
+    lost_seeds = [e.seed for e in eps if e.returns[0] < e.returns[1]]
+    assert [s.seed for s in starts] == lost_seeds and lost_seeds
+    for st in starts:
+        assert st.seat == 0
+        ep = eps[st.seed]
+        assert len(st.prefix) in {t.step for t in ep.trajectories[0].turns}
+
+
+def test_the_buffer_keeps_the_latest_and_draws_without_replacement_when_it_can():
+    starts = [Start(seed=i, seat=0, prefix=()) for i in range(10)]
+    assert remember(starts[:6], starts[6:], capacity=5) == starts[5:]
+    rng = np.random.default_rng(0)
+    drawn = draw(starts, 10, rng)
+    assert sorted(s.seed for s in drawn) == list(range(10))
+    assert len(draw(starts[:2], 5, rng)) == 5
+    assert draw([], 3, rng) == [] and draw(starts, 0, rng) == []
