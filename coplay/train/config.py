@@ -57,7 +57,13 @@ class RolloutConfig(_Strict):
     """Share of uniform choices mixed into the learner's sampling during training
     rollouts (choice mode; evaluation stays on-policy), so a policy that has collapsed
     onto a losing move still tries the others. The update reweights each turn by the
-    truncated ratio policy / mixture, so it needs loss.tis_cap."""
+    truncated ratio policy / mixture, so it needs loss.tis_cap (see explore_correction)."""
+    explore_correction: Literal["tis", "none"] = "tis"
+    """How explored moves are trained: 'tis' reweights by policy / mixture (unbiased, but
+    a move the policy gives probability p moves its logit by about p: a near-certain
+    habit is never unlearned); 'none' trains them as if the policy had chosen them
+    (Monte Carlo with exploring moves: biased toward moves better than the mixture's
+    average, which suits games with a pure optimum, not mixed equilibria)."""
     restart_share: float = Field(0.0, ge=0.0, lt=1.0)
     """Share of each iteration's groups that restart, as a whole group, from a position
     of a recently lost game (the history just before one of the learner's turns there;
@@ -180,10 +186,17 @@ class RunConfig(_Strict):
     def _exploration_is_corrected(self) -> RunConfig:
         if self.rollout.explore and self.model.mode != "choice":
             raise ValueError("rollout.explore mixes uniform choices: it needs model.mode=choice")
-        if self.rollout.explore and self.loss.tis_cap is None:
+        corrected = self.rollout.explore_correction == "tis"
+        if self.rollout.explore and corrected and self.loss.tis_cap is None:
             raise ValueError(
                 "rollout.explore samples off-policy: set loss.tis_cap (e.g. 1.0) so the "
-                "update reweights each turn by policy / mixture"
+                "update reweights each turn by policy / mixture, or "
+                "rollout.explore_correction=none to train explored moves uncorrected"
+            )
+        if self.rollout.explore and not corrected and self.loss.tis_cap is not None:
+            raise ValueError(
+                "rollout.explore_correction=none trains explored moves uncorrected, but "
+                "loss.tis_cap would reweight them: leave loss.tis_cap unset"
             )
         return self
 

@@ -117,6 +117,15 @@ def test_exploratory_turns_are_reweighted_by_policy_over_mixture():
     assert metrics["loss/tis_weight_mean"] == pytest.approx(0.5)
     assert grads[0].abs().max() > 0
     assert torch.allclose(grads[1], grads[0] / 2, atol=1e-9, rtol=1e-4)
+    # rollout.explore_correction=none leaves tis_cap unset: the mixture is not read
+    uncorrected = []
+    for batch in (samples, halved):
+        optim = OptimConfig(lr=1e-3, minibatch_size=8, max_grad_norm=1e9)
+        learner = make_learner(copy.deepcopy(base), LossConfig(), optim)
+        update(learner, batch, np.random.default_rng(0))
+        uncorrected.append(_grad(learner))
+    assert torch.equal(uncorrected[0], uncorrected[1])
+    assert torch.allclose(uncorrected[0], grads[0], atol=1e-9, rtol=1e-4)
 
 
 def test_signalling_bonus_covers_only_the_listed_seats():

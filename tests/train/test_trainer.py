@@ -355,6 +355,11 @@ def test_exploration_marks_the_learners_training_turns_only(tmp_path):
         (["rollout.explore=0.1"], "set loss.tis_cap"),
         (["rollout.explore=0.1", "loss.tis_cap=1", "model.mode=text"], "needs model.mode=choice"),
         (["rollout.explore=1.0", "loss.tis_cap=1"], "less than 1"),
+        (
+            ["rollout.explore=0.1", "loss.tis_cap=1", "rollout.explore_correction=none"],
+            "leave loss.tis_cap unset",
+        ),
+        (["rollout.explore=0.1", "rollout.explore_correction=maybe"], "explore_correction"),
     ],
 )
 def test_exploration_bad_config(over, match):

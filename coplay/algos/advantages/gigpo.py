@@ -21,7 +21,11 @@ contributes both turns, as in the paper. mean and std are the mean and sample st
 (ddof=1); both levels use the same ``scale_by_std`` (the paper's F_norm: std or 1).
 A step group of size one, or whose returns are all equal, gives A_S = 0.
 r(e, s, k) is ``Turn.reward``, which the engine credits so that the rewards sum to
-``Trajectory.ret``. ``gamma`` defaults to the paper's 0.95.
+``Trajectory.ret``. ``gamma`` defaults to the paper's 0.95. With ``scale_by_std``, a
+step group whose games all end the same way but at different lengths (every game
+lost, some later) has a small spread of discounted returns, which the std scales up
+to unit advantages for losing slowly; in games scored only at the end, ``gamma=1``
+makes such groups exactly flat (measured on tic-tac-toe in docs/results.md).
 
 ``adv/step_group_frac`` is the share of turns whose step group has size >= 2.
 """
