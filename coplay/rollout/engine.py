@@ -127,7 +127,8 @@ def _start(
 
 def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:
     """Apply recorded joint actions to a freshly reset ``env``; the reward each player
-    earned on the way. A prefix that does not fit the game is refused, never half-run."""
+    earned on the way. A prefix that does not fit the game raises a ValueError naming
+    the step, before any play."""
     earned = [0.0] * env.spec.num_players
     for i, joint in enumerate(prefix):
         acting = sorted(env.players_to_act())

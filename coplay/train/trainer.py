@@ -252,9 +252,7 @@ def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
     if r.restart_share:
         new = lost_starts(episodes, run.learner.policy.policy_id, run.spec.max_return, run.rng)
         run.restarts = remember(run.restarts, new, r.restart_buffer)
-        metrics["rollout/restart_groups"] = float(
-            sum(1 for p in games.prefixes if p) / r.group_size
-        )
+        metrics["rollout/restart_groups"] = float(games.restarted)
         metrics["rollout/restart_buffer"] = float(len(run.restarts))
     return episodes, metrics
 
