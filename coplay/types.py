@@ -140,6 +140,15 @@ JointAction = tuple[tuple[int, str], ...]
 """One step's actions as (player, action text) pairs, sorted by player."""
 
 
+@dataclass(frozen=True)
+class Opening:
+    """A first move assigned rather than sampled: where a game starts (a restart),
+    ``player`` plays its legal action number ``index`` (modulo how many it has)."""
+
+    player: int
+    index: int
+
+
 @dataclass
 class Episode:
     """A finished game: every player's trajectory, returns and provenance."""
@@ -214,6 +223,16 @@ class Policy(Protocol):
     version: int
 
     def act(self, observations: Sequence[Observation]) -> list[Decision]: ...
+
+
+@runtime_checkable
+class Steerable(Protocol):
+    """A policy that can answer with a move it is told to make, scored as its own: the
+    decision carries the policy's log-prob of that move, as if it had sampled it."""
+
+    def act_forced(
+        self, observations: Sequence[Observation], indices: Sequence[int]
+    ) -> list[Decision]: ...
 
 
 @runtime_checkable

@@ -168,15 +168,44 @@ class LMPolicy:
             self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
         )
 
-    def _act_choice(self, observations: Sequence[Observation]) -> list[Decision]:
+    @torch.no_grad()
+    def act_forced(
+        self, observations: Sequence[Observation], indices: Sequence[int]
+    ) -> list[Decision]:
+        """Decisions that play legal action ``indices[i] % len(legal)`` of each
+        observation, each scored as if the policy had sampled it (no behaviour
+        log-probs): Monte Carlo exploring starts train such a move as the policy's own."""
+        if len(observations) != len(indices):
+            raise ValueError(f"got {len(observations)} observations but {len(indices)} indices")
+        if self.mode != "choice":
+            raise ValueError(
+                "a forced move picks a listed legal action: it needs model.mode=choice"
+            )
+        for o in observations:
+            if not o.legal_actions:
+                raise ValueError(
+                    f"a forced move picks a listed legal action, but player {o.player} in "
+                    f"{o.game!r} has none listed here (a free-text turn)"
+                )
+        return self._act_choice(observations, forced=indices)
+
+    def _act_choice(
+        self, observations: Sequence[Observation], forced: Sequence[int] | None = None
+    ) -> list[Decision]:
         if not observations:
             return []
         items = [self._choice_item(o) for o in observations]
         logps = self._choice_logps(items)
+        explore = self.explore if forced is None else 0.0  # a told move is not explored
         decisions = []
-        for obs, (prompt, choices), lp in zip(observations, items, logps, strict=True):
-            mix = explore_mixture(lp.cpu(), self.explore)
-            idx = int(torch.multinomial(mix.exp(), 1, generator=self.generator))
+        for i, (obs, (prompt, choices), lp) in enumerate(
+            zip(observations, items, logps, strict=True)
+        ):
+            mix = explore_mixture(lp.cpu(), explore)
+            if forced is None:
+                idx = int(torch.multinomial(mix.exp(), 1, generator=self.generator))
+            else:
+                idx = forced[i] % len(choices)
             action = obs.legal_actions[idx]
             decisions.append(
                 Decision(
@@ -190,7 +219,7 @@ class LMPolicy:
                     choice_ids=choices,
                     choice_index=idx,
                     counterfactual_prompt_ids=self._counterfactual_prompts(obs, choices),
-                    behavior_logprobs=(float(mix[idx]),) if self.explore else None,
+                    behavior_logprobs=(float(mix[idx]),) if explore else None,
                 )
             )
         return decisions

@@ -8,7 +8,8 @@ simultaneous moves). Episodes keep the decisions exactly as sampled.
 
 A game may start from a recorded position instead of the initial state (a restart,
 see ``coplay.rollout.restarts``): its joint actions are replayed after ``reset`` and
-play goes on from there.
+play goes on from there, optionally with the first move assigned (an ``Opening``:
+the policy scores it as its own, ``Steerable.act_forced``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from coplay.types import (
     Episode,
     JointAction,
     Observation,
+    Opening,
     Policy,
+    Steerable,
     Trajectory,
     Turn,
 )
@@ -54,6 +57,15 @@ class _Live:
     prefix: tuple[JointAction, ...] = ()
     prefix_reward: list[float] = field(default_factory=list)
     """Reward earned during the replayed prefix, per player: not part of the returns."""
+    opening: Opening | None = None
+    """The first move after the prefix, assigned rather than sampled."""
+
+    def forced(self, player: int) -> int | None:
+        """The legal-action index ``player`` must play now, if its move is assigned."""
+        o = self.opening
+        if o is None or o.player != player or self.step != len(self.prefix):
+            return None
+        return o.index
 
 
 def play_episodes(
@@ -66,6 +78,7 @@ def play_episodes(
     max_turns: int | None = None,
     rng: np.random.Generator | None = None,
     prefixes: Sequence[Sequence[JointAction]] | None = None,
+    openings: Sequence[Opening | None] | None = None,
 ) -> list[Episode]:
     """Play one episode per seating (seat -> policy) and seed, all at once.
 
@@ -79,6 +92,8 @@ def play_episodes(
       rng: randomness for penalty moves.
       prefixes: per episode, joint actions to replay after ``reset(seed)`` before play
         starts (empty: the initial state).
+      openings: per episode, the first move after the prefix assigned to one player
+        (None: sampled); that player's policy must be ``Steerable``.
     """
     if len(seatings) != len(seeds):
         raise ValueError(f"got {len(seatings)} seatings but {len(seeds)} seeds")
@@ -86,14 +101,14 @@ def play_episodes(
     rng = rng or np.random.default_rng(0)
     group_ids = list(seeds) if group_ids is None else list(group_ids)
     prefixes = [()] * len(seeds) if prefixes is None else list(prefixes)
+    openings = [None] * len(seeds) if openings is None else list(openings)
     games = [
-        _start(make_env(), s, seed, g, tuple(pre))
-        for s, seed, g, pre in zip(seatings, seeds, group_ids, prefixes, strict=True)
+        _start(make_env(), s, seed, g, tuple(pre), op)
+        for s, seed, g, pre, op in zip(seatings, seeds, group_ids, prefixes, openings, strict=True)
     ]
     while live := [g for g in games if not g.done]:
         for policy, requests in _gather(live):
-            decisions = policy.act([obs for _, _, obs in requests])
-            for (game, player, obs), dec in zip(requests, decisions, strict=True):
+            for (game, player, obs), dec in zip(requests, _decide(policy, requests), strict=True):
                 _resolve(game, player, obs, dec, invalid, rng)
         for game in live:
             _advance(game, max_turns)
@@ -101,11 +116,21 @@ def play_episodes(
 
 
 def _start(
-    env: Env, seats: Sequence[Policy], seed: int, group_id: int, prefix: tuple[JointAction, ...]
+    env: Env,
+    seats: Sequence[Policy],
+    seed: int,
+    group_id: int,
+    prefix: tuple[JointAction, ...],
+    opening: Opening | None = None,
 ) -> _Live:
     n = env.spec.num_players
     if len(seats) != n:
         raise ValueError(f"game {env.spec.name!r} has {n} seats but the seating has {len(seats)}")
+    if opening is not None and not isinstance(seats[opening.player], Steerable):
+        raise ValueError(
+            f"an assigned first move needs a policy that can be told its move, but "
+            f"{seats[opening.player].policy_id!r} in seat {opening.player} cannot"
+        )
     env.reset(seed)
     earned = replay(env, prefix, seed)
     trajs = [Trajectory(player=p, policy_id=seats[p].policy_id) for p in range(n)]
@@ -122,6 +147,7 @@ def _start(
         done=env.is_terminal(),
         prefix=prefix,
         prefix_reward=earned,
+        opening=opening,
     )
 
 
@@ -147,6 +173,23 @@ def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:
         for p, r in env.step(dict(joint)).items():
             earned[p] += r
     return earned
+
+
+def _decide(policy: Policy, requests: list[tuple[_Live, int, Observation]]) -> list[Decision]:
+    """The policy's decisions for ``requests`` in order: assigned first moves through
+    ``act_forced``, the rest sampled in one batch."""
+    forced = [game.forced(player) for game, player, _ in requests]
+    free = [i for i, f in enumerate(forced) if f is None]
+    told = [i for i, f in enumerate(forced) if f is not None]
+    out: list[Decision | None] = [None] * len(requests)
+    if free:
+        for i, dec in zip(free, policy.act([requests[i][2] for i in free]), strict=True):
+            out[i] = dec
+    if told:
+        obs, idx = [requests[i][2] for i in told], [forced[i] for i in told]
+        for i, dec in zip(told, policy.act_forced(obs, idx), strict=True):
+            out[i] = dec
+    return out
 
 
 def _gather(live: Sequence[_Live]) -> list[tuple[Policy, list[tuple[_Live, int, Observation]]]]:

@@ -71,6 +71,12 @@ class RolloutConfig(_Strict):
     groups of their own. Against a fixed opponent or in self-play."""
     restart_buffer: int = Field(512, gt=0)
     """How many of the latest lost-game positions restarts are drawn from."""
+    restart_explore: bool = False
+    """Assign the learner's first move in restarted games instead of sampling it: the
+    copies of a group take the legal moves in turn, each trained as the policy's own
+    (Monte Carlo exploring starts), so a move the policy has all but ruled out at a
+    position it keeps losing from is tried and compared with its habit there. Needs
+    restart_share > 0 and model.mode=choice."""
 
 
 class AlgoConfig(_Strict):
@@ -179,6 +185,19 @@ class RunConfig(_Strict):
         ):
             raise ValueError(
                 "train.final_policy=magnet needs a magnet: set loss.kl_coef > 0 and reference.ema > 0"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _restart_explore_has_restarts(self) -> RunConfig:
+        if self.rollout.restart_explore and not self.rollout.restart_share:
+            raise ValueError(
+                "rollout.restart_explore assigns first moves in restarted games: "
+                "set rollout.restart_share > 0 as well"
+            )
+        if self.rollout.restart_explore and self.model.mode != "choice":
+            raise ValueError(
+                "rollout.restart_explore picks listed moves: it needs model.mode=choice"
             )
         return self
 

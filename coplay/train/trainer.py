@@ -38,7 +38,7 @@ from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
 from coplay.train.opponents import OpponentPool, build_opponent
 from coplay.train.state import load_state, save_state
-from coplay.types import Env, Episode, GameKind, GameSpec, Policy
+from coplay.types import Env, Episode, GameKind, GameSpec, Opening, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
 
@@ -211,6 +211,8 @@ class Plan:
     prefixes: list[tuple]
     restarted: int
     """How many of the groups (the last ones) restart."""
+    openings: list[Opening | None]
+    """Per game, the learner's assigned first move (``rollout.restart_explore``)."""
 
 
 def plan(run: Run, iteration: int) -> Plan:
@@ -229,7 +231,24 @@ def plan(run: Run, iteration: int) -> Plan:
         group_ids=seeds + [first + j for j, _ in copies],
         prefixes=[()] * fresh + [st.prefix for _, st in copies],
         restarted=len(starts),
+        openings=[None] * fresh + restart_openings(run, starts),
     )
+
+
+def restart_openings(run: Run, starts: Sequence[Start]) -> list[Opening | None]:
+    """Per restarted game, its assigned first move: with ``rollout.restart_explore``
+    the copies of a group take the legal moves in turn from a random one (copy ``c``
+    plays move ``shift + c``), so a group of at least as many copies as moves tries
+    each of them; without it none are assigned."""
+    size = run.cfg.rollout.group_size
+    if not run.cfg.rollout.restart_explore:
+        return [None] * (len(starts) * size)
+    shifts = run.rng.integers(0, 2**31, size=len(starts))
+    return [
+        Opening(player=st.seat, index=int(shift) + c)
+        for st, shift in zip(starts, shifts, strict=True)
+        for c in range(size)
+    ]
 
 
 def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
@@ -247,6 +266,7 @@ def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
             max_turns=run.cfg.game.max_turns,
             rng=run.rng,
             prefixes=games.prefixes,
+            openings=games.openings,
         )
     metrics = rollout_metrics(episodes, run.learner.policy.policy_id, time.perf_counter() - t0)
     if r.restart_share:

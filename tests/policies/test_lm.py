@@ -111,6 +111,36 @@ def test_exploring_bad_input(tiny):
     assert policy.explore == 0.0
 
 
+def test_a_forced_move_is_scored_as_the_policys_own(tiny):
+    # The assigned move (index modulo the legal count) carries the policy's log-prob
+    # and no behaviour log-prob, even inside an exploring block.
+    model, tok = tiny
+    policy = LMPolicy(model, tok, seed=3)
+    obs = _observations(1)[0]
+    probs = policy.action_probs([obs])[0]
+    k = len(obs.legal_actions)
+    with policy.exploring(0.5):
+        decisions = policy.act_forced([obs] * 3, [0, k + 1, 2 * k - 1])
+    expected = [obs.legal_actions[0], obs.legal_actions[1], obs.legal_actions[k - 1]]
+    assert [d.action for d in decisions] == expected
+    for d in decisions:
+        assert d.logprobs[0] == pytest.approx(math.log(probs[d.action]), abs=1e-5)
+        assert d.behavior_logprobs is None
+        assert d.choice_ids[d.choice_index] == d.response_ids
+
+
+def test_a_forced_move_needs_listed_actions(tiny):
+    model, tok = tiny
+    obs = _observations(1)[0]
+    with pytest.raises(ValueError, match="needs model.mode=choice"):
+        LMPolicy(model, tok, mode="text").act_forced([obs], [0])
+    talk = _message_turns(1)
+    with pytest.raises(ValueError, match="has none listed here"):
+        LMPolicy(model, tok).act_forced(talk, [0])
+    with pytest.raises(ValueError, match="1 observations but 2 indices"):
+        LMPolicy(model, tok).act_forced([obs], [0, 1])
+
+
 def test_choice_mode_refuses_an_empty_legal_list(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok)

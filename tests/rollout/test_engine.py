@@ -239,3 +239,44 @@ def test_a_message_the_game_rejects_gets_the_invalid_treatment():
     assert not turn.invalid_attempts[0].valid
     lost = play_episodes(Shout, [[Writer([""])]], [0])[0]
     assert lost.forfeited_by == 0 and lost.returns == (-1.0,)
+
+
+class SteeredFirst(FirstLegal):
+    """Plays the first legal action, or the one it is told to (and records when)."""
+
+    policy_id = "steered"
+
+    def __init__(self):
+        self.forced: list[list[int]] = []
+
+    def act_forced(self, observations, indices):
+        self.forced.append(list(indices))
+        picks = [
+            o.legal_actions[i % len(o.legal_actions)]
+            for o, i in zip(observations, indices, strict=True)
+        ]
+        return [Decision(text=a, action=a, policy_id=self.policy_id) for a in picks]
+
+
+def test_openings_assign_the_first_move_after_the_prefix_only():
+    from coplay.types import Opening
+
+    ttt = lambda: make_env("tic_tac_toe")  # noqa: E731
+    me = SteeredFirst()
+    prefix = (((0, "[4]"),),)
+    openings = [Opening(player=1, index=i) for i in range(10)]
+    eps = play_episodes(ttt, [[me, me]] * 10, [0] * 10, prefixes=[prefix] * 10, openings=openings)
+    firsts = [e.trajectories[1].turns[0] for e in eps]
+    assert all(t.step == 1 for t in firsts)
+    legal = firsts[0].observation.legal_actions
+    assert [t.played_action for t in firsts] == [legal[i % 8] for i in range(10)]
+    assert me.forced == [list(range(10))]  # one batched call, and only at the opening
+    # Later moves are sampled as usual: the first legal action each time.
+    assert all(t.played_action == t.observation.legal_actions[0] for e in eps for t in e.turns[1:])
+
+
+def test_an_opening_needs_a_policy_that_can_be_told_its_move():
+    from coplay.types import Opening
+
+    with pytest.raises(ValueError, match="'first' in seat 0 cannot"):
+        play_episodes(kuhn, [[FirstLegal(), FirstLegal()]], [0], openings=[Opening(0, 1)])

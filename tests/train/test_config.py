@@ -53,6 +53,11 @@ def test_resolved_config_round_trips(tmp_path):
         (["train.iterations"], "key=value"),
         (["rollout.group_size=1"], "rollout.group_size >= 2"),
         (["rollout.group_size=1", "algo.estimator=gigpo", "algo.params={}"], "group_size >= 2"),
+        (["rollout.restart_explore=true"], "set rollout.restart_share > 0"),
+        (
+            ["rollout.restart_explore=true", "rollout.restart_share=0.5", "model.mode=text"],
+            "restart_explore picks listed moves",
+        ),
     ],
 )
 def test_malformed_configs_give_one_clear_line(overrides, message):

@@ -13,6 +13,7 @@ from coplay.train.trainer import (
     collect,
     group_metrics,
     group_seats,
+    plan,
     rollout_metrics,
     seatings,
     selfplay_metrics,
@@ -236,6 +237,37 @@ def test_restarts_replay_lost_positions_as_whole_groups(tmp_path):
         assert len(group[0].prefix) % 2 == seat  # the learner is to move at the restart
     assert len({e.group_id for e in second}) == 4
     assert "rollout/return_seat0" in m2  # from the fresh games only
+
+
+def test_restart_explore_gives_each_copy_of_a_group_a_different_first_move(tmp_path):
+    over = [
+        *TINY,
+        "game.name=tic_tac_toe",
+        "train.opponent=perfect",
+        "rollout.games_per_iter=16",
+        "rollout.group_size=4",
+        "rollout.restart_share=0.5",
+        "rollout.restart_explore=true",
+        "algo.estimator=grpo",
+    ]
+    run = setup(build_config(overrides=over), tmp_path / "x")
+    me = run.learner.policy.policy_id
+    first, _ = collect(run, 1)
+    games = plan(run, 2)
+    assert games.openings[:8] == [None] * 8  # fresh games sample their moves
+    for g in (games.openings[8:12], games.openings[12:]):
+        assert [o.index - g[0].index for o in g] == [0, 1, 2, 3]
+    second, _ = collect(run, 3)
+    for group in (second[8:12], second[12:]):
+        seat = group[0].seats.index(me)
+        opening = [e.trajectories[seat].turns[0] for e in group]
+        k = len(opening[0].observation.legal_actions)
+        assert len({t.played_action for t in opening}) == min(4, k)
+        assert all(t.step == len(group[0].prefix) for t in opening)
+        assert all(t.decision.behavior_logprobs is None for t in opening)
+    plain = setup(build_config(overrides=over[:-2] + ["algo.estimator=grpo"]), tmp_path / "y")
+    collect(plain, 1)
+    assert plan(plain, 2).openings == [None] * 16
 
 
 def test_restarts_need_a_fixed_opponent_or_self_play(tmp_path):
