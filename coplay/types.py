@@ -167,6 +167,8 @@ class Episode:
     """Joint actions replayed after ``reset(seed)`` before play began (a restart);
     the episode's turns start at step ``len(prefix)`` and its returns count only
     what was earned after the restart."""
+    opening: Opening | None = None
+    """The first move after the prefix that was assigned rather than sampled."""
 
     @property
     def start_step(self) -> int:

@@ -80,6 +80,8 @@ def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
         "truncated": episode.truncated,
         "forfeited_by": episode.forfeited_by,
         "prefix": [[list(a) for a in joint] for joint in episode.prefix],
+        # Which first move was assigned rather than sampled (restart exploring starts).
+        "opening": None if episode.opening is None else asdict(episode.opening),
         "turns": turns,
     }
 

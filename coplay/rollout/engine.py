@@ -310,4 +310,5 @@ def _finish(game: _Live) -> Episode:
         forfeited_by=game.forfeited_by,
         num_steps=game.step,
         prefix=game.prefix,
+        opening=game.opening,
     )

@@ -11,6 +11,11 @@ often but not always the last one). The idea is the restart distribution of Kaka
 Langford (2002) and "reverse curriculum" starts (Florensa et al., 2017); an OpenSpiel
 state or any seeded ``Env`` is rebuilt by replaying the recorded joint actions.
 
+With ``rollout.restart_explore`` the copies of a group each play a different assigned
+first move, so the group also estimates every move at the restart position;
+``opening_targets`` turns those estimates into a policy-iteration target (the best
+move), which the learner's ``loss.policy_iteration_coef`` term trains toward.
+
 Everything here is a pure function of episodes, a buffer and a generator; the engine
 replays a ``Start`` (``play_episodes(prefixes=...)``) and the trainer decides how many
 groups restart (``rollout.restart_share``).
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coplay.types import Episode, JointAction
+from coplay.types import Episode, JointAction, Turn
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,51 @@ def lost_starts(
             turn = traj.turns[int(rng.integers(len(traj.turns)))]
             starts.append(Start(seed=ep.seed, seat=seat, prefix=history(ep, turn.step)))
     return starts
+
+
+def opening_turn(episode: Episode) -> Turn | None:
+    """The turn that played ``episode``'s assigned first move, if it has one."""
+    o = episode.opening
+    if o is None:
+        return None
+    turns = episode.trajectories[o.player].turns
+    return turns[0] if turns and turns[0].step == episode.start_step else None
+
+
+def opening_targets(
+    episodes: Sequence[Episode],
+) -> dict[tuple[int, int], tuple[float, ...]]:
+    """Policy-iteration targets at restart positions, keyed by (episode index, seat).
+
+    The copies of a restarted group all start from one position and each plays an
+    assigned first move (``Opening``), so the group is a rollout estimate of every
+    move tried there: the mean return of the copies that played it. The target is
+    the greedy improvement, uniform over the moves whose estimate is the group's best,
+    as in classification-based policy iteration (Lagoudakis and Parr, 2003; Lazaric
+    et al., 2010). A group whose moves all did equally well has no target.
+    """
+    groups: dict[tuple[str, int], list[tuple[int, Turn]]] = {}
+    for i, ep in enumerate(episodes):
+        turn = opening_turn(ep)
+        if turn is not None and turn.decision.choice_ids:
+            groups.setdefault((ep.game, ep.group_id), []).append((i, turn))
+    out = {}
+    for members in groups.values():
+        by_move: dict[int, list[float]] = {}
+        for i, turn in members:
+            by_move.setdefault(turn.decision.choice_index, []).append(
+                episodes[i].returns[turn.player]
+            )
+        means = {a: float(np.mean(r)) for a, r in by_move.items()}
+        best, worst = max(means.values()), min(means.values())
+        if best == worst:
+            continue
+        top = [a for a, m in means.items() if m == best]
+        width = len(members[0][1].decision.choice_ids)
+        target = tuple(1.0 / len(top) if a in top else 0.0 for a in range(width))
+        for i, turn in members:
+            out[(i, turn.player)] = target
+    return out
 
 
 def remember(buffer: Sequence[Start], new: Sequence[Start], capacity: int) -> list[Start]:

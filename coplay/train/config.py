@@ -195,6 +195,11 @@ class RunConfig(_Strict):
                 "rollout.restart_explore assigns first moves in restarted games: "
                 "set rollout.restart_share > 0 as well"
             )
+        if self.loss.policy_iteration_coef and not self.rollout.restart_explore:
+            raise ValueError(
+                "loss.policy_iteration_coef trains toward the best assigned first move of "
+                "restarted groups: set rollout.restart_explore=true (and restart_share > 0)"
+            )
         if self.rollout.restart_explore and self.model.mode != "choice":
             raise ValueError(
                 "rollout.restart_explore picks listed moves: it needs model.mode=choice"

@@ -9,7 +9,7 @@ shared denominator, so the micro-batch size never changes the update.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,6 +36,9 @@ class Sample:
     advantage: float
     player: int | None = None
     """The seat that took the decision (None where unknown: every seat)."""
+    target: tuple[float, ...] | None = None
+    """A distribution over the decision's choices to pull the policy toward (the
+    policy-iteration target at a restart position), or None."""
 
 
 @dataclass
@@ -141,22 +144,28 @@ def collect_samples(
     policy_id: str,
     *,
     keep: Collection[tuple[int, int]] | None = None,
+    targets: Mapping[tuple[int, int], tuple[float, ...]] | None = None,
 ) -> list[Sample]:
     """Trainable decisions of ``policy_id`` (rejected retries included) with advantages.
 
     A rejected answer shares its turn's advantage, so an invalid answer that led to a
     penalty or forfeit is pushed down with it. ``keep``, when given, lists the
-    (episode index, seat) trajectories to take; the others are skipped.
+    (episode index, seat) trajectories to take; the others are skipped. ``targets``
+    (``opening_targets``) gives the first turn of those trajectories a target.
     """
     out = []
+    targets = targets or {}
     for e, (ep, per_seat) in enumerate(zip(episodes, advantages, strict=True)):
         for s, (traj, advs) in enumerate(zip(ep.trajectories, per_seat, strict=True)):
             if keep is not None and (e, s) not in keep:
                 continue
-            for turn, adv in zip(traj.turns, advs, strict=True):
-                for dec in (*turn.invalid_attempts, turn.decision):
+            for k, (turn, adv) in enumerate(zip(traj.turns, advs, strict=True)):
+                target = targets.get((e, s)) if k == 0 else None
+                for dec in turn.invalid_attempts:
                     if dec.policy_id == policy_id and dec.trainable:
                         out.append(Sample(dec, float(adv), s))
+                if turn.decision.policy_id == policy_id and turn.decision.trainable:
+                    out.append(Sample(turn.decision, float(adv), s, target))
     return out
 
 
@@ -252,6 +261,20 @@ def _signalling_term(
     return torch.stack(terms).sum(), len(terms)
 
 
+def _target_term(
+    scored_dists: Sequence[torch.Tensor | None], batch: Sequence[Sample]
+) -> tuple[torch.Tensor, int]:
+    """Sum over the samples with a target of the cross-entropy from it to the policy."""
+    terms = [
+        -(torch.tensor(s.target, device=lp.device) * lp).sum()
+        for lp, s in zip(scored_dists, batch, strict=True)
+        if lp is not None and s.target is not None
+    ]
+    if not terms:
+        return torch.zeros(()), 0
+    return torch.stack(terms).sum(), len(terms)
+
+
 def _behavior(decision) -> tuple[float, ...]:
     return decision.logprobs if decision.behavior_logprobs is None else decision.behavior_logprobs
 
@@ -298,6 +321,11 @@ def _micro_step(
         total = total - cfg.signalling_coef * bonus.to(device) / minibatch_size
         if n:
             metrics["loss/signalling"] = float(bonus.detach()) / n
+    if cfg.policy_iteration_coef > 0:
+        ce, n = _target_term(scored.dists, batch)
+        total = total + cfg.policy_iteration_coef * ce.to(device) / minibatch_size
+        if n:
+            metrics["loss/policy_iteration"] = float(ce.detach()) / n
     if listening:
         bonus, n = _listening_term(scored.dists, listening)
         total = total - cfg.listening_coef * bonus.to(device) / minibatch_size

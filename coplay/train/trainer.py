@@ -32,7 +32,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
 from coplay.rollout.engine import play_episodes
-from coplay.rollout.restarts import Start, draw, lost_starts, remember
+from coplay.rollout.restarts import Start, draw, lost_starts, opening_targets, remember
 from coplay.train.config import AlgoConfig, RunConfig, to_yaml
 from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
@@ -357,7 +357,8 @@ def learn(run: Run, episodes: Sequence[Episode]) -> dict[str, float]:
     est = run.estimator.estimate(episodes, run.adv_state)
     run.adv_state = est.state
     keep = informative_seats(episodes) if run.cfg.algo.filter_flat_groups else None
-    samples = collect_samples(episodes, est.advantages, learner_id, keep=keep)
+    targets = opening_targets(episodes) if run.cfg.loss.policy_iteration_coef > 0 else None
+    samples = collect_samples(episodes, est.advantages, learner_id, keep=keep, targets=targets)
     samples, filtered = filter_samples(run.cfg.algo, samples, keep, episodes)
     metrics = {**est.metrics, **filtered, **update(run.learner, samples, run.rng)}
     if run.critic is not None and est.value_targets is not None:

@@ -2,11 +2,13 @@
 
 import json
 import math
+from dataclasses import replace
 
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.report.sinks import append_metrics, append_transcripts, read_metrics, write_summary
 from coplay.rollout.engine import play_episodes
+from coplay.types import Opening
 
 
 def test_metrics_rows_append_and_nan_becomes_null(tmp_path):
@@ -40,6 +42,9 @@ def test_a_restarted_episode_records_the_history_it_replayed(tmp_path):
     row = json.loads((tmp_path / "t.jsonl").read_text())
     assert row["prefix"] == [[[0, "[4]"]], [[1, "[0]"]]]
     assert len(row["turns"]) == ep.num_steps - 2
+    assert row["opening"] is None
+    append_transcripts(tmp_path / "o.jsonl", [replace(ep, opening=Opening(0, 3))], iteration=1)
+    assert json.loads((tmp_path / "o.jsonl").read_text())["opening"] == {"player": 0, "index": 3}
 
 
 def test_summary_is_strict_json(tmp_path):

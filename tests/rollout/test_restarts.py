@@ -7,8 +7,17 @@ import pytest
 from coplay.envs.registry import list_games, make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes, replay
-from coplay.rollout.restarts import Start, draw, history, lost, lost_starts, remember
-from coplay.types import Decision, Episode, Trajectory
+from coplay.rollout.restarts import (
+    Start,
+    draw,
+    history,
+    lost,
+    lost_starts,
+    opening_targets,
+    opening_turn,
+    remember,
+)
+from coplay.types import Decision, Episode, Observation, Opening, Trajectory, Turn
 
 GAMES = [g.name for g in list_games()] + ["openspiel:goofspiel"]
 
@@ -125,3 +134,44 @@ def test_the_buffer_keeps_the_latest_and_draws_without_replacement_when_it_can()
     assert sorted(s.seed for s in drawn) == list(range(10))
     assert len(draw(starts[:2], 5, rng)) == 5
     assert draw([], 3, rng) == [] and draw(starts, 0, rng) == []
+
+
+def opened(group_id, choice, ret, width=3, player=0):
+    """A restarted one-player episode whose assigned first move was ``choice``."""
+    dec = Decision(
+        text=f"[{choice}]",
+        action=f"[{choice}]",
+        policy_id="me",
+        choice_ids=tuple((i,) for i in range(width)),
+        choice_index=choice,
+        logprobs=(-1.0,),
+    )
+    obs = Observation(game="g", player=player, text="x", legal_actions=("[0]", "[1]", "[2]"))
+    turn = Turn(player=player, observation=obs, decision=dec, step=2, played_action=dec.action)
+    traj = Trajectory(player=player, policy_id="me", turns=[turn], ret=ret)
+    return Episode(
+        game="g",
+        seed=1,
+        group_id=group_id,
+        seats=("me",),
+        trajectories=(traj,),
+        returns=(ret,),
+        prefix=(((0, "[0]"),), ((0, "[1]"),)),
+        opening=Opening(player=player, index=choice),
+    )
+
+
+def test_opening_targets_are_the_best_moves_of_each_restarted_group():
+    eps = [
+        opened(7, 0, -1.0),
+        opened(7, 1, 0.0),
+        opened(7, 2, 1.0),
+        opened(7, 2, -1.0),  # move 2 averages 0: tied with move 1
+        opened(8, 0, 1.0),
+        opened(8, 1, 1.0),  # every move did equally well: no target
+        random_episodes("tic_tac_toe", n=1)[0],  # no opening: no target
+    ]
+    targets = opening_targets(eps)
+    assert targets == {(i, 0): (0.0, 0.5, 0.5) for i in range(4)}
+    assert opening_turn(eps[0]) is eps[0].trajectories[0].turns[0]
+    assert opening_turn(eps[6]) is None

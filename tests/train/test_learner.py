@@ -199,6 +199,51 @@ def test_listening_bonus_leaves_decisions_without_counterfactuals_alone():
     assert torch.equal(_grad(plain), _grad(listening))
 
 
+def _targeted(policy):
+    """Zero-advantage samples, the first two with a target on their last choice."""
+    samples = [Sample(s.decision, 0.0) for s in _samples(policy)]
+    for i in (0, 1):
+        width = len(samples[i].decision.choice_ids)
+        samples[i] = replace(samples[i], target=(0.0,) * (width - 1) + (1.0,))
+    return samples
+
+
+def test_policy_iteration_target_is_the_cross_entropy_to_the_policy():
+    base = _policy()
+    samples = _targeted(base)
+    with torch.no_grad():
+        dists = base.score([s.decision for s in samples[:2]]).dists
+    expected = -float(sum(lp[-1] for lp in dists)) / 2
+    optim = OptimConfig(lr=1e-2, minibatch_size=8, epochs=1)
+    learner = make_learner(base, LossConfig(policy_iteration_coef=1.0), optim)
+    metrics = update(learner, samples, np.random.default_rng(0))
+    assert metrics["loss/policy_iteration"] == pytest.approx(expected, rel=1e-5)
+    with torch.no_grad():
+        after = base.score([s.decision for s in samples[:2]]).dists
+    assert all(a[-1] > b[-1] for a, b in zip(after, dists, strict=True))  # toward the target
+
+
+@pytest.mark.parametrize("micro", [1, 3])
+def test_policy_iteration_target_micro_batches_equal_one_batch(micro):
+    base = _policy()
+    samples = _targeted(base)
+    grads = []
+    for size in (8, micro):
+        optim = OptimConfig(lr=1e-3, minibatch_size=8, micro_batch_size=size)
+        learner = make_learner(copy.deepcopy(base), LossConfig(policy_iteration_coef=0.5), optim)
+        update(learner, samples, np.random.default_rng(0))
+        grads.append(_grad(learner))
+    assert grads[0].abs().max() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-8, rtol=1e-4)
+
+
+def test_policy_iteration_target_is_off_at_zero_weight():
+    base = _policy()
+    (learner,) = _updated(base, _targeted(base), [LossConfig()])
+    # zero advantages, no target term: nothing to learn from
+    assert _grad(learner).abs().max() == 0
+
+
 def test_positive_advantage_raises_probability_of_the_action():
     policy = _policy()
     samples = _samples(policy)
@@ -229,6 +274,12 @@ def test_collect_samples_pairs_each_turn_with_its_advantage():
     ]
     assert [(s.decision, s.advantage) for s in samples] == expected
     assert collect_samples(eps, advs, "someone-else") == []
+    # A target goes to the first turn of its (episode, seat) only.
+    target = (0.5, 0.5)
+    marked = collect_samples(eps, advs, policy.policy_id, targets={(1, 0): target})
+    hit = [s for s in marked if s.target is not None]
+    assert [s.decision for s in hit] == [eps[1].trajectories[0].turns[0].decision]
+    assert hit[0].target == target
 
 
 @pytest.mark.parametrize("ema", [0.0, 0.5, 1.0])

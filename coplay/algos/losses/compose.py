@@ -64,6 +64,11 @@ class LossConfig(BaseModel):
     received (the observation's ``counterfactuals``), so a listener's answer depends on
     the message.
     Covers only decisions whose observation lists counterfactuals; 0 turns it off."""
+    policy_iteration_coef: float = Field(0.0, ge=0.0)
+    """Weight of the policy-iteration target at restart positions: the cross-entropy from
+    the best-scoring first moves of each restarted group (``opening_targets``, needs
+    ``rollout.restart_explore``) to the policy there. Unlike the policy gradient, its
+    push does not fade as the policy grows sure of the wrong move; 0 turns it off."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
     dual_clip: float | None = None
