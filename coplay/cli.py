@@ -55,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also the exact win/draw/loss per seat by walking the game tree (OpenSpiel games)",
     )
+    e.add_argument(
+        "--costly",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also the N positions per seat where changing the policy's answer gains the "
+        "most against the opponent, exactly (OpenSpiel games; coplay/eval/costly.py)",
+    )
 
     c = sub.add_parser("config", help="show every config key with its value and meaning")
     c.add_argument("--preset", default="kuhn-selfplay")
@@ -224,6 +232,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
+    if args.costly < 0:
+        raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
     game, params = _game_of(Path(args.path), args.game)
     policy = load_policy(args.path, seed=args.seed)
     make = lambda: make_env(game, **params)  # noqa: E731
@@ -248,7 +258,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.exact:
         _exact_rows(table, policy, opponent, game, params)
     console.print(table)
+    if args.costly:
+        _print_costly(policy, opponent, game, params, args.costly)
     return 0
+
+
+def _print_costly(policy, opponent, game: str, params: dict, top: int) -> None:
+    from coplay.eval.costly import costly_positions
+
+    for seat, found in enumerate(costly_positions(policy, opponent, game, params=params, top=top)):
+        table = Table(title=f"costliest positions, seat {seat} (exact gain in expected return)")
+        for name in ("observation", "reach", "plays", "better", "gain"):
+            table.add_column(name, justify="left" if name == "observation" else "right")
+        for c in found:
+            table.add_row(
+                c.observation.strip(),
+                f"{c.reach:.4f}",
+                f"{c.played} ({c.played_prob:.2f})",
+                c.best,
+                f"{c.cost:.4f}",
+            )
+        console.print(table)
 
 
 def _exact_rows(table: Table, policy, opponent, game: str, params: dict) -> None:

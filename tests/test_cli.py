@@ -71,6 +71,15 @@ def test_eval_exact_adds_each_seats_exact_outcome(kuhn_run, capsys):
     assert "seat 0 (exact)" in out and "seat 1 (exact)" in out and "argmax" in out
 
 
+def test_eval_costly_lists_the_positions_worth_changing(kuhn_run, capsys):
+    argv = ["eval", str(kuhn_run), "--opponent", "nash", "--episodes", "10", "--costly", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "costliest positions, seat 0" in out and "costliest positions, seat 1" in out
+    assert main([*argv[:-1], "-1"]) == 2
+    assert "--costly must be 0 (off) or positive" in capsys.readouterr().err
+
+
 def test_eval_exact_on_a_game_without_openspiel_is_a_clear_error(tmp_path, capsys):
     out = tmp_path / "talk"
     over = ["game.name=signalling", "train.iterations=1", "rollout.games_per_iter=4"]

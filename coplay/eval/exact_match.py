@@ -107,14 +107,21 @@ class Oracle:
         )
         self.cache: dict[Hashable, dict[str, float]] = {}
 
+    def observe(self, states: Sequence[pyspiel.State]) -> list[Observation]:
+        """What the player to move sees in each state."""
+        return [
+            observation_for_state(
+                env_state(s),
+                s.current_player(),
+                game_name=self.env.spec.name,
+                renderer=self.env.renderer,
+            )
+            for s in states
+        ]
+
     def __call__(self, states: Sequence[pyspiel.State]) -> list[dict[int, float]]:
         shown = [env_state(s) for s in states]
-        obs = [
-            observation_for_state(
-                st, s.current_player(), game_name=self.env.spec.name, renderer=self.env.renderer
-            )
-            for s, st in zip(states, shown, strict=True)
-        ]
+        obs = self.observe(states)
         keys = [self.key(o) for o in obs]
         todo = {k: o for k, o in zip(keys, obs, strict=True) if k not in self.cache}
         items = list(todo.items())
