@@ -118,6 +118,12 @@ def test_grpo_needs_groups_to_learn(tmp_path):
         ["algo.estimator=gae", "algo.params={}", "critic.clip=0.2"],
         ["loss.entropy_coef=0.1", "loss.entropy_final_frac=0.1"],  # the schedule resumes too
         ["rollout.restart_share=0.5", "rollout.group_size=2"],  # the restart buffer too
+        [
+            "rollout.restart_share=0.5",
+            "rollout.group_size=2",
+            "rollout.restart_explore=true",  # assigned first moves draw from the saved rng
+            "loss.policy_iteration_coef=1",
+        ],
     ],
 )
 def test_resume_equals_uninterrupted(tmp_path, extra):
