@@ -126,13 +126,10 @@ def _start(
     n = env.spec.num_players
     if len(seats) != n:
         raise ValueError(f"game {env.spec.name!r} has {n} seats but the seating has {len(seats)}")
-    if opening is not None and not isinstance(seats[opening.player], Steerable):
-        raise ValueError(
-            f"an assigned first move needs a policy that can be told its move, but "
-            f"{seats[opening.player].policy_id!r} in seat {opening.player} cannot"
-        )
     env.reset(seed)
     earned = replay(env, prefix, seed)
+    if opening is not None:
+        _check_opening(env, seats, opening)
     trajs = [Trajectory(player=p, policy_id=seats[p].policy_id) for p in range(n)]
     return _Live(
         env=env,
@@ -149,6 +146,21 @@ def _start(
         prefix_reward=earned,
         opening=opening,
     )
+
+
+def _check_opening(env: Env, seats: Sequence[Policy], opening: Opening) -> None:
+    """An assigned first move must be for a player to act there whose policy can be told."""
+    acting = sorted(env.players_to_act())
+    if env.is_terminal() or opening.player not in acting:
+        raise ValueError(
+            f"the assigned first move is player {opening.player}'s, but players {acting} "
+            f"are to act where the {env.spec.name} history ends"
+        )
+    if not isinstance(seats[opening.player], Steerable):
+        raise ValueError(
+            f"an assigned first move needs a policy that can be told its move, but "
+            f"{seats[opening.player].policy_id!r} in seat {opening.player} cannot"
+        )
 
 
 def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:

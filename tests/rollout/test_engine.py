@@ -280,3 +280,8 @@ def test_an_opening_needs_a_policy_that_can_be_told_its_move():
 
     with pytest.raises(ValueError, match="'first' in seat 0 cannot"):
         play_episodes(kuhn, [[FirstLegal(), FirstLegal()]], [0], openings=[Opening(0, 1)])
+    me = SteeredFirst()
+    with pytest.raises(ValueError, match=r"player 1's, but players \[0\] are to act"):
+        play_episodes(kuhn, [[me, me]], [0], openings=[Opening(1, 0)])
+    with pytest.raises(ValueError, match=r"player 5's, but players \[0\] are to act"):
+        play_episodes(kuhn, [[me, me]], [0], openings=[Opening(5, 0)])
