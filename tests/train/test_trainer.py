@@ -217,17 +217,20 @@ def test_pool_seats_the_learner_against_drawn_members(tmp_path):
     assert seatings(run, 2) == [[me, me], [me, me]]
 
 
+RESTARTS = [
+    *TINY,
+    "game.name=tic_tac_toe",
+    "train.opponent=perfect",
+    "rollout.games_per_iter=16",
+    "rollout.group_size=4",
+    "rollout.restart_share=0.5",
+    "algo.estimator=grpo",
+]
+"""Tic-tac-toe against the perfect player, 4 groups of 4, half of them restarted."""
+
+
 def test_restarts_replay_lost_positions_as_whole_groups(tmp_path):
-    over = [
-        *TINY,
-        "game.name=tic_tac_toe",
-        "train.opponent=perfect",
-        "rollout.games_per_iter=16",
-        "rollout.group_size=4",
-        "rollout.restart_share=0.5",
-        "algo.estimator=grpo",
-    ]
-    run = setup(build_config(overrides=over), tmp_path / "r")
+    run = setup(build_config(overrides=RESTARTS), tmp_path / "r")
     me = run.learner.policy.policy_id
     first, m1 = collect(run, 1)  # nothing lost yet: all fresh games
     assert not any(e.prefix for e in first) and m1["rollout/restart_groups"] == 0
@@ -246,17 +249,7 @@ def test_restarts_replay_lost_positions_as_whole_groups(tmp_path):
 
 
 def test_restart_explore_gives_each_copy_of_a_group_a_different_first_move(tmp_path):
-    over = [
-        *TINY,
-        "game.name=tic_tac_toe",
-        "train.opponent=perfect",
-        "rollout.games_per_iter=16",
-        "rollout.group_size=4",
-        "rollout.restart_share=0.5",
-        "rollout.restart_explore=true",
-        "algo.estimator=grpo",
-    ]
-    run = setup(build_config(overrides=over), tmp_path / "x")
+    run = setup(build_config(overrides=[*RESTARTS, "rollout.restart_explore=true"]), tmp_path / "x")
     me = run.learner.policy.policy_id
     first, _ = collect(run, 1)
     games = plan(run, 2)
@@ -271,7 +264,7 @@ def test_restart_explore_gives_each_copy_of_a_group_a_different_first_move(tmp_p
         assert len({t.played_action for t in opening}) == min(4, k)
         assert all(t.step == len(group[0].prefix) for t in opening)
         assert all(t.decision.behavior_logprobs is None for t in opening)
-    plain = setup(build_config(overrides=over[:-2] + ["algo.estimator=grpo"]), tmp_path / "y")
+    plain = setup(build_config(overrides=RESTARTS), tmp_path / "y")
     collect(plain, 1)
     assert plan(plain, 2).openings == [None] * 16
 
