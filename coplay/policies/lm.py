@@ -293,14 +293,23 @@ class LMPolicy:
     # ----------------------------------------------------------------- scoring
     def _choice_logps(self, items) -> list[torch.Tensor]:
         """Constrained log-probs per item: log softmax over each item's actions."""
+        table = self._choice_table(items)
+        return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
+
+    def _choice_table(self, items) -> torch.Tensor:
+        """(B, K) constrained log-probs, row i over item i's actions, -inf past its last.
+
+        One padded log-softmax instead of one per item: the per-item ops (and their
+        backward nodes) cost more than the model on small games."""
         seq_lp = choice_sequence_logps(
             self.model, items, temperature=self.temperature, pad_id=self.tokenizer.pad_token_id or 0
         )  # (N,) over all items' actions, flattened
-        out, i = [], 0
-        for _, cs in items:
-            out.append(F.log_softmax(seq_lp[i : i + len(cs)], dim=0))
-            i += len(cs)
-        return out
+        sizes = torch.tensor([len(cs) for _, cs in items])
+        rows = torch.repeat_interleave(torch.arange(len(items)), sizes)
+        cols = torch.arange(len(rows)) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
+        table = seq_lp.new_full((len(items), int(sizes.max())), -math.inf)
+        table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
+        return F.log_softmax(table, dim=1)
 
     def score(self, decisions: Sequence[Decision]) -> Scored:
         """Differentiable per-unit log-probs and entropies of recorded decisions.
@@ -332,11 +341,15 @@ class LMPolicy:
         if not decisions:
             return None
         items = [(d.prompt_ids, d.choice_ids) for d in decisions]
-        logps = self._choice_logps(items)
-        chosen = torch.stack([lp[d.choice_index] for lp, d in zip(logps, decisions, strict=True)])
-        ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+        table = self._choice_table(items)  # (B, K)
+        rows = torch.arange(len(decisions), device=table.device)
+        index = torch.tensor([d.choice_index for d in decisions], device=table.device)
+        chosen = table[rows, index]
+        # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.
+        ent = -(table.exp() * table.masked_fill(table.isinf(), 0.0)).sum(1)
         ones = torch.ones(len(decisions), 1, device=chosen.device)
-        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=tuple(logps))
+        dists = tuple(table[i, : len(cs)] for i, (_, cs) in enumerate(items))
+        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
 
     def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
         if not decisions:

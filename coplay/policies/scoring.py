@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
@@ -54,6 +55,85 @@ def left_pad(
     return ids, attn, pos
 
 
+def shared_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    """Tokens every sequence starts with, leaving each at least one token of its own.
+
+    >>> shared_prefix_len([(1, 5, 6, 7), (1, 5, 8)])
+    2
+    >>> shared_prefix_len([(1, 5), (1, 5)])
+    1
+    """
+    shortest = min(len(s) for s in seqs)
+    n = 0
+    while n < shortest - 1 and all(s[n] == seqs[0][n] for s in seqs):
+        n += 1
+    return n
+
+
+def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[list[int]]:
+    """Row indices split into at most ``max_groups`` groups that share long prefixes.
+
+    The prefix is extended one token at a time while the rows still fall into at
+    most ``max_groups`` distinct prefixes: prompts that differ early (the seat's mark)
+    and then agree again (the rules text) form one group per early variant, each of
+    which ``forward_shared`` then runs once.
+
+    >>> prefix_groups([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)], max_groups=2)
+    [[0, 2], [1]]
+    """
+    labels = [0] * len(seqs)
+    longest = max(len(s) for s in seqs)
+    for k in range(longest):
+        keys: dict[tuple, int] = {}
+        # A row keeps its last token to itself: past it, it is a group of its own.
+        step = [
+            keys.setdefault((lab, s[k] if k < len(s) - 1 else -1 - i), len(keys))
+            for i, (lab, s) in enumerate(zip(labels, seqs, strict=True))
+        ]
+        if len(keys) > max_groups:
+            break
+        labels = step
+    groups: dict[int, list[int]] = {}
+    for i, lab in enumerate(labels):
+        groups.setdefault(lab, []).append(i)
+    return list(groups.values())
+
+
+def forward_shared(
+    model: PreTrainedModel,
+    seqs: Sequence[Sequence[int]],
+    pad_id: int,
+    *,
+    limit: int | None = None,
+    **kwargs,
+) -> tuple[object, torch.Tensor, torch.Tensor]:
+    """The model on left-padded ``seqs``, their common prefix run once.
+
+    Game prompts open with the same rules text, often half their tokens; a causal
+    model's keys and values there are the same for every row, so they are computed
+    for one row and repeated (gradients flow back through the repeat). Returns the
+    output and the attention mask and positions over prefix + rows, ready for a
+    continuation pass. Equal to one pass over the padded batch up to float error.
+    ``limit`` caps the shared tokens where the caller needs logits further back.
+    """
+    device = next(model.parameters()).device
+    n = shared_prefix_len(seqs) if len(seqs) > 1 else 0
+    n = n if limit is None else max(0, min(n, limit))
+    ids, attn, pos = left_pad([s[n:] for s in seqs], pad_id)
+    ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
+    if n == 0:
+        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **kwargs)
+        return out, attn, pos
+    prefix = model(input_ids=torch.tensor([list(seqs[0][:n])], device=device), use_cache=True)
+    cache = prefix.past_key_values
+    cache.batch_repeat_interleave(len(seqs))
+    attn = torch.cat([torch.ones((len(seqs), n), dtype=attn.dtype, device=device), attn], dim=-1)
+    out = model(
+        input_ids=ids, attention_mask=attn, position_ids=pos + n, past_key_values=cache, **kwargs
+    )
+    return out, attn, pos + n
+
+
 def token_logps(
     model: PreTrainedModel,
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
@@ -64,15 +144,43 @@ def token_logps(
     """Log-prob and entropy of every response token after its prompt.
 
     Returns three (B, R) tensors, R the longest response, left-aligned: log-probs,
-    entropies of the full next-token distribution, and the response mask.
+    entropies of the full next-token distribution, and the response mask. Pairs
+    are grouped by shared prefix as in ``choice_sequence_logps``.
     """
+    groups = prefix_groups([tuple(p) + tuple(r) for p, r in pairs])
+    if len(groups) == 1:
+        return _token_group(model, pairs, temperature=temperature, pad_id=pad_id)
+    width = max(len(r) for _, r in pairs)
+    parts = [
+        _token_group(model, [pairs[i] for i in g], temperature=temperature, pad_id=pad_id)
+        for g in groups
+    ]
+    rows = torch.tensor([i for g in groups for i in g], device=parts[0][0].device)
+    # Left-aligned, so a group's narrower rows pad on the right.
+    return tuple(
+        torch.cat([F.pad(p[j], (0, width - p[j].shape[1])) for p in parts])[torch.argsort(rows)]
+        for j in range(3)
+    )
+
+
+def _token_group(
+    model: PreTrainedModel,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    temperature: float,
+    pad_id: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``token_logps`` for pairs run as one batch with one shared prefix."""
     device = next(model.parameters()).device
     width = max(len(r) for _, r in pairs)
-    ids, attn, pos = left_pad([tuple(p) + tuple(r) for p, r in pairs], pad_id)
-    out = model(
-        input_ids=ids.to(device),
-        attention_mask=attn.to(device),
-        position_ids=pos.to(device),
+    # The shared prefix stops before each response's last prompt token, whose logits
+    # score the response's first token.
+    limit = min(len(p) - 1 for p, r in pairs if r) if width else None
+    out, _, _ = forward_shared(
+        model,
+        [tuple(p) + tuple(r) for p, r in pairs],
+        pad_id,
+        limit=limit,
         logits_to_keep=width + 1,
     )
     # Column j of the kept logits predicts the token at column j + 1.
@@ -124,17 +232,36 @@ def choice_sequence_logps(
     Each prompt runs once; its KV cache is then shared by all of its candidates, so
     scoring k actions costs one prompt pass plus k short continuations instead of k
     full sequences. Equal to ``sequence_logps`` on the concatenated pairs up to float
-    error.
+    error. Prompts are grouped by shared prefix (``prefix_groups``) so the rules
+    text every prompt opens with runs once per group, not once per row.
     """
+    groups = prefix_groups([p for p, _ in items])
+    if len(groups) == 1:
+        return _choice_group(model, items, temperature=temperature, pad_id=pad_id)
+    starts = np.cumsum([0] + [len(cs) for _, cs in items])
+    parts = [
+        _choice_group(model, [items[i] for i in g], temperature=temperature, pad_id=pad_id)
+        for g in groups
+    ]
+    where = torch.tensor(
+        np.concatenate([np.arange(starts[i], starts[i + 1]) for g in groups for i in g]),
+        device=parts[0].device,
+    )
+    merged = torch.cat(parts)
+    return merged.new_zeros(int(starts[-1])).index_copy(0, where, merged)
+
+
+def _choice_group(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    temperature: float,
+    pad_id: int,
+) -> torch.Tensor:
+    """``choice_sequence_logps`` for prompts run as one batch with one shared prefix."""
     device = next(model.parameters()).device
-    ids, attn, pos = left_pad([p for p, _ in items], pad_id)
-    attn, pos = attn.to(device), pos.to(device)
-    out = model(
-        input_ids=ids.to(device),
-        attention_mask=attn,
-        position_ids=pos,
-        use_cache=True,
-        logits_to_keep=1,
+    out, attn, pos = forward_shared(
+        model, [p for p, _ in items], pad_id, use_cache=True, logits_to_keep=1
     )
     owner = torch.tensor([i for i, (_, cs) in enumerate(items) for _ in cs], device=device)
     cands = [tuple(c) for _, cs in items for c in cs]
@@ -182,11 +309,7 @@ def sample_text(
     """
     device = next(model.parameters()).device
     b = len(prompts)
-    ids, attn, pos = left_pad(prompts, pad_id)
-    ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
-    out = model(
-        input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1
-    )
+    out, attn, pos = forward_shared(model, prompts, pad_id, use_cache=True, logits_to_keep=1)
     past, logits = out.past_key_values, out.logits[:, -1]
     next_pos = pos[:, -1:] + 1
     tokens: list[list[int]] = [[] for _ in range(b)]
