@@ -101,7 +101,9 @@ def make_learner(
     reference: Callable[[LMPolicy], LMPolicy] = frozen_copy,
 ) -> Learner:
     """AdamW over ``params`` (default: all the policy's weights); when the loss has a KL
-    term, ``reference(policy)`` builds its reference (default: a frozen copy)."""
+    term or the reference moves (``reference_ema`` > 0: a magnet, which without a KL
+    term is a plain average of iterates), ``reference(policy)`` builds it (default: a
+    frozen copy)."""
     opt = torch.optim.AdamW(
         policy.model.parameters() if params is None else params,
         lr=optim.lr,
@@ -115,7 +117,7 @@ def make_learner(
         epochs=optim.epochs,
         minibatch_size=optim.minibatch_size,
         micro_batch_size=optim.micro_batch_size,
-        reference=reference(policy) if loss.kl_coef > 0 else None,
+        reference=reference(policy) if loss.kl_coef > 0 or reference_ema > 0 else None,
         scheduler=linear_schedule(opt, optim, iterations),
         reference_ema=reference_ema,
         iterations=iterations,
@@ -298,7 +300,7 @@ def _micro_step(
     old = _pad([d.logprobs for d in decisions], width).to(device)
     adv = torch.tensor([s.advantage for s in batch], device=device)[:, None]  # (B, 1)
     ref_logp = None
-    if learner.reference is not None:
+    if learner.reference is not None and cfg.kl_coef > 0:
         with torch.no_grad():
             ref_logp = learner.reference.score(decisions).logp
     total, metrics = policy_loss(

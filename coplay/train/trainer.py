@@ -448,6 +448,9 @@ def evaluate(run: Run, iteration: int) -> dict[str, float]:
             m[f"eval/{name}/loss_seat{seat}"] = loss.value
         if name in run.exact_matches:
             m |= exact_match_metrics(run, policy, name, opp)
+            if policy is not run.learner.policy:
+                own = exact_match_metrics(run, run.learner.policy, name, opp)
+                m |= {k.replace("eval/", "eval/learner/", 1): v for k, v in own.items()}
     return m
 
 

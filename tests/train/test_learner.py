@@ -299,6 +299,28 @@ def test_magnet_moves_toward_the_policy_by_ema(ema):
         assert not r1.requires_grad
 
 
+def test_a_magnet_without_kl_only_averages_and_leaves_the_update_alone():
+    base = _policy()
+    samples = _samples(base)
+    plain = make_learner(copy.deepcopy(base), LossConfig(), OptimConfig(lr=1e-2))
+    averaged = make_learner(
+        copy.deepcopy(base), LossConfig(), OptimConfig(lr=1e-2), reference_ema=0.25
+    )
+    assert plain.reference is None and averaged.reference is not None
+    ref0 = [p.detach().clone() for p in averaged.reference.model.parameters()]
+    m_plain = update(plain, samples, np.random.default_rng(0))
+    m_avg = update(averaged, samples, np.random.default_rng(0))
+    assert "loss/kl" not in m_avg and m_avg["loss/policy"] == m_plain["loss/policy"]
+    for p0, p1 in zip(
+        plain.policy.model.parameters(), averaged.policy.model.parameters(), strict=True
+    ):
+        assert torch.equal(p0, p1)  # the average never pulls the learner
+    for r0, r1, p in zip(
+        ref0, averaged.reference.model.parameters(), averaged.policy.model.parameters(), strict=True
+    ):
+        assert torch.allclose(r1, r0 + 0.25 * (p.detach() - r0), atol=1e-6)
+
+
 def test_entropy_weight_anneals_linearly_and_follows_the_update_count():
     policy = _policy()
     loss = LossConfig(entropy_coef=0.1, entropy_final_frac=0.2)

@@ -369,6 +369,28 @@ def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tm
     assert row["eval/perfect/exact_loss_seat1"] > 0.8
 
 
+def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tmp_path):
+    over = [
+        *TINY,
+        "game.name=tic_tac_toe",
+        "train.iterations=2",
+        "train.eval_every=2",
+        "train.eval_opponents=[perfect]",
+        "loss.kl_coef=0",
+        "reference.ema=0.5",
+        "train.final_policy=magnet",
+    ]
+    train(build_config(overrides=over), tmp_path)
+    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    for seat in (0, 1):
+        mine, learner = (
+            row[f"{p}perfect/exact_loss_seat{seat}"] for p in ("eval/", "eval/learner/")
+        )
+        assert 0.0 <= mine <= 1.0 and 0.0 <= learner <= 1.0
+    # two updates apart, the average and the last iterate are different policies
+    assert row["eval/perfect/exact_return_seat0"] != row["eval/learner/perfect/exact_return_seat0"]
+
+
 def test_exploration_marks_the_learners_training_turns_only(tmp_path):
     over = [*TINY, "rollout.explore=0.5", "loss.tis_cap=1.0"]
     run = setup(build_config(overrides=over), tmp_path)
