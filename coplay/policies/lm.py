@@ -293,8 +293,7 @@ class LMPolicy:
     # ----------------------------------------------------------------- scoring
     def _choice_logps(self, items) -> list[torch.Tensor]:
         """Constrained log-probs per item: log softmax over each item's actions."""
-        table = self._choice_table(items)
-        return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
+        return _rows(self._choice_table(items), items)
 
     def _choice_table(self, items) -> torch.Tensor:
         """(B, K) constrained log-probs, row i over item i's actions, -inf past its last.
@@ -348,7 +347,7 @@ class LMPolicy:
         # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.
         ent = -(table.exp() * table.masked_fill(table.isinf(), 0.0)).sum(1)
         ones = torch.ones(len(decisions), 1, device=chosen.device)
-        dists = tuple(table[i, : len(cs)] for i, (_, cs) in enumerate(items))
+        dists = tuple(_rows(table, items))
         return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
 
     def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
@@ -357,6 +356,11 @@ class LMPolicy:
         pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
         logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
         return Scored(logp=logp, entropy=ent, mask=mask)
+
+
+def _rows(table: torch.Tensor, items) -> list[torch.Tensor]:
+    """Each item's row of a padded choice table, cut to its own actions."""
+    return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
 
 
 def explore_mixture(logp: torch.Tensor, epsilon: float) -> torch.Tensor:

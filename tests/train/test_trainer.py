@@ -350,16 +350,21 @@ def test_exact_on_for_a_game_without_it_is_a_clear_error():
         wants_exact(cfg, make_env("tic_tac_toe").spec)
 
 
-def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tmp_path):
+def _tic_tac_toe_last_eval(tmp_path, iterations: int, *extra: str) -> dict:
+    """The metrics row of a tiny tic-tac-toe run evaluated at its last iteration."""
     over = [
         *TINY,
         "game.name=tic_tac_toe",
-        "train.iterations=1",
-        "train.eval_every=1",
-        "train.eval_opponents=[random, perfect]",
+        f"train.iterations={iterations}",
+        f"train.eval_every={iterations}",
+        *extra,
     ]
     train(build_config(overrides=over), tmp_path)
-    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    return json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tmp_path):
+    row = _tic_tac_toe_last_eval(tmp_path, 1, "train.eval_opponents=[random, perfect]")
     for seat in (0, 1):
         assert 0.0 <= row[f"eval/perfect/exact_loss_seat{seat}"] <= 1.0
         assert 0.0 <= row[f"eval/perfect/greedy_loss_seat{seat}"] <= 1.0
@@ -370,18 +375,14 @@ def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tm
 
 
 def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tmp_path):
-    over = [
-        *TINY,
-        "game.name=tic_tac_toe",
-        "train.iterations=2",
-        "train.eval_every=2",
+    row = _tic_tac_toe_last_eval(
+        tmp_path,
+        2,
         "train.eval_opponents=[perfect]",
         "loss.kl_coef=0",
         "reference.ema=0.5",
         "train.final_policy=magnet",
-    ]
-    train(build_config(overrides=over), tmp_path)
-    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    )
     for seat in (0, 1):
         mine, learner = (
             row[f"{p}perfect/exact_loss_seat{seat}"] for p in ("eval/", "eval/learner/")
