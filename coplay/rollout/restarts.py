@@ -69,12 +69,28 @@ def lost(episode: Episode, seat: int, best: float) -> bool:
 
 
 def lost_starts(
-    episodes: Sequence[Episode], learner_id: str, best: float, rng: np.random.Generator
+    episodes: Sequence[Episode],
+    learner_id: str,
+    best: float,
+    rng: np.random.Generator,
+    *,
+    fresh_only: bool = True,
 ) -> list[Start]:
     """One start per (episode, seat) the learner lost (see ``lost``): the history
-    before one of its turns in that seat, picked uniformly among them."""
+    before one of its turns in that seat, picked uniformly among them.
+
+    With ``fresh_only`` only games played from the initial state count. A restarted
+    game that is lost again mostly lost at its start position or, with exploring
+    starts, after an assigned move the policy would not have played; its later
+    positions are often already lost whatever the learner does. Fed back, they crowd
+    the buffer out: on tic-tac-toe they became most of it within a few hundred
+    iterations, and a block the policy missed in one game of sixty was drawn once in
+    twenty iterations (docs/results.md, "Restarts from fresh games only").
+    """
     starts = []
     for ep in episodes:
+        if fresh_only and ep.prefix:
+            continue
         for seat, traj in enumerate(ep.trajectories):
             if traj.policy_id != learner_id or not traj.turns or not lost(ep, seat, best):
                 continue

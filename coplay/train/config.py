@@ -71,6 +71,10 @@ class RolloutConfig(_Strict):
     groups of their own. Against a fixed opponent or in self-play."""
     restart_buffer: int = Field(512, gt=0)
     """How many of the latest lost-game positions restarts are drawn from."""
+    restart_sources: Literal["fresh", "all"] = "fresh"
+    """Which lost games give restart positions: 'fresh' only those played from the
+    initial state, 'all' restarted ones too (whose positions after an exploring move
+    are often lost already and crowd the buffer; see ``lost_starts``)."""
     restart_explore: bool = False
     """Assign the learner's first move in restarted games instead of sampling it: the
     copies of a group take the legal moves in turn, each trained as the policy's own

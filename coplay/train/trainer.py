@@ -270,7 +270,13 @@ def collect(run: Run, iteration: int) -> tuple[list[Episode], dict[str, float]]:
         )
     metrics = rollout_metrics(episodes, run.learner.policy.policy_id, time.perf_counter() - t0)
     if r.restart_share:
-        new = lost_starts(episodes, run.learner.policy.policy_id, run.spec.max_return, run.rng)
+        new = lost_starts(
+            episodes,
+            run.learner.policy.policy_id,
+            run.spec.max_return,
+            run.rng,
+            fresh_only=r.restart_sources == "fresh",
+        )
         run.restarts = remember(run.restarts, new, r.restart_buffer)
         metrics["rollout/restart_groups"] = float(games.restarted)
         metrics["rollout/restart_buffer"] = float(len(run.restarts))

@@ -126,6 +126,30 @@ def test_lost_starts_take_the_learners_lost_seats_only():
         assert len(st.prefix) in {t.step for t in ep.trajectories[0].turns}
 
 
+def test_lost_starts_skip_restarted_games_unless_asked_for_them():
+    # A restarted game lost again would feed positions after its (possibly assigned,
+    # off-policy) first move back into the buffer: only fresh games count by default.
+    fresh = random_episodes("tic_tac_toe", n=30)
+    bot = RandomPolicy(seed=2)
+    prefixes = [history(ep, 2) for ep in fresh]
+    again = play_episodes(
+        lambda: make_env("tic_tac_toe"),
+        [[bot, bot]] * len(fresh),
+        [ep.seed for ep in fresh],
+        prefixes=prefixes,
+    )
+    for ep in (*fresh, *again):
+        ep.trajectories[0].policy_id = "me"
+    lost_again = [e for e in again if e.returns[0] < e.returns[1]]
+    assert lost_again
+    assert lost_starts(again, "me", best=1.0, rng=np.random.default_rng(0)) == []
+    kept = lost_starts(again, "me", best=1.0, rng=np.random.default_rng(0), fresh_only=False)
+    assert [s.seed for s in kept] == [e.seed for e in lost_again]
+    assert all(s.prefix[:2] == history(fresh[s.seed], 2) for s in kept)
+    mixed = lost_starts([*fresh, *again], "me", best=1.0, rng=np.random.default_rng(0))
+    assert len(mixed) == sum(e.returns[0] < e.returns[1] for e in fresh)
+
+
 def test_the_buffer_keeps_the_latest_and_draws_without_replacement_when_it_can():
     starts = [Start(seed=i, seat=0, prefix=()) for i in range(10)]
     assert remember(starts[:6], starts[6:], capacity=5) == starts[5:]

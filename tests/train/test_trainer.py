@@ -248,6 +248,21 @@ def test_restarts_replay_lost_positions_as_whole_groups(tmp_path):
     assert "rollout/return_seat0" in m2  # from the fresh games only
 
 
+@pytest.mark.parametrize("sources", ["fresh", "all"])
+def test_restart_positions_come_from_the_configured_games(tmp_path, sources):
+    run = setup(
+        build_config(overrides=[*RESTARTS, f"rollout.restart_sources={sources}"]), tmp_path / "s"
+    )
+    me = run.learner.policy.policy_id
+    collect(run, 1)
+    before = len(run.restarts)
+    second, _ = collect(run, 2)
+    lost = [sum(e.returns[s] < 0 for s in range(2) if e.seats[s] == me) for e in second]
+    fresh, restarted = sum(lost[:8]), sum(lost[8:])  # the first 8 games are fresh
+    assert restarted > 0  # so the two settings differ
+    assert len(run.restarts) == before + fresh + (restarted if sources == "all" else 0)
+
+
 def test_restart_explore_gives_each_copy_of_a_group_a_different_first_move(tmp_path):
     run = setup(build_config(overrides=[*RESTARTS, "rollout.restart_explore=true"]), tmp_path / "x")
     me = run.learner.policy.policy_id
