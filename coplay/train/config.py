@@ -209,6 +209,11 @@ class RunConfig(_Strict):
             raise ValueError(
                 "rollout.restart_explore picks listed moves: it needs model.mode=choice"
             )
+        if self.loss.policy_iteration_memory and not self.loss.policy_iteration_coef:
+            raise ValueError(
+                "loss.policy_iteration_memory replays policy-iteration targets: "
+                "set loss.policy_iteration_coef > 0 as well"
+            )
         return self
 
     @model_validator(mode="after")

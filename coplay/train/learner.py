@@ -39,6 +39,9 @@ class Sample:
     target: tuple[float, ...] | None = None
     """A distribution over the decision's choices to pull the policy toward (the
     policy-iteration target at a restart position), or None."""
+    replay: bool = False
+    """A past target trained on again (``loss.policy_iteration_memory``): only its
+    target term counts; the policy loss, entropy and bonuses skip it."""
 
 
 @dataclass
@@ -277,6 +280,16 @@ def _target_term(
     return torch.stack(terms).sum(), len(terms)
 
 
+def _replay_step(
+    learner: Learner, batch: Sequence[Sample], cfg: LossConfig, minibatch_size: int
+) -> dict[str, float]:
+    """Forward and backward of replayed targets: the target term alone, weighted and
+    normalised like the minibatch's own targets."""
+    ce, n = _target_term(learner.policy.score([s.decision for s in batch]).dists, batch)
+    (cfg.policy_iteration_coef * ce / minibatch_size).backward()
+    return {"loss/policy_iteration_replay": float(ce.detach()) / n} if n else {}
+
+
 def _behavior(decision) -> tuple[float, ...]:
     return decision.logprobs if decision.behavior_logprobs is None else decision.behavior_logprobs
 
@@ -383,8 +396,13 @@ def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) ->
 def _minibatch_step(
     learner: Learner, minibatch: Sequence[Sample], loss: LossConfig
 ) -> dict[str, float]:
+    replays = [s for s in minibatch if s.replay]
+    minibatch = [s for s in minibatch if not s.replay]
+    # Per-sample terms are divided by the minibatch's own samples, replays not counted,
+    # so a memory adds target pulls without diluting the other terms.
+    size = len(minibatch) or len(replays)
     masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in minibatch]
-    denom = global_denom(loss.aggregation, masks)
+    denom = global_denom(loss.aggregation, masks) if masks else 1.0
     # The signalling bonus's marginals under the weights of this very step: held over
     # several steps, a stale marginal would reward every choice moving away from it
     # together (a collapse onto one symbol) instead of moving apart.
@@ -395,10 +413,11 @@ def _minibatch_step(
     for start in range(0, len(minibatch), learner.micro_batch_size):
         end = start + learner.micro_batch_size
         micro = minibatch[start:end]
-        step = _micro_step(
-            learner, micro, denom, loss, marginals, len(minibatch), listening[start:end]
-        )
+        step = _micro_step(learner, micro, denom, loss, marginals, size, listening[start:end])
         parts.append((len(micro), step))
+    for start in range(0, len(replays), learner.micro_batch_size):
+        micro = replays[start : start + learner.micro_batch_size]
+        parts.append((len(micro), _replay_step(learner, micro, loss, size)))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]
@@ -412,13 +431,13 @@ def _minibatch_step(
 
 
 def _combine(parts: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
-    """Aggregated loss terms add up over micro-batches; means are weighted by size."""
+    """Aggregated loss terms add up over micro-batches; means are weighted by size,
+    over the micro-batches that report them (replayed targets report only their own)."""
     additive = {"loss/policy", "loss/kl", "loss/total"}
-    total = sum(n for n, _ in parts)
     keys = {k for _, m in parts for k in m}
     return {
         k: sum(m.get(k, 0.0) for _, m in parts)
         if k in additive
-        else sum(n * m.get(k, 0.0) for n, m in parts) / total
+        else sum(n * m[k] for n, m in parts if k in m) / sum(n for n, m in parts if k in m)
         for k in keys
     }

@@ -75,6 +75,7 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         "magnet": learner.reference.model.state_dict() if learner.reference else None,
         "adv_state": run.adv_state,
         "restarts": run.restarts,
+        "targets": run.targets,
         "critic": (
             {"model": run.critic.model.state_dict(), "opt": run.critic.optimizer.state_dict()}
             if run.critic
@@ -107,6 +108,7 @@ def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
         learner.reference.model.load_state_dict(blob["magnet"])
     run.adv_state = blob["adv_state"]
     run.restarts = list(blob.get("restarts", []))
+    run.targets = dict(blob.get("targets", {}))
     if run.critic is not None and blob.get("critic") is not None:
         run.critic.model.load_state_dict(blob["critic"]["model"])
         run.critic.optimizer.load_state_dict(blob["critic"]["opt"])

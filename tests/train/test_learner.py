@@ -339,3 +339,56 @@ def test_lr_schedule_decays_linearly_to_final_fraction():
     samples = _samples(policy)
     lrs = [update(learner, samples, np.random.default_rng(0))["loss/lr"] for _ in range(3)]
     assert lrs == pytest.approx([1e-2, 5.5e-3, 1e-3])
+
+
+def _replaying(base, samples, micro=16, coef=0.5):
+    """A learner after one single-step update on ``samples`` (replays included)."""
+    optim = OptimConfig(lr=1e-3, epochs=1, minibatch_size=16, micro_batch_size=micro)
+    optim = optim.model_copy(update={"max_grad_norm": 1e6})  # compare raw gradients
+    learner = make_learner(copy.deepcopy(base), LossConfig(policy_iteration_coef=coef), optim)
+    update(learner, samples, np.random.default_rng(0))
+    return learner
+
+
+def _replay_of(sample):
+    width = len(sample.decision.choice_ids)
+    target = (0.0,) * (width - 1) + (1.0,)
+    # A large advantage and stale log-probs: the policy loss must not see either.
+    stale = replace(sample.decision, logprobs=(-30.0,))
+    return Sample(stale, 1e3, sample.player, target, replay=True)
+
+
+def test_a_replayed_target_adds_its_cross_entropy_and_nothing_else():
+    base = _policy()
+    samples = _samples(base)
+    replay = _replay_of(samples[0])
+    plain = _grad(_replaying(base, samples))
+    both = _grad(_replaying(base, [*samples, replay]))
+    # Expected: 0.5 * cross-entropy to the target, over the minibatch's own 8 samples.
+    ref = copy.deepcopy(base)
+    ref.model.train()
+    lp = ref.score([replay.decision]).dists[0]
+    (0.5 * -(torch.tensor(replay.target) * lp).sum() / 8).backward()
+    expected = torch.cat([p.grad.flatten() for p in ref.model.parameters()])
+    assert expected.abs().max() > 0
+    assert torch.allclose(both - plain, expected, atol=1e-6, rtol=1e-3)
+
+
+@pytest.mark.parametrize("micro", [1, 3])
+def test_replayed_targets_micro_batches_equal_one_batch(micro):
+    base = _policy()
+    samples = _samples(base)
+    mixed = [*samples, _replay_of(samples[1]), _replay_of(samples[2])]
+    whole, split = _replaying(base, mixed), _replaying(base, mixed, micro=micro)
+    assert torch.allclose(_grad(whole), _grad(split), atol=1e-8, rtol=1e-4)
+
+
+def test_a_minibatch_of_replays_alone_trains_toward_their_targets():
+    base = _policy()
+    replays = [_replay_of(s) for s in _samples(base)[:3]]
+    with torch.no_grad():
+        before = base.score([r.decision for r in replays]).dists
+    learner = _replaying(base, replays, coef=1.0)
+    with torch.no_grad():
+        after = learner.policy.score([r.decision for r in replays]).dists
+    assert all(a[-1] > b[-1] for a, b in zip(after, before, strict=True))

@@ -13,6 +13,7 @@ from coplay.train.trainer import (
     collect,
     group_metrics,
     group_seats,
+    learn,
     plan,
     rollout_metrics,
     seatings,
@@ -123,6 +124,7 @@ def test_grpo_needs_groups_to_learn(tmp_path):
             "rollout.group_size=2",
             "rollout.restart_explore=true",  # assigned first moves draw from the saved rng
             "loss.policy_iteration_coef=1",
+            "loss.policy_iteration_memory=64",  # and the memory of targets is saved
         ],
     ],
 )
@@ -261,6 +263,27 @@ def test_restart_positions_come_from_the_configured_games(tmp_path, sources):
     fresh, restarted = sum(lost[:8]), sum(lost[8:])  # the first 8 games are fresh
     assert restarted > 0  # so the two settings differ
     assert len(run.restarts) == before + fresh + (restarted if sources == "all" else 0)
+
+
+def test_the_target_memory_replays_earlier_targets_in_later_updates(tmp_path):
+    over = [
+        *RESTARTS,
+        "rollout.restart_explore=true",
+        "loss.policy_iteration_coef=1",
+        "loss.policy_iteration_memory=1",
+    ]
+    run = setup(build_config(overrides=over), tmp_path / "m")
+    seen, replayed = set(), []
+    for it in range(1, 7):
+        episodes, _ = collect(run, it)
+        stored = len(run.targets)
+        metrics = learn(run, episodes)
+        replayed.append(metrics["loss/replayed_targets"])
+        seen |= set(run.targets)
+        assert len(run.targets) <= 1 and all(s.replay for s in run.targets.values())
+        assert metrics["loss/replayed_targets"] <= stored
+    # Targets came, the newer replaced the older, and a stored one was replayed.
+    assert len(seen) >= 2 and max(replayed) > 0
 
 
 def test_restart_explore_gives_each_copy_of_a_group_a_different_first_move(tmp_path):

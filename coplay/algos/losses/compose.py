@@ -69,6 +69,11 @@ class LossConfig(BaseModel):
     the best-scoring first moves of each restarted group (``opening_targets``, needs
     ``rollout.restart_explore``) to the policy there. Unlike the policy gradient, its
     push does not fade as the policy grows sure of the wrong move; 0 turns it off."""
+    policy_iteration_memory: int = Field(0, ge=0)
+    """How many positions' latest policy-iteration targets are kept and trained toward
+    again at every update (``coplay.train.target_memory``), so a target found once
+    keeps its pull until a newer one at the same position replaces it; 0 keeps none.
+    Needs policy_iteration_coef > 0."""
     aggregation: str = "token_mean"
     """How per-unit losses become a scalar: token_mean, sequence_mean or constant_norm."""
     dual_clip: float | None = None
