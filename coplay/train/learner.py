@@ -280,16 +280,6 @@ def _target_term(
     return torch.stack(terms).sum(), len(terms)
 
 
-def _replay_step(
-    learner: Learner, batch: Sequence[Sample], cfg: LossConfig, minibatch_size: int
-) -> dict[str, float]:
-    """Forward and backward of replayed targets: the target term alone, weighted and
-    normalised like the minibatch's own targets."""
-    ce, n = _target_term(learner.policy.score([s.decision for s in batch]).dists, batch)
-    (cfg.policy_iteration_coef * ce / minibatch_size).backward()
-    return {"loss/policy_iteration_replay": float(ce.detach()) / n} if n else {}
-
-
 def _behavior(decision) -> tuple[float, ...]:
     return decision.logprobs if decision.behavior_logprobs is None else decision.behavior_logprobs
 
@@ -305,52 +295,77 @@ def _micro_step(
 ) -> dict[str, float]:
     """Forward and backward of one micro-batch; gradients accumulate on the weights.
 
-    ``listening`` is aligned with ``batch`` (``listening_marginals``), empty when off."""
-    decisions = [s.decision for s in batch]
-    scored = learner.policy.score(decisions)  # (B, T) each
-    width = scored.logp.shape[1]
+    Replayed targets (``Sample.replay``) are scored in the same forward pass but count
+    only in the target term. ``listening`` is aligned with ``batch``
+    (``listening_marginals``), empty when off."""
+    scored = learner.policy.score([s.decision for s in batch])  # (B, T) each
+    rows = [i for i, s in enumerate(batch) if not s.replay]
+    own = [batch[i] for i in rows]
+    dists = [scored.dists[i] for i in rows]
     device = scored.logp.device
-    old = _pad([d.logprobs for d in decisions], width).to(device)
-    adv = torch.tensor([s.advantage for s in batch], device=device)[:, None]  # (B, 1)
-    ref_logp = None
-    if learner.reference is not None and cfg.kl_coef > 0:
-        with torch.no_grad():
-            ref_logp = learner.reference.score(decisions).logp
-    total, metrics = policy_loss(
-        cfg,
-        logp=scored.logp,
-        old_logp=old,
-        adv=adv,
-        mask=scored.mask,
-        ref_logp=ref_logp,
-        entropy=scored.entropy,
-        denom=denom,
-        # The behaviour policy is the recorded one unless exploration mixed in uniform
-        # choices (``rollout.explore``); then the truncated weights pi_old / mixture
-        # keep the update on the policy's own distribution.
-        behavior_logp=_pad([_behavior(d) for d in decisions], width).to(device),
-    )
+    total, metrics = torch.zeros((), device=device), {}
+    if own:
+        total, metrics = _own_loss(learner, own, scored, rows, denom, cfg)
     if marginals:
-        bonus, n = _signalling_term(scored.dists, batch, marginals, cfg)
+        bonus, n = _signalling_term(dists, own, marginals, cfg)
         # Divided by the minibatch's size, not the micro-batch's: accumulation stays exact.
         total = total - cfg.signalling_coef * bonus.to(device) / minibatch_size
         if n:
             metrics["loss/signalling"] = float(bonus.detach()) / n
     if cfg.policy_iteration_coef > 0:
-        ce, n = _target_term(scored.dists, batch)
-        total = total + cfg.policy_iteration_coef * ce.to(device) / minibatch_size
+        ce, n = _target_term(dists, own)
+        replays = [s for s in batch if s.replay]
+        ce_replay, n_replay = _target_term(
+            [d for d, s in zip(scored.dists, batch, strict=True) if s.replay], replays
+        )
+        total = total + cfg.policy_iteration_coef * (ce + ce_replay).to(device) / minibatch_size
         if n:
             metrics["loss/policy_iteration"] = float(ce.detach()) / n
+        if n_replay:
+            metrics["loss/policy_iteration_replay"] = float(ce_replay.detach()) / n_replay
     if listening:
         bonus, n = _listening_term(scored.dists, listening)
         total = total - cfg.listening_coef * bonus.to(device) / minibatch_size
         if n:
             metrics["loss/listening"] = float(bonus.detach()) / n
     total.backward()
-    metrics["loss/entropy"] = float(
-        (scored.entropy.detach() * scored.mask).sum() / scored.mask.sum()
-    )
     return metrics
+
+
+def _own_loss(
+    learner: Learner,
+    batch: Sequence[Sample],
+    scored,
+    rows: Sequence[int],
+    denom: float,
+    cfg: LossConfig,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The composed policy loss of ``batch`` (``scored``'s ``rows``) and its metrics."""
+    decisions = [s.decision for s in batch]
+    logp, mask, entropy = scored.logp[rows], scored.mask[rows], scored.entropy[rows]
+    width, device = logp.shape[1], logp.device
+    ref_logp = None
+    if learner.reference is not None and cfg.kl_coef > 0:
+        with torch.no_grad():
+            ref = learner.reference.score(decisions).logp
+        # Replays in the micro-batch may have widened the scored rows (padding).
+        ref_logp = torch.nn.functional.pad(ref, (0, width - ref.shape[1]))
+    total, metrics = policy_loss(
+        cfg,
+        logp=logp,
+        old_logp=_pad([d.logprobs for d in decisions], width).to(device),
+        adv=torch.tensor([s.advantage for s in batch], device=device)[:, None],  # (B, 1)
+        mask=mask,
+        ref_logp=ref_logp,
+        entropy=entropy,
+        denom=denom,
+        # The behaviour policy is the recorded one unless exploration mixed in uniform
+        # choices (``rollout.explore``); then the truncated weights pi_old / mixture
+        # keep the update on the policy's own distribution.
+        behavior_logp=_pad([_behavior(d) for d in decisions], width).to(device),
+    )
+    metrics["loss/entropy"] = float((entropy.detach() * mask).sum() / mask.sum())
+    return total, metrics
 
 
 def update(
@@ -396,28 +411,27 @@ def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) ->
 def _minibatch_step(
     learner: Learner, minibatch: Sequence[Sample], loss: LossConfig
 ) -> dict[str, float]:
+    own = [s for s in minibatch if not s.replay]
     replays = [s for s in minibatch if s.replay]
-    minibatch = [s for s in minibatch if not s.replay]
     # Per-sample terms are divided by the minibatch's own samples, replays not counted,
     # so a memory adds target pulls without diluting the other terms.
-    size = len(minibatch) or len(replays)
-    masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in minibatch]
+    size = len(own) or len(replays)
+    masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in own]
     denom = global_denom(loss.aggregation, masks) if masks else 1.0
     # The signalling bonus's marginals under the weights of this very step: held over
     # several steps, a stale marginal would reward every choice moving away from it
     # together (a collapse onto one symbol) instead of moving apart.
-    marginals, mi = choice_marginals(learner, minibatch) if loss.signalling_coef > 0 else ({}, 0)
-    listening = listening_marginals(learner, minibatch) if loss.listening_coef > 0 else []
+    marginals, mi = choice_marginals(learner, own) if loss.signalling_coef > 0 else ({}, 0)
+    listening = listening_marginals(learner, own) if loss.listening_coef > 0 else []
+    listening = [*listening, *[None] * len(replays)] if listening else []
+    ordered = [*own, *replays]  # replays share the micro-batches' forward passes
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
-    for start in range(0, len(minibatch), learner.micro_batch_size):
+    for start in range(0, len(ordered), learner.micro_batch_size):
         end = start + learner.micro_batch_size
-        micro = minibatch[start:end]
+        micro = ordered[start:end]
         step = _micro_step(learner, micro, denom, loss, marginals, size, listening[start:end])
         parts.append((len(micro), step))
-    for start in range(0, len(replays), learner.micro_batch_size):
-        micro = replays[start : start + learner.micro_batch_size]
-        parts.append((len(micro), _replay_step(learner, micro, loss, size)))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]
