@@ -7,21 +7,31 @@ PRESET ?= kuhn-selfplay
 OUT ?= runs/demo
 BIN := $(VENV)/bin
 
-.PHONY: venv install install-test demo test lint format bench clean
+.PHONY: venv install install-test lock demo test lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q pip==26.3
 
 venv: $(BIN)/python
 
+# torch first (CPU or CUDA build, from TORCH_SPEC), then every other package at the exact
+# version and hash in requirements/*.txt (the lock), then coplay itself without resolving
+# anything more: a fresh clone installs exactly what CI tested.
 install: venv
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q --require-hashes -r requirements/base.txt
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 
 install-test: venv
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q --require-hashes -r requirements/test.txt
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+
+# Regenerate the lock from pyproject.toml's ranges (newest versions that fit them).
+lock: venv
+	$(BIN)/pip install -q pip-tools==7.6.2
+	PYTHON=$(BIN)/python requirements/lock.sh
 
 demo: install
 	$(BIN)/coplay train --preset $(PRESET) --out $(OUT)
