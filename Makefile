@@ -28,10 +28,12 @@ install-test: venv
 	$(BIN)/pip install -q --require-hashes -r requirements/test.txt
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 
-# Regenerate the lock from pyproject.toml's ranges (newest versions that fit them).
-lock: venv
-	$(BIN)/pip install -q pip-tools==7.6.2
-	PYTHON=$(BIN)/python requirements/lock.sh
+# Regenerate the lock from pyproject.toml's ranges (newest versions that fit them), with
+# pip-tools in a venv of its own so that the project's venv holds only locked packages.
+lock:
+	$(PYTHON) -m venv $(VENV)-lock || python3 -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install -q pip==26.3 pip-tools==7.6.2
+	PYTHON=$(VENV)-lock/bin/python requirements/lock.sh
 
 demo: install
 	$(BIN)/coplay train --preset $(PRESET) --out $(OUT)
@@ -55,4 +57,4 @@ bench: install
 	$(BIN)/python benchmarks/rollout_throughput.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV)-lock runs .pytest_cache .ruff_cache *.egg-info
