@@ -33,7 +33,7 @@ install-test: venv
 lock:
 	$(PYTHON) -m venv $(VENV)-lock || python3 -m venv $(VENV)-lock
 	$(VENV)-lock/bin/pip install -q pip==26.3 pip-tools==7.6.2
-	PYTHON=$(VENV)-lock/bin/python requirements/lock.sh
+	PYTHON=$(abspath $(VENV)-lock)/bin/python requirements/lock.sh
 
 demo: install
 	$(BIN)/coplay train --preset $(PRESET) --out $(OUT)
