@@ -65,5 +65,5 @@ def test_roster_resume_equals_uninterrupted(tmp_path, name):
 
 def test_roster_resume_without_state_is_a_clear_error(tmp_path):
     cfg = build_config(overrides=TINY)
-    with pytest.raises(FileNotFoundError, match="no saved roster state"):
+    with pytest.raises(FileNotFoundError, match="no saved state"):
         train_roster(validate_roster(TWO_ROLES), cfg, tmp_path / "empty", resume=True)
