@@ -59,7 +59,7 @@ def records_of(*types: type) -> dict[str, type]:
 def save_tree(tree: Any, folder: Path, name: str, *, records: Records) -> None:
     """Write ``tree`` to ``folder/name.safetensors`` and ``folder/name.json``."""
     enc = _Encoder({t: n for n, t in records.items()})
-    doc = {"format": FORMAT, "version": VERSION, "tree": enc.encode(tree, name)}
+    doc = {"format": FORMAT, "version": VERSION, "tree": enc.encode(tree, "")}
     save_file(enc.tensors, str(Path(folder) / f"{name}.safetensors"))
     (Path(folder) / f"{name}.json").write_text(json.dumps(doc, allow_nan=False))
 
@@ -101,6 +101,11 @@ def _is_namedtuple(t: type) -> bool:
     return isinstance(t, type) and issubclass(t, tuple) and hasattr(t, "_fields")
 
 
+def _child(path: str, key: Any) -> str:
+    """The path of ``key`` under ``path``, e.g. ``optimizer/state/0/exp_avg``."""
+    return f"{path}/{key}" if path else str(key)
+
+
 def _plain_keys(d: Mapping) -> bool:
     return all(isinstance(k, str) and not k.startswith("$") for k in d)
 
@@ -128,22 +133,22 @@ class _Encoder:
         if isinstance(x, np.ndarray):
             return {"$ndarray": self._array(x, path)}
         if type(x) is list:
-            return [self.encode(v, f"{path}/{i}") for i, v in enumerate(x)]
+            return [self.encode(v, _child(path, i)) for i, v in enumerate(x)]
         if type(x) is tuple:
-            return {"$tuple": [self.encode(v, f"{path}/{i}") for i, v in enumerate(x)]}
+            return {"$tuple": [self.encode(v, _child(path, i)) for i, v in enumerate(x)]}
         if isinstance(x, dict):
             return self._dict(x, path)
         raise TypeError(
-            f"cannot save {type(x).__name__} at {path}: not plain data, a tensor, an array "
+            f"cannot save {type(x).__name__} at {path or 'the root'}: not plain data, a tensor, an array "
             "or a registered record type"
         )
 
     def _dict(self, d: dict, path: str) -> Any:
         if _plain_keys(d):
-            return {k: self.encode(v, f"{path}/{k}") for k, v in d.items()}
+            return {k: self.encode(v, _child(path, k)) for k, v in d.items()}
         return {
             "$dict": [
-                [self.encode(k, f"{path}/key"), self.encode(v, f"{path}/{k}")]
+                [self.encode(k, _child(path, "key")), self.encode(v, _child(path, k))]
                 for k, v in d.items()
             ]
         }
@@ -153,7 +158,7 @@ class _Encoder:
             fields = x._asdict()
         else:
             fields = {f.name: getattr(x, f.name) for f in dataclasses.fields(x) if f.init}
-        body = {k: self.encode(v, f"{path}/{k}") for k, v in fields.items()}
+        body = {k: self.encode(v, _child(path, k)) for k, v in fields.items()}
         return {"$record": {"type": self.record_names[type(x)], "fields": body}}
 
     def _tensor(self, t: torch.Tensor, path: str) -> str:
@@ -179,6 +184,7 @@ class _Encoder:
         return key
 
     def _key(self, path: str) -> str:
+        path = path or "root"
         key, n = path, 1
         while key in self.tensors:
             key, n = f"{path}#{n}", n + 1
@@ -261,4 +267,3 @@ _TAGS = {
     "$ndarray": _Decoder._ndarray,
     "$record": _Decoder._record,
 }
-

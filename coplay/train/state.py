@@ -135,7 +135,9 @@ def read_state(out: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
     if not json_file.is_file():
         why = f"{json_file} missing"
         if (folder / f"{name}.pt").is_file():  # written by coplay before states left pickle
-            why += f"; {name}.pt is an older pickled state, which is not loaded as it could run code"
+            why += (
+                f"; {name}.pt is an older pickled state, which is not loaded as it could run code"
+            )
         raise FileNotFoundError(f"{out} has no saved state to resume from ({why})")
     blob = load_tree(folder, name, records=STATE_RECORDS)
     missing = [k for k in keys if k not in blob] if isinstance(blob, dict) else list(keys)
