@@ -95,6 +95,8 @@ def check_checkpoint(folder: Path) -> None:
     if not isinstance(config, dict):
         raise CheckpointError(f"{config_file} is not a model config (a JSON object)")
     kind = config.get("model_type")
+    if kind is None:
+        raise CheckpointError(f"{config_file} has no model_type (which architecture it holds)")
     if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
         raise CheckpointError(
             f"{config_file} names model type {kind!r}, which transformers does not know"
@@ -128,14 +130,20 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+"""Any one of these means the folder has a tokenizer for transformers to read."""
+
+
 def _load_tokenizer(folder: Path):
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{folder / 'tokenizer.json'} is missing (the tokenizer)")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        if (folder / name).is_file():
+            _read_json(folder / name)
     try:
         return AutoTokenizer.from_pretrained(folder)
     except Exception as err:  # tokenizers and transformers raise many types for a bad file
-        raise CheckpointError(
-            f"{folder} has no readable tokenizer (tokenizer.json, tokenizer_config.json): "
-            f"{_one_line(err)}"
-        ) from err
+        raise CheckpointError(f"{folder} has no readable tokenizer: {_one_line(err)}") from err
 
 
 def load_pretrained(cls, folder: str | Path, **kwargs):
@@ -147,9 +155,31 @@ def load_pretrained(cls, folder: str | Path, **kwargs):
 
 def _from_pretrained(cls, folder: Path, **kwargs):
     try:
-        return cls.from_pretrained(folder, **kwargs)
-    except Exception as err:  # e.g. weights of another size than config.json says
+        model, info = cls.from_pretrained(
+            folder, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+        )
+    except Exception as err:  # transformers raises many types for a bad folder
         raise CheckpointError(f"{folder} could not be loaded: {_one_line(err)}") from err
+    _check_loaded(folder, info)
+    return model
+
+
+def _check_loaded(folder: Path, info: dict) -> None:
+    """Refuse weights that do not fit ``config.json``: transformers would fill them in
+    at random (and its own report of them is a table, logged as a warning)."""
+    if info["mismatched_keys"]:
+        key, saved, wanted = sorted(info["mismatched_keys"])[0]
+        raise CheckpointError(
+            f"{folder} holds weights of another size than its config.json says: {key} is "
+            f"{list(saved)} in the weights but {list(wanted)} by the config "
+            f"({len(info['mismatched_keys'])} tensors differ)"
+        )
+    if info["missing_keys"]:
+        missing = sorted(info["missing_keys"])
+        raise CheckpointError(
+            f"{folder} lacks weights its config.json needs: {', '.join(missing[:3])}"
+            + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        )
 
 
 def save_policy(policy: LMPolicy, folder: str | Path) -> Path:
