@@ -148,19 +148,39 @@ def read_state(out: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
 
 @contextmanager
 def restoring(source: Path) -> Iterator[None]:
-    """Turn a saved value that does not fit the run (a tensor of another shape, a
-    malformed generator state) into one ``StateError`` naming ``source``."""
+    """Turn a saved value that does not fit the run (a malformed generator state, an
+    optimizer of other parameters) into one ``StateError`` naming ``source``."""
     try:
         yield
     except (StateError, TreeFileError, CheckpointError, FileNotFoundError):
         raise
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as err:
         detail = " ".join(str(err).split()) or type(err).__name__
-        raise StateError(f"{source} does not fit this run: {detail}") from err
+        raise StateError(f"{source} does not fit this run: {_shorten(detail)}") from err
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], source: Path) -> None:
-    """``module.load_state_dict(weights)``; weights of another size name ``source``."""
+    """``module.load_state_dict(weights)``, first checking that the names and shapes
+    match, so that a run resumed with another model size gets one short line naming
+    ``source`` rather than torch's list of every mismatched tensor."""
+    own = module.state_dict()
+    differ = [k for k, t in weights.items() if k in own and own[k].shape != t.shape]
+    if differ:
+        k = differ[0]
+        raise StateError(
+            f"{source} does not fit this run's model (another model size?): {k} is "
+            f"{list(weights[k].shape)} there but {list(own[k].shape)} here "
+            f"({len(differ)} tensors differ)"
+        )
+    missing, extra = sorted(own.keys() - weights.keys()), sorted(weights.keys() - own.keys())
+    if missing or extra:
+        what = [f"it lacks {', '.join(missing[:3])}"] if missing else []
+        what += [f"it has {', '.join(extra[:3])}, which the model has not"] if extra else []
+        raise StateError(f"{source} does not fit this run's model: {'; '.join(what)}")
     with restoring(source):
         module.load_state_dict(weights)
 
