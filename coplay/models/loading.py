@@ -203,7 +203,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint folder from a checkpoint or a run directory (its final checkpoint)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
+        raise FileNotFoundError(
+            f"{path} is neither a checkpoint nor a run directory with checkpoints: it does not exist"
+        )
     if (path / "config.json").is_file():
         return path
     if (path / "model.safetensors").is_file() or (path / POLICY_FILE).is_file():

@@ -153,7 +153,10 @@ BAD_CHECKPOINTS = {
         lambda d: (d / "coplay_policy.json").write_text("[]"),
         "{d}/coplay_policy.json is not a JSON object of policy settings",
     ),
-    "no such folder": (shutil.rmtree, "{d} does not exist"),
+    "no such folder": (
+        shutil.rmtree,
+        "{d} is neither a checkpoint nor a run directory with checkpoints: it does not exist",
+    ),
 }
 
 
