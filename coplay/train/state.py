@@ -156,6 +156,8 @@ def restoring(source: Path) -> Iterator[None]:
         raise
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as err:
         detail = " ".join(str(err).split()) or type(err).__name__
+        if isinstance(err, KeyError):  # str(KeyError) is only the quoted key
+            detail = f"it has no entry {detail}"
         raise StateError(f"{source} does not fit this run: {_shorten(detail)}") from err
 
 

@@ -116,6 +116,10 @@ BAD_ROSTER_STATES = {
         "{r}/state/roster.json has learners ['first', 'third'] but the roster has "
         "['first', 'second']",
     ),
+    "roster.json lacking a learner's optimizer": (
+        _edit_roster(lambda t: t["learners"]["second"].pop("optimizer")),
+        "{r}/state/roster.json does not fit this run: it has no entry 'optimizer'",
+    ),
     "roster.json with weights of another size": (
         _edit_roster(lambda t: t["models"].update(first={})),
         "{r}/state/roster.json does not fit this run's model: it lacks ",
