@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from safetensors import SafetensorError, safe_open
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
 
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 
 POLICY_FILE = "coplay_policy.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be loaded; the message names the file and the fault."""
 
 
 class ModelConfig(BaseModel):
@@ -71,13 +76,110 @@ def build_policy(
 
 def _load_hf(path: str | Path, dtype: str):
     path = Path(path)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"no Hugging Face checkpoint at {path} (config.json missing)")
-    tok = AutoTokenizer.from_pretrained(path)
+    check_checkpoint(path)
+    tok = _load_tokenizer(path)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    model = _from_pretrained(AutoModelForCausalLM, path, dtype=dtype)
     return model, tok
+
+
+def check_checkpoint(folder: Path) -> None:
+    """Raise naming the first file of a HF checkpoint folder that cannot be loaded
+    (``config.json``, the safetensors weights), before transformers reads them: its
+    own errors for a bad file are tracebacks that seldom say which file it was."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"no Hugging Face checkpoint at {folder} (config.json missing)")
+    config = _read_json(config_file)
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{config_file} is not a model config (a JSON object)")
+    kind = config.get("model_type")
+    if kind is None:
+        raise CheckpointError(f"{config_file} has no model_type (which architecture it holds)")
+    if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+        raise CheckpointError(
+            f"{config_file} names model type {kind!r}, which transformers does not know"
+        )
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and not any(folder.glob("*.bin")):
+        raise FileNotFoundError(f"{folder / 'model.safetensors'} is missing (no model weights)")
+    for file in weights:
+        _check_safetensors(file)
+
+
+def _check_safetensors(file: Path) -> None:
+    """Read the header of ``file``, which also checks that the file holds all its data."""
+    try:
+        with safe_open(str(file), framework="pt"):
+            pass
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(
+            f"{file} is not a valid safetensors file (truncated or corrupt): {err}"
+        ) from err
+
+
+def _read_json(file: Path):
+    try:
+        return json.loads(file.read_bytes().decode("utf-8"))
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        raise CheckpointError(f"{file} is not valid JSON: {err}") from err
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+"""Any one of these means the folder has a tokenizer for transformers to read."""
+
+
+def _load_tokenizer(folder: Path):
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{folder / 'tokenizer.json'} is missing (the tokenizer)")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        if (folder / name).is_file():
+            _read_json(folder / name)
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except Exception as err:  # tokenizers and transformers raise many types for a bad file
+        raise CheckpointError(f"{folder} has no readable tokenizer: {_one_line(err)}") from err
+
+
+def load_pretrained(cls, folder: str | Path, **kwargs):
+    """``cls.from_pretrained(folder)`` with every fault of the folder's files raised as
+    one ``CheckpointError`` (or ``FileNotFoundError``) that names the file."""
+    check_checkpoint(Path(folder))
+    return _from_pretrained(cls, Path(folder), **kwargs)
+
+
+def _from_pretrained(cls, folder: Path, **kwargs):
+    try:
+        model, info = cls.from_pretrained(
+            folder, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+        )
+    except Exception as err:  # transformers raises many types for a bad folder
+        raise CheckpointError(f"{folder} could not be loaded: {_one_line(err)}") from err
+    _check_loaded(folder, info)
+    return model
+
+
+def _check_loaded(folder: Path, info: dict) -> None:
+    """Refuse weights that do not fit ``config.json``: transformers would fill them in
+    at random (and its own report of them is a table, logged as a warning)."""
+    if info["mismatched_keys"]:
+        key, saved, wanted = sorted(info["mismatched_keys"])[0]
+        raise CheckpointError(
+            f"{folder} holds weights of another size than its config.json says: {key} is "
+            f"{list(saved)} in the weights but {list(wanted)} by the config "
+            f"({len(info['mismatched_keys'])} tensors differ)"
+        )
+    if info["missing_keys"]:
+        missing = sorted(info["missing_keys"])
+        raise CheckpointError(
+            f"{folder} lacks weights its config.json needs: {', '.join(missing[:3])}"
+            + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        )
 
 
 def save_policy(policy: LMPolicy, folder: str | Path) -> Path:
@@ -100,8 +202,14 @@ def save_policy(policy: LMPolicy, folder: str | Path) -> Path:
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint folder from a checkpoint or a run directory (its final checkpoint)."""
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is neither a checkpoint nor a run directory with checkpoints: it does not exist"
+        )
     if (path / "config.json").is_file():
         return path
+    if (path / "model.safetensors").is_file() or (path / POLICY_FILE).is_file():
+        raise FileNotFoundError(f"{path / 'config.json'} is missing (the model's config)")
     ckpts = path / "checkpoints"
     if (ckpts / "final" / "config.json").is_file():
         return ckpts / "final"
@@ -115,7 +223,9 @@ def load_policy(path: str | Path, *, seed: int = 0, device: str = "cpu") -> LMPo
     """Load a saved policy from a checkpoint folder or a run directory."""
     folder = resolve_checkpoint(path)
     meta_file = folder / POLICY_FILE
-    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    meta = _read_json(meta_file) if meta_file.is_file() else {}
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{meta_file} is not a JSON object of policy settings")
     model, tok = _load_hf(folder, "float32")
     model.to(device)
     model.eval()

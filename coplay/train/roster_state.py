@@ -1,7 +1,8 @@
 """Save and restore a roster run so that a resumed run equals an uninterrupted one.
 
 The trainer's ``state.py`` does this for one learner; a roster has several, and
-LoRA learners share one model. The state is one file, ``run/state/roster.pt``:
+LoRA learners share one model. The state is ``run/state/roster.json`` with its tensors
+in ``run/state/roster.safetensors`` (``safe_tree``, no pickle):
 
 * per learner: optimizer, schedule, magnet (when it has its own weights), estimator
   state, update count and sampling generator;
@@ -20,10 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from coplay.train.safe_tree import save_tree
 from coplay.train.state import (
     STATE_DIR,
+    STATE_RECORDS,
+    StateError,
     fresh_state_dir,
     generator_state,
+    load_weights,
+    read_state,
+    restoring,
     set_generator_state,
     swap_in,
 )
@@ -31,7 +38,17 @@ from coplay.train.state import (
 if TYPE_CHECKING:
     from coplay.train.roster import Member, RosterRun
 
-STATE_FILE = "roster.pt"
+ROSTER_STATE = "roster"
+ROSTER_KEYS = (
+    "iteration",
+    "evals",
+    "models",
+    "learners",
+    "member_rngs",
+    "eval_rngs",
+    "numpy_rng",
+    "torch_rng",
+)
 
 
 def _models(run: RosterRun) -> dict[str, dict[str, torch.Tensor]]:
@@ -83,17 +100,17 @@ def save_roster_state(run: RosterRun, iteration: int, evals: dict[str, dict[str,
         "numpy_rng": run.rng.bit_generator.state,
         "torch_rng": torch.get_rng_state(),
     }
-    torch.save(blob, tmp / STATE_FILE)
+    save_tree(blob, tmp, ROSTER_STATE, records=STATE_RECORDS)
     return swap_in(run.out, tmp)
 
 
-def _restore_learner(member: Member, blob: dict[str, Any]) -> None:
+def _restore_learner(member: Member, blob: dict[str, Any], source: Path) -> None:
     learner = member.learner
     learner.optimizer.load_state_dict(blob["optimizer"])
     if learner.scheduler and blob["scheduler"]:
         learner.scheduler.load_state_dict(blob["scheduler"])
     if blob["magnet"] is not None and _own_magnet(member):
-        learner.reference.model.load_state_dict(blob["magnet"])
+        load_weights(learner.reference.model, blob["magnet"], source)
     member.adv_state = blob["adv_state"]
     member.policy.version = blob["version"]
     set_generator_state(member.policy, blob["rng"])
@@ -101,21 +118,25 @@ def _restore_learner(member: Member, blob: dict[str, Any]) -> None:
 
 def load_roster_state(run: RosterRun) -> tuple[int, dict[str, dict[str, float]]]:
     """Restore a roster run from ``run.out/state``; returns (iteration, evaluations)."""
-    path = run.out / STATE_DIR / STATE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{run.out} has no saved roster state to resume from ({path})")
-    blob = torch.load(path, weights_only=False)
+    blob = read_state(run.out, ROSTER_STATE, ROSTER_KEYS)
+    source = run.out / STATE_DIR / f"{ROSTER_STATE}.json"
     saved = set(blob["learners"])
     names = {m.name for m in run.roster.learners}
     if saved != names:
-        raise ValueError(
-            f"the saved state has learners {sorted(saved)} but the roster has {sorted(names)}"
+        raise StateError(
+            f"{source} has learners {sorted(saved)} but the roster has {sorted(names)}"
         )
+    with restoring(source):
+        _restore(run, blob, source)
+    return blob["iteration"], blob["evals"]
+
+
+def _restore(run: RosterRun, blob: dict[str, Any], source: Path) -> None:
     owner = _model_owner(run)
     for member in run.roster.learners:
         if owner[member.name] == member.name:
-            member.policy.model.load_state_dict(blob["models"][member.name])
-        _restore_learner(member, blob["learners"][member.name])
+            load_weights(member.policy.model, blob["models"][member.name], source)
+        _restore_learner(member, blob["learners"][member.name], source)
     for name, state in blob["member_rngs"].items():
         if name in run.roster.members:
             set_generator_state(run.roster.members[name].policy, state)
@@ -124,4 +145,3 @@ def load_roster_state(run: RosterRun) -> tuple[int, dict[str, dict[str, float]]]
             set_generator_state(run.eval_opponents[name], state)
     run.rng.bit_generator.state = blob["numpy_rng"]
     torch.set_rng_state(blob["torch_rng"])
-    return blob["iteration"], blob["evals"]

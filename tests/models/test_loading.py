@@ -1,11 +1,18 @@
 """Saving and loading policies: plain HF folders plus decision settings."""
 
+import json
+import shutil
+
 import pytest
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
+from coplay.cli import main
 from coplay.models.loading import (
+    CheckpointError,
     ModelConfig,
     build_policy,
+    check_checkpoint,
     load_policy,
     resolve_checkpoint,
     save_policy,
@@ -56,3 +63,123 @@ def test_heads_must_divide_width():
         build_policy(
             ModelConfig(tiny=TinyModelConfig(hidden_size=30, num_heads=4)), corpus=CORPUS, seed=0
         )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_policy(_policy(), tmp_path_factory.mktemp("ckpt") / "final")
+
+
+def _weights(folder):
+    return folder / "model.safetensors"
+
+
+def _half(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _edit_config(**changes):
+    def edit(folder):
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
+    return edit
+
+
+def _drop_weight(folder):
+    weights = load_file(_weights(folder))
+    save_file({k: v for k, v in weights.items() if k != "model.norm.weight"}, _weights(folder))
+
+
+BAD_CHECKPOINTS = {
+    "empty weights": (
+        lambda d: _weights(d).write_bytes(b""),
+        "{d}/model.safetensors is not a valid safetensors file (truncated or corrupt): ",
+    ),
+    "truncated weights": (
+        lambda d: _half(_weights(d)),
+        "{d}/model.safetensors is not a valid safetensors file (truncated or corrupt): ",
+    ),
+    "garbage weights": (
+        lambda d: _weights(d).write_bytes(b"not a tensor file " * 64),
+        "{d}/model.safetensors is not a valid safetensors file (truncated or corrupt): ",
+    ),
+    "no weights": (
+        lambda d: _weights(d).unlink(),
+        "{d}/model.safetensors is missing (no model weights)",
+    ),
+    "weights lacking a tensor": (
+        _drop_weight,
+        "{d} lacks weights its config.json needs: model.norm.weight",
+    ),
+    "no config.json": (
+        lambda d: (d / "config.json").unlink(),
+        "{d}/config.json is missing (the model's config)",
+    ),
+    "config.json not JSON": (
+        lambda d: (d / "config.json").write_text("{hidden_size: 32"),
+        "{d}/config.json is not valid JSON: Expecting property name enclosed in double quotes",
+    ),
+    "config.json a list": (
+        lambda d: (d / "config.json").write_text("[1, 2]"),
+        "{d}/config.json is not a model config (a JSON object)",
+    ),
+    "config.json without model_type": (
+        lambda d: (d / "config.json").write_text('{"hidden_size": 32}'),
+        "{d}/config.json has no model_type (which architecture it holds)",
+    ),
+    "unknown model type": (
+        _edit_config(model_type="nosuch"),
+        "{d}/config.json names model type 'nosuch', which transformers does not know",
+    ),
+    "config.json of another size": (
+        _edit_config(hidden_size=64),
+        "{d} holds weights of another size than its config.json says: model.embed_tokens.weight"
+        " is [",
+    ),
+    "no tokenizer": (
+        lambda d: [(d / f).unlink() for f in ("tokenizer.json", "tokenizer_config.json")],
+        "{d}/tokenizer.json is missing (the tokenizer)",
+    ),
+    "tokenizer.json not JSON": (
+        lambda d: (d / "tokenizer.json").write_text("garbage"),
+        "{d}/tokenizer.json is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+    ),
+    "coplay_policy.json not JSON": (
+        lambda d: (d / "coplay_policy.json").write_text("mode: text"),
+        "{d}/coplay_policy.json is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+    ),
+    "coplay_policy.json a list": (
+        lambda d: (d / "coplay_policy.json").write_text("[]"),
+        "{d}/coplay_policy.json is not a JSON object of policy settings",
+    ),
+    "no such folder": (
+        shutil.rmtree,
+        "{d} is neither a checkpoint nor a run directory with checkpoints: it does not exist",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CHECKPOINTS))
+def test_eval_of_a_bad_checkpoint_is_one_error_line(checkpoint, tmp_path, capsys, case):
+    corrupt, message = BAD_CHECKPOINTS[case]
+    folder = tmp_path / "final"
+    shutil.copytree(checkpoint, folder)
+    corrupt(folder)
+    assert main(["eval", str(folder), "--game", "kuhn_poker", "--episodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coplay eval: error: " + message.format(d=folder)), err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_bad_checkpoint_in_a_run_directory_names_the_file(checkpoint, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint, run / "checkpoints" / "final")
+    _half(_weights(run / "checkpoints" / "final"))
+    with pytest.raises(CheckpointError, match="checkpoints/final/model.safetensors is not a valid"):
+        load_policy(run)
+
+
+def test_a_good_checkpoint_still_loads_after_the_checks(checkpoint):
+    check_checkpoint(checkpoint)
+    assert load_policy(checkpoint).model.config.hidden_size == 32

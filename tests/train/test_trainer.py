@@ -320,13 +320,15 @@ def test_final_policy_magnet_is_saved_and_evaluated(tmp_path):
     import torch
 
     from coplay.models.loading import load_policy
+    from coplay.train.safe_tree import load_tree
+    from coplay.train.state import STATE_RECORDS
 
     over = [*TINY, "loss.kl_coef=0.1", "reference.ema=0.5", "train.final_policy=magnet"]
     summary = train(build_config(overrides=over), tmp_path / "m")
     row = json.loads((tmp_path / "m" / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["eval/exploitability"] == summary["final/eval/exploitability"]
     assert "eval/learner/exploitability" in row
-    blob = torch.load(tmp_path / "m" / "state" / "trainer.pt", weights_only=False)
+    blob = load_tree(tmp_path / "m" / "state", "trainer", records=STATE_RECORDS)
     saved = load_policy(tmp_path / "m").model.state_dict()
     assert all(torch.equal(saved[k], v) for k, v in blob["magnet"].items())
 
