@@ -125,8 +125,8 @@ def test_tictactoe_and_text_mode_smoke(tmp_path):
         (["train", "game.name=chess_x"], "unknown game"),
         (["train", "train.iterations=0"], "train.iterations"),
         (["train", "--config", "/nonexistent.yaml"], "does not exist"),
-        (["eval", "/nonexistent/run"], "cannot tell which game"),
-        (["eval", "/nonexistent/run", "--game", "kuhn_poker"], "neither a checkpoint"),
+        (["eval", "/nonexistent/run"], "/nonexistent/run does not exist"),
+        (["eval", "/nonexistent/run", "--game", "kuhn_poker"], "does not exist"),
     ],
 )
 def test_bad_input_gives_one_error_line(argv, message, capsys):
