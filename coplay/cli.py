@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from coplay.report.progress import track
 
@@ -25,6 +26,8 @@ console = Console()
 PIPED_WIDTH = 1000
 """Console width when stdout is no terminal: wide enough that rich never truncates a
 key or a column header to fit (it would use 80 columns)."""
+PROSE_WIDTH = 80
+"""Widest a column of explanations grows before it wraps (keys never wrap)."""
 PRESET_HELP = "bundled preset (default: kuhn-selfplay; with --config, none: the file alone)"
 OVERRIDES_HELP = "key=value overrides, before or after the options, e.g. train.iterations=50"
 
@@ -170,6 +173,11 @@ LEFTOVER_FIELDS = ("overrides", "params")
 """The '*' positionals (key=value items) a command may have."""
 
 
+def _table(title: str) -> Table:
+    """A table whose title stays on one line (wrapped, a long path would break up)."""
+    return Table(title=Text(title, no_wrap=True, overflow="ignore"))
+
+
 def _take_leftovers(parser: argparse.ArgumentParser, args, extra: list[str]) -> None:
     """Put key=value items that follow an option into the command's '*' positional.
 
@@ -233,8 +241,8 @@ def _status(m: dict[str, float]) -> str:
 
 
 def _print_summary(summary: dict) -> None:
-    table = Table(title="evaluation (before -> after training)")
-    table.add_column("metric")
+    table = _table("evaluation (before -> after training)")
+    table.add_column("metric", no_wrap=True)
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
     for key, after in summary.items():
@@ -272,8 +280,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             seed=args.seed,
             on_progress=advance,
         )
-    table = Table(title=f"{saved.folder} vs {args.opponent} on {game}")
-    table.add_column("")
+    table = _table(f"{saved.folder} vs {args.opponent} on {game}")
+    table.add_column("", no_wrap=True)
     table.add_column("value [95% CI]", justify="right")
     for name in ("win", "draw", "loss", "mean_return"):
         table.add_row(name, str(getattr(res, name)))
@@ -297,7 +305,7 @@ def _print_costly(policy, opponent, game: str, params: dict, top: int) -> None:
     from coplay.eval.costly import costly_positions
 
     for seat, found in enumerate(costly_positions(policy, opponent, game, params=params, top=top)):
-        table = Table(title=f"costliest positions, seat {seat} (exact gain in expected return)")
+        table = _table(f"costliest positions, seat {seat} (exact gain in expected return)")
         for name in ("observation", "reach", "plays", "better", "gain"):
             table.add_column(name, justify="left" if name == "observation" else "right")
         for c in found:
@@ -340,9 +348,10 @@ def cmd_config(args: argparse.Namespace) -> int:
     preset = base_preset(args.preset, args.config)
     cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
     base = " + ".join(x for x in (preset and f"preset {preset}", args.config) if x)
-    table = Table(title=f"config ({base or 'built-in defaults'})")
-    for col in ("key", "value", "meaning"):
-        table.add_column(col)
+    table = _table(f"config ({base or 'built-in defaults'})")
+    table.add_column("key", no_wrap=True)
+    table.add_column("value")
+    table.add_column("meaning", max_width=PROSE_WIDTH)
     for key, value, doc in describe(cfg):
         table.add_row(key, value, doc)
     console.print(table)
@@ -415,8 +424,8 @@ def _tournament_game(game: str | None, players: Sequence[str]) -> tuple[str, dic
 
 
 def _crossplay_table(res) -> Table:
-    table = Table(title=f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
-    table.add_column("")
+    table = _table(f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
+    table.add_column("", no_wrap=True)
     for name in res.names:
         table.add_column(name, justify="right")
     for name, row in zip(res.names, res.results, strict=True):
@@ -425,9 +434,9 @@ def _crossplay_table(res) -> Table:
 
 
 def _ratings_table(ratings) -> Table:
-    table = Table(title="ratings")
+    table = _table("ratings")
     for col in ("player", "Elo", "OpenSkill mu ± sigma", "ordinal", "α-rank"):
-        table.add_column(col, justify="left" if col == "player" else "right")
+        table.add_column(col, justify="left" if col == "player" else "right", no_wrap=True)
     for i, name in enumerate(ratings.names):
         skill = ratings.openskill[i]
         table.add_row(
@@ -452,9 +461,10 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
     factory = resolve_factory(args.game, _game_params(args.params))
     report = check_env(factory, episodes=args.episodes, seed=args.seed)
-    table = Table(title=f"check-env {args.game}: {report.episodes} episodes from seed {args.seed}")
-    for col in ("check", "result", "details"):
-        table.add_column(col)
+    table = _table(f"check-env {args.game}: {report.episodes} episodes from seed {args.seed}")
+    table.add_column("check", no_wrap=True)
+    table.add_column("result")
+    table.add_column("details", max_width=PROSE_WIDTH)
     colours = {"pass": "green", "fail": "red", "blocked": "red", "skip": "yellow"}
     for r in report.results:
         details = [f"{f.message}\n  fix: {f.fix}" for f in r.findings] + [r.note] * bool(r.note)
@@ -481,9 +491,11 @@ def _game_params(items: Sequence[str]) -> dict[str, object]:
 def cmd_games(args: argparse.Namespace) -> int:
     from coplay.envs.registry import list_families, list_games
 
-    table = Table(title="games")
-    for col in ("name", "players", "kind", "description"):
-        table.add_column(col)
+    table = _table("games")
+    table.add_column("name", no_wrap=True)
+    table.add_column("players")
+    table.add_column("kind")
+    table.add_column("description", max_width=PROSE_WIDTH)
     for g in list_games():
         table.add_row(g.name, str(g.num_players), str(g.kind), g.description)
     for form, description in list_families():
@@ -501,9 +513,10 @@ def cmd_games(args: argparse.Namespace) -> int:
 def cmd_presets(args: argparse.Namespace) -> int:
     from coplay.train.config import preset_info, preset_names
 
-    table = Table(title="presets (coplay train --preset NAME)")
-    for col in ("name", "game", "purpose"):
-        table.add_column(col)
+    table = _table("presets (coplay train --preset NAME)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("game", no_wrap=True)
+    table.add_column("purpose", max_width=PROSE_WIDTH + 10)
     for name in preset_names():
         info = preset_info(name)
         table.add_row(info.name, info.game, info.purpose)

@@ -423,8 +423,13 @@ def describe(model: BaseModel, prefix: str = "") -> list[tuple[str, str, str]]:
             rows.append(
                 (
                     key,
-                    yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("..."),
+                    _scalar_text(value),
                     doc,
                 )
             )
     return rows
+
+
+def _scalar_text(value: Any) -> str:
+    """A value as one line of YAML flow style (``0``, ``[random]``, ``null``)."""
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
