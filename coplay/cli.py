@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -367,12 +368,11 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     if len(set(args.players)) != len(args.players):
         raise ValueError(f"list each player once, got {' '.join(args.players)}")
     game, params = _tournament_game(args.game, args.players)
-    players = len(args.players)
-    num_players = resolve_factory(game, params)().spec.num_players
+    seats = resolve_factory(game, params)().spec.num_players
     policies = {
         spec: _player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(args.players)
     }
-    total = games_total(players, num_players, args.episodes)
+    total = games_total(len(policies), seats, args.episodes)
     with track("tournament", total, "games", console=console) as advance:
         res = cross_play(
             game,
@@ -402,25 +402,24 @@ def _player(spec: str, game: str, params: dict, *, seed: int):
 
 
 def _tournament_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
-    """--game, else the one game that the checkpoint players record."""
+    """--game, else the one game that the checkpoint players record (with its
+    parameters, also when --game names that same game)."""
     from coplay.models.checkpoints import find_policy
 
+    recorded: dict[str, dict] = {}
+    for spec in players:
+        if spec.startswith("remote:") or not Path(spec).exists():
+            continue
+        played = find_policy(spec).game()
+        if played is not None and recorded.setdefault(played.name, played.params) != played.params:
+            raise ValueError(f"the checkpoints play {played.name} with different parameters")
     if game:
-        return game, {}
-    recorded = {
-        (g.name, json.dumps(dict(g.params), sort_keys=True))
-        for spec in players
-        if not spec.startswith("remote:") and Path(spec).exists()
-        for g in [find_policy(spec).game()]
-        if g is not None
-    }
-    if not recorded:
-        raise ValueError("pass --game: no player is a checkpoint that records its game")
-    if len(recorded) > 1:
-        names = ", ".join(sorted(f"{n} {p}" for n, p in recorded))
-        raise ValueError(f"the checkpoints were trained on different games ({names}); pass --game")
-    name, params = recorded.pop()
-    return name, json.loads(params)
+        return game, dict(recorded.get(game, {}))
+    if len(recorded) != 1:
+        found = f"they record {', '.join(sorted(recorded))}" if recorded else "none records one"
+        raise ValueError(f"pass --game: the checkpoint players must record one game ({found})")
+    name, params = next(iter(recorded.items()))
+    return name, dict(params)
 
 
 def _crossplay_table(res) -> Table:
@@ -451,7 +450,7 @@ def _ratings_table(ratings) -> Table:
 
 def _elo(value: float | None) -> str:
     """An Elo rating, or a dash for a player without games (no rating)."""
-    return "-" if value is None or value != value else f"{value:.1f}"
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
@@ -559,6 +558,7 @@ def cmd_psro(args: argparse.Namespace) -> int:
 
 
 def _psro_step(s, advance) -> None:
+    """Print what a PSRO iteration measured and count it done."""
     console.print(
         f"iteration {s.iteration}: {s.members} members, "
         f"exploitability {s.exploitability:.4f}, response value {s.response_value:.4f} "
