@@ -1,24 +1,36 @@
 """The ``coplay`` command: train, eval, games, presets.
 
 Every user error (bad config, unknown game, missing checkpoint) ends in one line on
-stderr and exit status 2, never a traceback.
+stderr and exit status 2, never a traceback. ``key=value`` overrides may stand anywhere
+on the command line, before or after the options. Long commands report progress on
+stderr (``coplay.report.progress``); tables go to stdout, whole even when piped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
+
+from coplay.report.progress import track
 
 USER_ERRORS = (ValueError, FileNotFoundError, KeyError, TypeError, ConnectionError)
 console = Console()
+PIPED_WIDTH = 1000
+"""Console width when stdout is no terminal: wide enough that rich never truncates a
+key or a column header to fit (it would use 80 columns)."""
+PROSE_WIDTH = 80
+"""Widest a column of explanations grows before it wraps (keys never wrap)."""
+PRESET_HELP = "bundled preset (default: kuhn-selfplay; with --config, none: the file alone)"
+OVERRIDES_HELP = "key=value overrides, before or after the options, e.g. train.iterations=50"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train an agent; writes a run directory")
-    t.add_argument("--preset", default=None, help="bundled preset (default: kuhn-selfplay)")
+    t.add_argument("--preset", default=None, help=PRESET_HELP)
     t.add_argument("--config", default=None, help="YAML file merged over the preset")
     t.add_argument("--out", default=None, help="run directory (default: runs/<preset>)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -42,11 +54,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ROSTER_YAML",
         help="seat a roster (docs/roster.md): a policy per seat or role, several learners",
     )
-    t.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.iterations=50")
+    t.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 
     e = sub.add_parser("eval", help="evaluate a run or checkpoint against an opponent")
-    e.add_argument("path", help="run directory or checkpoint folder")
-    e.add_argument("--game", default=None, help="game (default: the run's game)")
+    e.add_argument("path", help="run directory, checkpoint or LoRA adapter folder")
+    e.add_argument("--game", default=None, help="game (default: the one the checkpoint records)")
+    e.add_argument(
+        "--role",
+        default=None,
+        help="the policy of a roster run to evaluate (a learner's name, or 'base': the "
+        "untrained base of a LoRA run)",
+    )
     e.add_argument("--opponent", default="random", help="random, nash, perfect, optimal or a path")
     e.add_argument("--episodes", type=int, default=1000)
     e.add_argument("--seed", type=int, default=0)
@@ -65,18 +83,24 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     c = sub.add_parser("config", help="show every config key with its value and meaning")
-    c.add_argument("--preset", default="kuhn-selfplay")
+    c.add_argument("--preset", default=None, help=PRESET_HELP)
     c.add_argument("--config", default=None, help="YAML file merged over the preset")
-    c.add_argument("overrides", nargs="*", help="key=value overrides")
+    c.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 
     tm = sub.add_parser("tournament", help="cross-play a population; Elo, OpenSkill, α-rank")
-    tm.add_argument("--game", required=True, help="registered game, e.g. kuhn_poker")
+    tm.add_argument(
+        "--game",
+        default=None,
+        help="registered game, openspiel:<name> or package.module:factory "
+        "(default: the game the checkpoint players record)",
+    )
     tm.add_argument(
         "--players",
         nargs="+",
         required=True,
         help="scripted names (random, nash, perfect, optimal), checkpoint or run paths, or "
-        "remote:URL#model (an OpenAI-compatible endpoint; key from OPENAI_API_KEY)",
+        "remote:URL#model[@ENV_VAR] (an OpenAI-compatible endpoint; its API key is read "
+        "from ENV_VAR, and sent over http:// only to localhost)",
     )
     tm.add_argument("--episodes", type=int, default=200, help="games per pairing")
     tm.add_argument("--seed", type=int, default=0)
@@ -90,15 +114,15 @@ def _parser() -> argparse.ArgumentParser:
     ce.add_argument("--seed", type=int, default=0, help="first episode seed")
     ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
 
-    sub.add_parser("games", help="list registered games")
-    sub.add_parser("presets", help="list bundled presets")
+    sub.add_parser("games", help="list registered games and game families")
+    sub.add_parser("presets", help="list bundled presets: game and purpose")
     _population_parsers(sub)
     return p
 
 
 def _population_parsers(sub) -> None:
     ps = sub.add_parser("psro", help="PSRO/JPSRO: grow a population of LM best responses")
-    ps.add_argument("--preset", default="kuhn-selfplay", help="trainer preset of each response")
+    ps.add_argument("--preset", default=None, help=f"trainer {PRESET_HELP}")
     ps.add_argument("--config", default=None, help="YAML file merged over the preset")
     ps.add_argument("--out", default="runs/psro", help="run directory")
     ps.add_argument("--iterations", type=int, default=8, help="best responses to add")
@@ -109,9 +133,9 @@ def _population_parsers(sub) -> None:
         "--oracle", default="lm", choices=["lm", "exact"], help="exact: OpenSpiel best responses"
     )
     ps.add_argument("--restarts", type=int, default=1, help="responses trained per iteration")
-    ps.add_argument("overrides", nargs="*", help="trainer overrides, e.g. train.iterations=30")
+    ps.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
     lg = sub.add_parser("league", help="train against a league of frozen snapshots")
-    lg.add_argument("--preset", default="kuhn-selfplay", help="the learner's trainer preset")
+    lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
     lg.add_argument("--config", default=None, help="YAML file merged over the preset")
     lg.add_argument("--out", default="runs/league", help="run directory")
     lg.add_argument("--sampler", default="pfsp", help="uniform, pfsp or meta")
@@ -124,18 +148,14 @@ def _population_parsers(sub) -> None:
         default=[],
         help="scripted members, comma-separated, e.g. random,nash",
     )
-    lg.add_argument("overrides", nargs="*", help="trainer overrides, e.g. train.iterations=30")
+    lg.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if extra:
-        # argparse before 3.12 stops filling a '*' positional at the first option, so
-        # `check-env GAME --episodes 3 size=8` leaves the game parameters over.
-        if getattr(args, "params", None) is None or any(e.startswith("-") for e in extra):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        args.params += extra
+    _take_leftovers(parser, args, extra)
+    console.width = None if console.is_terminal else PIPED_WIDTH
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
@@ -148,6 +168,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"coplay {args.command}: error: {msg}", file=sys.stderr)
         return 2
+
+
+LEFTOVER_FIELDS = ("overrides", "params")
+"""The '*' positionals (key=value items) a command may have."""
+
+
+def _table(title: str) -> Table:
+    """A table whose title stays on one line (wrapped, a long path would break up)."""
+    return Table(title=Text(title, no_wrap=True, overflow="ignore"))
+
+
+def _take_leftovers(parser: argparse.ArgumentParser, args, extra: list[str]) -> None:
+    """Put key=value items that follow an option into the command's '*' positional.
+
+    argparse before 3.12 stops filling a '*' positional at the first option, so in
+    ``train --out runs/x train.iterations=5`` the override is left over; it belongs
+    with the others, in command-line order. Anything else left over is an error.
+    """
+    if not extra:
+        return
+    field = next((f for f in LEFTOVER_FIELDS if isinstance(getattr(args, f, None), list)), None)
+    if field is None or any(e.startswith("-") for e in extra):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    getattr(args, field).extend(extra)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -185,23 +229,11 @@ def _roster_run(args: argparse.Namespace, cfg, out: Path):
 
 
 def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):
-    """``run(progress)`` with a progress bar over ``total`` iterations, or none if quiet."""
+    """``run(progress)`` reporting progress over ``total`` iterations, or none if quiet."""
     if quiet:
         return run(None)
-    with _progress() as bar:
-        task = bar.add_task("training", total=total, status="")
-        return run(lambda it, m: bar.update(task, completed=it, status=status(m)))
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"),
-        console=console,
-    )
+    with track("train", total, "iterations", console=console) as advance:
+        return run(lambda it, m: advance(it, status(m)))
 
 
 def _status(m: dict[str, float]) -> str:
@@ -210,8 +242,8 @@ def _status(m: dict[str, float]) -> str:
 
 
 def _print_summary(summary: dict) -> None:
-    table = Table(title="evaluation (before -> after training)")
-    table.add_column("metric")
+    table = _table("evaluation (before -> after training)")
+    table.add_column("metric", no_wrap=True)
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
     for key, after in summary.items():
@@ -224,26 +256,33 @@ def _print_summary(summary: dict) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from coplay.envs.registry import make_env
+    from coplay.envs.probe import resolve_factory
     from coplay.eval.exact import decide_exact, exploitability
     from coplay.eval.matches import play_match
-    from coplay.models.loading import load_policy, resolve_checkpoint
+    from coplay.models.checkpoints import find_policy
     from coplay.train.opponents import build_opponent
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if args.costly < 0:
         raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
-    game, params = _game_of(Path(args.path), args.game)
-    policy = load_policy(args.path, seed=args.seed)
-    make = lambda: make_env(game, **params)  # noqa: E731
+    saved = find_policy(args.path, args.role)
+    game, params = _game_of(saved, args.game)
+    make = resolve_factory(game, params)
+    policy = saved.load(seed=args.seed)
     spec = make().spec
     opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
-    res = play_match(
-        make, policy, [opponent] * (spec.num_players - 1), episodes=args.episodes, seed=args.seed
-    )
-    table = Table(title=f"{resolve_checkpoint(args.path)} vs {args.opponent} on {game}")
-    table.add_column("")
+    with track("eval", args.episodes, "episodes", console=console) as advance:
+        res = play_match(
+            make,
+            policy,
+            [opponent] * (spec.num_players - 1),
+            episodes=args.episodes,
+            seed=args.seed,
+            on_progress=advance,
+        )
+    table = _table(f"{saved.folder} vs {args.opponent} on {game}")
+    table.add_column("", no_wrap=True)
     table.add_column("value [95% CI]", justify="right")
     for name in ("win", "draw", "loss", "mean_return"):
         table.add_row(name, str(getattr(res, name)))
@@ -267,7 +306,7 @@ def _print_costly(policy, opponent, game: str, params: dict, top: int) -> None:
     from coplay.eval.costly import costly_positions
 
     for seat, found in enumerate(costly_positions(policy, opponent, game, params=params, top=top)):
-        table = Table(title=f"costliest positions, seat {seat} (exact gain in expected return)")
+        table = _table(f"costliest positions, seat {seat} (exact gain in expected return)")
         for name in ("observation", "reach", "plays", "better", "gain"):
             table.add_column(name, justify="left" if name == "observation" else "right")
         for c in found:
@@ -293,28 +332,27 @@ def _exact_rows(table: Table, policy, opponent, game: str, params: dict) -> None
         table.add_row(f"loss of the argmax, seat {o.seat} (exact)", f"{g.loss:.4f}")
 
 
-def _game_of(path: Path, game: str | None) -> tuple[str, dict]:
-    """The game to evaluate on: --game, else the run's config, else the checkpoint's record."""
-    if game:
+def _game_of(saved, game: str | None) -> tuple[str, dict]:
+    """The game to evaluate on: --game, else the one the checkpoint (or its run) records
+    (with its parameters, when --game names that same game)."""
+    played = saved.game()
+    if game and (played is None or played.name != game):
         return game, {}
-    for cfg_file in (path / "config.yaml", path.parent.parent / "config.yaml"):
-        if cfg_file.is_file():
-            data = yaml.safe_load(cfg_file.read_text()) or {}
-            g = data.get("game", {})
-            return g.get("name", "kuhn_poker"), g.get("params", {}) or {}
-    meta = path / "coplay_policy.json"
-    if meta.is_file() and "game" in json.loads(meta.read_text()):
-        return json.loads(meta.read_text())["game"], {}
-    raise ValueError(f"cannot tell which game {path} plays; pass --game")
+    if played is None:
+        raise ValueError(f"cannot tell which game {saved.folder} plays; pass --game")
+    return played.name, dict(played.params)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from coplay.train.config import build_config, describe
+    from coplay.train.config import base_preset, build_config, describe
 
-    cfg = build_config(preset=args.preset, file=args.config, overrides=args.overrides)
-    table = Table(title=f"config ({args.preset})")
-    for col in ("key", "value", "meaning"):
-        table.add_column(col)
+    preset = base_preset(args.preset, args.config)
+    cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
+    base = " + ".join(x for x in (preset and f"preset {preset}", args.config) if x)
+    table = _table(f"config ({base or 'built-in defaults'})")
+    table.add_column("key", no_wrap=True)
+    table.add_column("value")
+    table.add_column("meaning", max_width=PROSE_WIDTH)
     for key, value, doc in describe(cfg):
         table.add_row(key, value, doc)
     console.print(table)
@@ -322,24 +360,28 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
-    import os
-
-    from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
-    from coplay.policies.remote import remote_from_spec
-    from coplay.train.opponents import build_opponent
+    from coplay.envs.probe import resolve_factory
+    from coplay.eval.crossplay import cross_play, games_total, rate_cross_play, to_json
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if len(set(args.players)) != len(args.players):
         raise ValueError(f"list each player once, got {' '.join(args.players)}")
-    key = os.environ.get("OPENAI_API_KEY")
+    game, params = _tournament_game(args.game, args.players)
+    seats = resolve_factory(game, params)().spec.num_players
     policies = {
-        spec: remote_from_spec(spec, api_key=key)
-        if spec.startswith("remote:")
-        else build_opponent(spec, args.game, seed=args.seed + i)
-        for i, spec in enumerate(args.players)
+        spec: _player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(args.players)
     }
-    res = cross_play(args.game, policies, episodes=args.episodes, seed=args.seed)
+    total = games_total(len(policies), seats, args.episodes)
+    with track("tournament", total, "games", console=console) as advance:
+        res = cross_play(
+            game,
+            policies,
+            episodes=args.episodes,
+            seed=args.seed,
+            params=params,
+            on_progress=lambda done, _total: advance(done),
+        )
     ratings = rate_cross_play(res)
     console.print(_crossplay_table(res))
     console.print(_ratings_table(ratings))
@@ -349,9 +391,40 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     return 0
 
 
+def _player(spec: str, game: str, params: dict, *, seed: int):
+    """A tournament player: a remote endpoint, a scripted bot or a checkpoint."""
+    from coplay.policies.remote import remote_from_spec
+    from coplay.train.opponents import build_opponent
+
+    if spec.startswith("remote:"):
+        return remote_from_spec(spec)
+    return build_opponent(spec, game, seed=seed, params=params)
+
+
+def _tournament_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
+    """--game, else the one game that the checkpoint players record (with its
+    parameters, also when --game names that same game)."""
+    from coplay.models.checkpoints import find_policy
+
+    recorded: dict[str, dict] = {}
+    for spec in players:
+        if spec.startswith("remote:") or not Path(spec).exists():
+            continue
+        played = find_policy(spec).game()
+        if played is not None and recorded.setdefault(played.name, played.params) != played.params:
+            raise ValueError(f"the checkpoints play {played.name} with different parameters")
+    if game:
+        return game, dict(recorded.get(game, {}))
+    if len(recorded) != 1:
+        found = f"they record {', '.join(sorted(recorded))}" if recorded else "none records one"
+        raise ValueError(f"pass --game: the checkpoint players must record one game ({found})")
+    name, params = next(iter(recorded.items()))
+    return name, dict(params)
+
+
 def _crossplay_table(res) -> Table:
-    table = Table(title=f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
-    table.add_column("")
+    table = _table(f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
+    table.add_column("", no_wrap=True)
     for name in res.names:
         table.add_column(name, justify="right")
     for name, row in zip(res.names, res.results, strict=True):
@@ -360,19 +433,24 @@ def _crossplay_table(res) -> Table:
 
 
 def _ratings_table(ratings) -> Table:
-    table = Table(title="ratings")
+    table = _table("ratings")
     for col in ("player", "Elo", "OpenSkill mu ± sigma", "ordinal", "α-rank"):
-        table.add_column(col, justify="left" if col == "player" else "right")
+        table.add_column(col, justify="left" if col == "player" else "right", no_wrap=True)
     for i, name in enumerate(ratings.names):
         skill = ratings.openskill[i]
         table.add_row(
             name,
-            f"{ratings.elo[i]:.1f}",
+            _elo(ratings.elo[i]),
             f"{skill.mu:.2f} ± {skill.sigma:.2f}",
             f"{skill.ordinal:.2f}",
             f"{ratings.alpharank[i]:.3f}",
         )
     return table
+
+
+def _elo(value: float | None) -> str:
+    """An Elo rating, or a dash for a player without games (no rating)."""
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
@@ -382,9 +460,10 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
     factory = resolve_factory(args.game, _game_params(args.params))
     report = check_env(factory, episodes=args.episodes, seed=args.seed)
-    table = Table(title=f"check-env {args.game}: {report.episodes} episodes from seed {args.seed}")
-    for col in ("check", "result", "details"):
-        table.add_column(col)
+    table = _table(f"check-env {args.game}: {report.episodes} episodes from seed {args.seed}")
+    table.add_column("check", no_wrap=True)
+    table.add_column("result")
+    table.add_column("details", max_width=PROSE_WIDTH)
     colours = {"pass": "green", "fail": "red", "blocked": "red", "skip": "yellow"}
     for r in report.results:
         details = [f"{f.message}\n  fix: {f.fix}" for f in r.findings] + [r.note] * bool(r.note)
@@ -409,22 +488,38 @@ def _game_params(items: Sequence[str]) -> dict[str, object]:
 
 
 def cmd_games(args: argparse.Namespace) -> int:
-    from coplay.envs.registry import list_games
+    from coplay.envs.registry import list_families, list_games
 
-    table = Table(title="games")
-    for col in ("name", "players", "kind", "description"):
-        table.add_column(col)
+    table = _table("games")
+    table.add_column("name", no_wrap=True)
+    table.add_column("players")
+    table.add_column("kind")
+    table.add_column("description", max_width=PROSE_WIDTH)
     for g in list_games():
         table.add_row(g.name, str(g.num_players), str(g.kind), g.description)
+    for form, description in list_families():
+        table.add_row(form, "-", "-", description)
+    table.add_row(
+        "package.module:function",
+        "-",
+        "-",
+        "your own game (docs/envs.md); importing it runs its code, as a Python file does",
+    )
     console.print(table)
     return 0
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from coplay.train.config import preset_names
+    from coplay.train.config import preset_info, preset_names
 
+    table = _table("presets (coplay train --preset NAME)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("game", no_wrap=True)
+    table.add_column("purpose", max_width=PROSE_WIDTH + 10)
     for name in preset_names():
-        console.print(name)
+        info = preset_info(name)
+        table.add_row(info.name, info.game, info.purpose)
+    console.print(table)
     return 0
 
 
@@ -432,9 +527,10 @@ def _population_config(kind, args: argparse.Namespace, **fields):
     """A PSRO or league config from the trainer preset, file and overrides; one-line errors."""
     from pydantic import ValidationError
 
-    from coplay.train.config import ConfigError, build_config, format_validation_error
+    from coplay.train.config import ConfigError, base_preset, build_config, format_validation_error
 
-    run = build_config(preset=args.preset, file=args.config, overrides=args.overrides)
+    preset = base_preset(args.preset, args.config)
+    run = build_config(preset=preset, file=args.config, overrides=args.overrides)
     try:
         return kind(run=run, **fields)
     except ValidationError as err:
@@ -455,17 +551,20 @@ def cmd_psro(args: argparse.Namespace) -> int:
         restarts=args.restarts,
     )
     console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {args.out}")
-    res = run_psro(
-        cfg,
-        args.out,
-        progress=lambda s: console.print(
-            f"iteration {s.iteration}: {s.members} members, "
-            f"exploitability {s.exploitability:.4f}, response value {s.response_value:.4f} "
-            f"(best {s.best_value:.4f}), {s.elapsed_s:.0f} s"
-        ),
-    )
+    with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
+        res = run_psro(cfg, args.out, progress=lambda step: _psro_step(step, advance))
     console.print(f"members: {' '.join(res.members)}; run directory: {args.out}")
     return 0
+
+
+def _psro_step(s, advance) -> None:
+    """Print what a PSRO iteration measured and count it done."""
+    console.print(
+        f"iteration {s.iteration}: {s.members} members, "
+        f"exploitability {s.exploitability:.4f}, response value {s.response_value:.4f} "
+        f"(best {s.best_value:.4f}), {s.elapsed_s:.0f} s"
+    )
+    advance(s.iteration + 1)
 
 
 def cmd_league(args: argparse.Namespace) -> int:
@@ -481,10 +580,12 @@ def cmd_league(args: argparse.Namespace) -> int:
         bots=args.bots,
     )
     console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {args.out}")
-    res = run_league(cfg, args.out)
+    with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:
+        res = run_league(cfg, args.out, progress=lambda it, m: advance(it, _status(m)))
     console.print(f"snapshots: {', '.join(f'{it} ({why})' for it, why in res.snapshots)}")
     for name, elo in zip(("learner", *res.members), res.elo, strict=True):
-        console.print(f"  {name:>12}  Elo {elo:7.1f}")
+        rating = "not rated (no games)" if elo is None else f"Elo {elo:7.1f}"
+        console.print(f"  {name:>12}  {rating}")
     console.print(f"run directory: {args.out}")
     return 0
 

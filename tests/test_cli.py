@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from coplay.cli import main
@@ -125,8 +126,8 @@ def test_tictactoe_and_text_mode_smoke(tmp_path):
         (["train", "game.name=chess_x"], "unknown game"),
         (["train", "train.iterations=0"], "train.iterations"),
         (["train", "--config", "/nonexistent.yaml"], "does not exist"),
-        (["eval", "/nonexistent/run"], "cannot tell which game"),
-        (["eval", "/nonexistent/run", "--game", "kuhn_poker"], "neither a checkpoint"),
+        (["eval", "/nonexistent/run"], "/nonexistent/run does not exist"),
+        (["eval", "/nonexistent/run", "--game", "kuhn_poker"], "does not exist"),
     ],
 )
 def test_bad_input_gives_one_error_line(argv, message, capsys):
@@ -272,7 +273,10 @@ def test_psro_and_league_smoke_runs(tmp_path, capsys):
     argv = ["league", "--out", str(league), "--snapshot-every", "1", "--bots", "random", *tiny]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "0 (initial), 1 (schedule), 2 (schedule)" in out and "snap:2" in out
+    assert "0 (initial), 1 (schedule), 2 (schedule)" in out
+    # The snapshot taken after the last iteration played no games: it gets no rating.
+    assert "snap:2  not rated (no games)" in out and "snap:1  Elo" in out
+    assert json.loads((league / "summary.json").read_text())["elo"]["snap:2"] is None
     assert (league / "snapshots" / "iter_000002" / "config.json").is_file()
 
 
@@ -343,3 +347,123 @@ def test_bad_roster_runs_fail_in_one_line(tmp_path, monkeypatch, capsys, extra, 
     assert main(["train", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+# --- the command line does what it says ---------------------------------------------------
+
+
+def _config_values(out: str) -> dict[str, str]:
+    """key -> value of the rows of a printed ``coplay config`` table."""
+    rows = [line.split("│") for line in out.splitlines() if line.startswith("│")]
+    return {r[1].strip(): r[2].strip() for r in rows if r[1].strip()}
+
+
+def test_overrides_may_stand_before_between_and_after_options(capsys):
+    argv = ["config", "train.iterations=7", "--preset", "kuhn-selfplay", "train.seed=3"]
+    assert main(argv) == 0
+    values = _config_values(capsys.readouterr().out)
+    assert (values["train.iterations"], values["train.seed"]) == ("7", "3")
+    with pytest.raises(SystemExit):  # options stay checked
+        main(["config", "train.seed=3", "--bogus", "x"])
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_config_train_and_help_agree_on_the_base_of_a_config_file(tmp_path, capsys):
+    f = tmp_path / "mine.yaml"
+    f.write_text("train: {iterations: 1, eval_every: 1, eval_episodes: 8, eval_opponents: []}\n")
+    assert main(["config", "--config", str(f)]) == 0
+    shown = capsys.readouterr().out
+    assert f"config ({f})" in shown  # no preset: the file over the built-in defaults
+    values = _config_values(shown)
+    out = tmp_path / "run"
+    argv = ["train", "--quiet", "--config", str(f), "--out", str(out), *TINY[3:]]
+    assert main(argv) == 0
+    trained = yaml.safe_load((out / "config.yaml").read_text())
+    assert values["algo.estimator"] == trained["algo"]["estimator"] == "rae"  # not the preset's
+    assert values["rollout.group_size"] == str(trained["rollout"]["group_size"])
+    with pytest.raises(SystemExit):
+        main(["config", "--help"])
+    assert "none: the file alone" in capsys.readouterr().out
+
+
+def test_games_list_the_families_and_presets_their_game_and_purpose(capsys):
+    assert main(["games"]) == 0
+    out = capsys.readouterr().out
+    assert "openspiel:<name>" in out and "textarena:<id>" in out and "package.module:" in out
+    assert main(["presets"]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if "│ kuhn3-selfplay" in x)
+    assert "kuhn_poker" in row and "three-player Kuhn poker" in row
+
+
+def test_piped_tables_keep_whole_keys_and_headers(capsys):
+    from coplay.train.config import build_config, describe
+
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    keys = [k for k, _, _ in describe(build_config(preset="kuhn-selfplay"))]
+    assert set(keys) <= set(_config_values(out))  # every key whole, on its own row
+    assert main(["tournament", "--game", "kuhn_poker", "--players", "random", "nash"]) == 0
+    assert "OpenSkill mu ± sigma" in capsys.readouterr().out
+
+
+def test_piped_eval_prints_progress_lines_with_an_eta(kuhn_run, capsys, monkeypatch):
+    monkeypatch.setenv("COPLAY_PROGRESS_EVERY_S", "0")
+    assert main(["eval", str(kuhn_run), "--episodes", "40"]) == 0
+    captured = capsys.readouterr()
+    assert "eval: 40/40 episodes" in captured.err.splitlines()[-1]
+    assert "eval:" not in captured.out  # results alone on stdout
+
+
+@pytest.fixture(scope="module")
+def bidding_run(tmp_path_factory):
+    """A run on a user's own game (examples/bidding.py, module:factory)."""
+    out = tmp_path_factory.mktemp("bidding") / "run"
+    over = ["game.name=examples.bidding:make", "train.iterations=1", "rollout.games_per_iter=8"]
+    over += ["train.eval_opponents=[random]"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(Path(__file__).resolve().parents[1])
+        assert main(["train", "--quiet", "--out", str(out), *over, *TINY[4:]]) == 0
+    return out
+
+
+def test_a_custom_game_evaluates_and_plays_tournaments_without_naming_it(
+    bidding_run, capsys, monkeypatch
+):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert main(["eval", str(bidding_run), "--episodes", "8"]) == 0
+    assert "on examples.bidding:make" in capsys.readouterr().out
+    argv = ["tournament", "--players", str(bidding_run), "random", "--episodes", "4"]
+    assert main(argv) == 0
+    assert "examples.bidding:make: mean return" in capsys.readouterr().out
+    assert main([*argv[:-2], "--game", "examples.nope:make", "--episodes", "4"]) == 2
+    assert "no module 'examples.nope'" in capsys.readouterr().err
+
+
+def test_a_lora_roster_run_evaluates_by_role_and_never_its_bare_base(tmp_path, capsys):
+    roster = tmp_path / "roster.yaml"
+    roster.write_text(
+        "policies: {first: {kind: learner}, second: {kind: learner}}\n"
+        "seats: [first, second]\nlora: {rank: 2, alpha: 4}\n"
+    )
+    out = tmp_path / "run"
+    over = ["reference.ema=0", "loss.kl_coef=0", "train.final_policy=learner"]
+    over += ["train.iterations=1", "train.eval_opponents=[]", *TINY[3:]]
+    assert main(["train", "--quiet", "--roster", str(roster), "--out", str(out), *over]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--role", "second", "--episodes", "8"]) == 0
+    assert "final/second vs random on kuhn_poker" in capsys.readouterr().out
+    assert main(["eval", str(out), "--episodes", "8"]) == 2
+    assert "roster run with policies first, second" in capsys.readouterr().err
+    base = out / "checkpoints" / "final" / "base"
+    assert main(["eval", str(base), "--episodes", "8"]) == 2
+    assert "untrained base of a LoRA roster run" in capsys.readouterr().err
+    assert main(["eval", str(out), "--role", "base", "--episodes", "8"]) == 0
+
+
+def test_a_key_is_never_sent_over_plain_http_off_this_machine(capsys, monkeypatch):
+    monkeypatch.setenv("EXAMPLE_KEY", "secret")
+    players = ["random", "remote:http://api.example.com/v1#m@EXAMPLE_KEY"]
+    assert main(["tournament", "--game", "kuhn_poker", "--players", *players]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "refusing to send an API key over plain http:// to api.example.com" in err
+    assert len(err.splitlines()) == 1 and "secret" not in err

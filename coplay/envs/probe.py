@@ -19,7 +19,7 @@ from functools import partial
 
 import numpy as np
 
-from coplay.envs.registry import UnknownGameError, make_env
+from coplay.envs.registry import UnknownGameError, is_family, make_env
 from coplay.types import Env, GameSpec, Observation
 
 
@@ -227,6 +227,35 @@ def require_env(obj: object, source: str) -> Env:
     if missing:
         raise ValueError(f"{source} built a {type(obj).__name__}, not an Env (missing {missing})")
     return obj  # type: ignore[return-value]
+
+
+def names_user_factory(game: str) -> bool:
+    """Whether ``game`` is a user's ``package.module:function`` (its prefix before ``:``
+    is no registered family such as ``openspiel``)."""
+    prefix, sep, _ = game.partition(":")
+    return bool(sep) and not is_family(prefix)
+
+
+def check_game(game: str, params: Mapping[str, object]) -> None:
+    """Validate a game without running anyone's code: a registered name or family
+    member is built once; a ``package.module:function`` is checked for its form and for
+    its top-level package, which is looked up but not imported. Its module is imported
+    only when a game is built (``resolve_factory``), since importing runs its code."""
+    if not names_user_factory(game):
+        make_env(game, **params)
+        return
+    module_name, _, attr = game.partition(":")
+    if not all(p.isidentifier() for p in module_name.split(".")) or not attr.isidentifier():
+        raise ValueError(
+            f"game {game!r} must be a registered name, a family member such as "
+            "openspiel:<name>, or package.module:function"
+        )
+    top = module_name.split(".")[0]
+    if _find_module(top) is None:
+        raise ValueError(
+            f"unknown game {game!r}: no module {top!r} to import from the current "
+            "directory or the installed packages"
+        )
 
 
 def resolve_factory(game: str, params: Mapping[str, object]) -> Callable[[], Env]:

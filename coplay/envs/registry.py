@@ -53,6 +53,8 @@ class _Family:
     factory: Callable[[str], EnvFactory]
     """Given the name after the prefix, the factory for that game."""
     description: str
+    form: str
+    """How a member is named, e.g. ``openspiel:<name>``."""
 
 
 _GAMES: dict[str, _Entry] = {}
@@ -78,9 +80,22 @@ def game_metrics(name: str) -> EpisodeMetrics | None:
     return entry.metrics if entry else None
 
 
-def register_family(prefix: str, factory: Callable[[str], EnvFactory], description: str) -> None:
-    """Make ``make_env(f"{prefix}:{x}")`` build ``factory(x)``; ``description`` names the form."""
-    _FAMILIES[prefix] = _Family(factory, description)
+def register_family(
+    prefix: str, factory: Callable[[str], EnvFactory], description: str, *, form: str = ""
+) -> None:
+    """Make ``make_env(f"{prefix}:{x}")`` build ``factory(x)``; ``description`` names the
+    form, ``form`` shows it (default ``<prefix>:<name>``)."""
+    _FAMILIES[prefix] = _Family(factory, description, form or f"{prefix}:<name>")
+
+
+def is_family(prefix: str) -> bool:
+    """Whether ``prefix:`` names a registered family (``openspiel``, ``textarena``)."""
+    return prefix in _FAMILIES
+
+
+def list_families() -> list[tuple[str, str]]:
+    """``(form, description)`` of every registered family, e.g. ``openspiel:<name>``."""
+    return [(f.form, f.description) for f in _FAMILIES.values()]
 
 
 def _unknown(name: str) -> UnknownGameError:
@@ -201,4 +216,5 @@ register_family(
     "textarena",
     textarena_factory,
     f"any TextArena game as 'textarena:<id>', after {INSTALL_HINT}",
+    form="textarena:<id>",
 )

@@ -21,12 +21,12 @@ differences between rows less noisy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from coplay.envs.registry import make_env
+from coplay.envs.probe import resolve_factory
 from coplay.eval.matches import MatchResult, outcome, summarize
 from coplay.eval.ratings import Ratings, rate
 from coplay.rollout.engine import play_episodes
@@ -69,21 +69,27 @@ def cross_play(
     seed: int = 0,
     params: Mapping[str, object] | None = None,
     invalid: InvalidActionConfig | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> CrossPlayResult:
-    """Play every pairing of ``policies`` in ``game`` (see the module docstring)."""
+    """Play every pairing of ``policies`` in ``game`` (see the module docstring).
+
+    ``game`` is anything ``coplay.envs.probe.resolve_factory`` builds (a registered name,
+    ``openspiel:<name>``, ``package.module:factory``); ``on_progress(done, total)`` is
+    told the number of finished games as play goes on.
+    """
     names = tuple(policies)
     if len(names) < 2:
         raise ValueError(f"cross-play needs at least 2 policies, got {len(names)}")
     if episodes < 1:
         raise ValueError(f"episodes must be positive, got {episodes}")
-    make = lambda: make_env(game, **dict(params or {}))  # noqa: E731
+    make = resolve_factory(game, dict(params or {}))
     n = make().spec.num_players
     pool = [policies[name] for name in names]
     pairs = _pairings(len(names), n)
     seats = [e % n for e in range(episodes)]
     seeds = [seed * 1_000_003 + e for e in range(episodes)]
     seatings = [_seating(pool[i], pool[j], s, n) for i, j in pairs for s in seats]
-    played = _play(make, seatings, seeds * len(pairs), invalid)
+    played = _play(make, seatings, seeds * len(pairs), invalid, on_progress)
     matches = [played[m * episodes : (m + 1) * episodes] for m in range(len(pairs))]
     return _collect(game, names, n, episodes, pairs, matches, seats)
 
@@ -100,11 +106,17 @@ def _seating(focal: Policy, field: Policy, seat: int, num_players: int) -> list[
     return [focal if s == seat else field for s in range(num_players)]
 
 
-def _play(make, seatings, seeds, invalid) -> list[Episode]:
+def _play(make, seatings, seeds, invalid, on_progress=None) -> list[Episode]:
     episodes: list[Episode] = []
-    for start in range(0, len(seatings), MAX_GAMES_PER_CALL):
+    total = len(seatings)
+    for start in range(0, total, MAX_GAMES_PER_CALL):
         stop = start + MAX_GAMES_PER_CALL
-        episodes += play_episodes(make, seatings[start:stop], seeds[start:stop], invalid=invalid)
+        told = None
+        if on_progress is not None:
+            told = lambda done, start=start: on_progress(start + done, total)  # noqa: E731
+        episodes += play_episodes(
+            make, seatings[start:stop], seeds[start:stop], invalid=invalid, on_progress=told
+        )
     return episodes
 
 
@@ -168,6 +180,11 @@ def _tally(wins: np.ndarray, draws: np.ndarray, i: int, j: int, outcomes: Sequen
     draws[j, i] += outcomes.count(0)
 
 
+def games_total(players: int, num_players: int, episodes: int) -> int:
+    """Games ``cross_play`` plays for ``players`` policies in a ``num_players`` game."""
+    return len(_pairings(players, num_players)) * episodes
+
+
 def rate_cross_play(result: CrossPlayResult) -> Ratings:
     """Elo and OpenSkill from the games' wins and draws; α-rank from the mean returns."""
     return rate(result.names, result.wins, result.draws, result.payoff)
@@ -197,7 +214,7 @@ def to_json(result: CrossPlayResult, ratings: Ratings | None = None) -> dict:
     }
     if ratings is not None:
         data["ratings"] = {
-            "elo": list(ratings.elo),
+            "elo": [num(x) for x in ratings.elo],
             "openskill": [
                 {"mu": s.mu, "sigma": s.sigma, "ordinal": s.ordinal} for s in ratings.openskill
             ],

@@ -6,7 +6,8 @@ optional symmetric draw matrix, or as a list of ``PairOutcome`` records, which
 
 - Elo: OpenSpiel's maximum-likelihood Bradley–Terry fit (``pyspiel.elo``, the MM
   algorithm of Hunter 2004), a draw counting half a win for each side; ratings in
-  Elo points (400 · log10 odds), the lowest rated player at 0.
+  Elo points (400 · log10 odds), the lowest rated player at 0. A player without a
+  game against anyone else has no rating (NaN), not a made-up one.
 - OpenSkill: the ``openskill`` Plackett–Luce model (Weng & Lin 2011), updated game by
   game; ``ordinal = mu - 3 sigma`` is a conservative skill estimate.
 - α-rank: the stationary mass of each player under α-rank of the empirical payoff
@@ -120,12 +121,18 @@ def elo_ratings(wins: object, draws: object | None = None) -> np.ndarray:
 
     Self-play counts on the diagonal say nothing about relative strength and are
     ignored. A 75% score against one opponent gives ``400 * log10(3) ≈ 191`` points;
-    OpenSpiel's small default smoothing keeps unbeaten players finite.
+    OpenSpiel's small default smoothing keeps unbeaten players finite. Players with
+    no game against another get NaN: the fit would only give them its prior.
     """
     w, d = check_results(wins, draws)
     np.fill_diagonal(w, 0)
     np.fill_diagonal(d, 0)
-    return os_elo.compute_ratings_from_matrices(w, d)
+    played = (w + w.T + d).sum(axis=1) > 0
+    out = np.full(len(w), np.nan)
+    if played.sum() >= 2:
+        sub = np.ix_(played, played)
+        out[played] = os_elo.compute_ratings_from_matrices(w[sub], d[sub])
+    return out
 
 
 def openskill_ratings(wins: object, draws: object | None = None) -> tuple[SkillRating, ...]:

@@ -2,15 +2,18 @@
 
 A checkpoint folder holds what ``save_pretrained`` writes for the model and the
 tokenizer, so ``AutoModelForCausalLM.from_pretrained(folder)`` loads it without
-coplay, plus ``coplay_policy.json`` with how the policy decides (mode, temperature).
+coplay, plus ``coplay_policy.json`` with how the policy decides (mode, temperature),
+the game it was trained on (``game``, ``game_params``) and its prompt format, so that
+``coplay eval CHECKPOINT`` needs no ``--game``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from safetensors import SafetensorError, safe_open
@@ -182,21 +185,67 @@ def _check_loaded(folder: Path, info: dict) -> None:
         )
 
 
-def save_policy(policy: LMPolicy, folder: str | Path) -> Path:
-    """Write the model, tokenizer and decision settings to ``folder``."""
+@dataclass(frozen=True)
+class PlayedGame:
+    """The game a checkpoint was trained on, as the run config names it."""
+
+    name: str
+    params: Mapping[str, object] = field(default_factory=dict)
+
+
+PromptFormat = Literal["chat_template", "plain"]
+"""How observations become prompts (``LMPolicy._encode_prompt``): the tokenizer's chat
+template, or the observation text followed by ``Action:``."""
+
+
+def prompt_format(tokenizer) -> PromptFormat:
+    """The prompt format a policy with ``tokenizer`` uses."""
+    return "chat_template" if getattr(tokenizer, "chat_template", None) else "plain"
+
+
+def save_policy(policy: LMPolicy, folder: str | Path, *, game: PlayedGame | None = None) -> Path:
+    """Write the model, tokenizer, decision settings and (when given) the game it plays
+    to ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     policy.model.save_pretrained(folder)
     policy.tokenizer.save_pretrained(folder)
-    meta = {
+    meta: dict[str, Any] = {
         "mode": policy.mode,
         "temperature": policy.temperature,
         "max_new_tokens": policy.max_new_tokens,
         "policy_id": policy.policy_id,
         "version": policy.version,
+        "prompt_format": prompt_format(policy.tokenizer),
     }
-    (folder / POLICY_FILE).write_text(json.dumps(meta, indent=2))
+    if game is not None:
+        meta |= {"game": game.name, "game_params": dict(game.params)}
+    write_meta(folder, meta)
     return folder
+
+
+def read_meta(folder: str | Path) -> dict[str, Any]:
+    """The ``coplay_policy.json`` record of a checkpoint folder ({} when it has none)."""
+    file = Path(folder) / POLICY_FILE
+    if not file.is_file():
+        return {}
+    meta = _read_json(file)
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{file} is not a JSON object of policy settings")
+    return meta
+
+
+def write_meta(folder: str | Path, meta: Mapping[str, Any]) -> None:
+    """Write ``meta`` as the ``coplay_policy.json`` record of ``folder``."""
+    (Path(folder) / POLICY_FILE).write_text(json.dumps(dict(meta), indent=2))
+
+
+def checkpoint_game(folder: str | Path) -> PlayedGame | None:
+    """The game a checkpoint (or adapter) folder records, None for older checkpoints."""
+    meta = read_meta(folder)
+    if "game" not in meta:
+        return None
+    return PlayedGame(meta["game"], meta.get("game_params") or {})
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -222,10 +271,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
 def load_policy(path: str | Path, *, seed: int = 0, device: str = "cpu") -> LMPolicy:
     """Load a saved policy from a checkpoint folder or a run directory."""
     folder = resolve_checkpoint(path)
-    meta_file = folder / POLICY_FILE
-    meta = _read_json(meta_file) if meta_file.is_file() else {}
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{meta_file} is not a JSON object of policy settings")
+    meta = read_meta(folder)
     model, tok = _load_hf(folder, "float32")
     model.to(device)
     model.eval()

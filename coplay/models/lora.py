@@ -33,7 +33,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import AutoModelForCausalLM
 
-from coplay.models.loading import load_policy, save_policy
+from coplay.models.loading import PlayedGame, load_policy, read_meta, save_policy, write_meta
 from coplay.policies.lm import LMPolicy, Scored
 from coplay.types import Decision, Observation
 
@@ -183,8 +183,14 @@ def base_model_copy(model: PeftModel) -> torch.nn.Module:
     return plain
 
 
-def save_roles(views: dict[str, AdapterPolicy], folder: str | Path) -> Path:
-    """Write ``folder/base`` (a plain checkpoint) and ``folder/<role>`` (peft adapters)."""
+def save_roles(
+    views: dict[str, AdapterPolicy], folder: str | Path, *, game: PlayedGame | None = None
+) -> Path:
+    """Write ``folder/base`` (a plain checkpoint) and ``folder/<role>`` (peft adapters).
+
+    The base's record lists the roles (``lora_roles``): it is the untrained start of
+    every role, which ``coplay eval`` will not score by mistake. Each adapter folder
+    gets a record too (its role, the game), so it can be evaluated on its own."""
     if not views:
         raise ValueError("save_roles needs at least one role view")
     folder = Path(folder)
@@ -197,8 +203,12 @@ def save_roles(views: dict[str, AdapterPolicy], folder: str | Path) -> Path:
         temperature=first.temperature,
         max_new_tokens=first.max_new_tokens,
     )
-    save_policy(base, folder / "base")
+    save_policy(base, folder / "base", game=game)
+    meta = read_meta(folder / "base")
+    write_meta(folder / "base", meta | {"lora_roles": list(views)})
     first.model.save_pretrained(folder, selected_adapters=list(views))
+    for role in views:
+        write_meta(folder / role, meta | {"policy_id": role, "role": role})
     return folder
 
 

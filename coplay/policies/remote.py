@@ -10,14 +10,22 @@ a legal list the reply is a message, passed on whole as the language-model polic
 
 Only the standard library is used. The policy is for evaluation and as an opponent:
 it returns no token ids or log-probs, so it is never trained.
+
+API keys are per endpoint: ``remote:URL#model@ENV_VAR`` sends the key held in the
+environment variable ``ENV_VAR`` to that endpoint only; without ``@ENV_VAR`` no key is
+sent. A key never goes over plain ``http://`` except to the local machine (localhost,
+127.0.0.0/8, ::1): anyone on the path could read it.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 
@@ -75,6 +83,8 @@ class RemotePolicy:
             raise ValueError(
                 f"on_error must be one of {[e.value for e in OnError]}, got {on_error!r}"
             )
+        if api_key:
+            refuse_plain_http_key(base_url, policy_id or f"remote:{model}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key
@@ -162,10 +172,45 @@ def _reply_text(raw: bytes, url: str) -> str:
     return content
 
 
-def remote_from_spec(spec: str, *, api_key: str | None = None) -> RemotePolicy:
-    """A RemotePolicy from ``remote:URL#model``, e.g. ``remote:http://localhost:8000/v1#qwen``."""
+SPEC_FORM = "remote:URL#model or remote:URL#model@ENV_VAR"
+
+
+def remote_from_spec(spec: str, *, environ: Mapping[str, str] | None = None) -> RemotePolicy:
+    """A RemotePolicy from ``remote:URL#model[@ENV_VAR]``, e.g.
+    ``remote:https://api.example.com/v1#qwen@EXAMPLE_API_KEY``: the key is read from
+    ``ENV_VAR`` in ``environ`` (default ``os.environ``); without ``@ENV_VAR`` no key is sent."""
     body = spec.removeprefix("remote:")
-    url, sep, model = body.rpartition("#")
-    if not spec.startswith("remote:") or not sep or not url or not model:
-        raise ValueError(f"remote player must be written remote:URL#model, got {spec!r}")
-    return RemotePolicy(url, model, api_key, policy_id=spec)
+    url, sep, tail = body.rpartition("#")
+    model, at, env_var = tail.partition("@")
+    if not spec.startswith("remote:") or not sep or not url or not model or (at and not env_var):
+        raise ValueError(f"remote player must be written {SPEC_FORM}, got {spec!r}")
+    key = None
+    if env_var:
+        environ = os.environ if environ is None else environ
+        key = environ.get(env_var)
+        if not key:
+            raise ValueError(f"{spec}: the environment variable {env_var} holding its key is unset")
+    return RemotePolicy(url, model, key, policy_id=spec)
+
+
+LOCAL_HOSTS = ("localhost",)
+
+
+def is_local(host: str) -> bool:
+    """Whether ``host`` is this machine: localhost or a loopback address."""
+    if host.lower() in LOCAL_HOSTS or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_plain_http_key(base_url: str, who: str) -> None:
+    """A ValueError when a key would go to ``base_url`` unencrypted, off this machine."""
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme == "http" and not is_local(parts.hostname or ""):
+        raise ValueError(
+            f"{who}: refusing to send an API key over plain http:// to {parts.hostname}; "
+            "use https:// (keys go over http:// only to localhost)"
+        )

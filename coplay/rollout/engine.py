@@ -79,6 +79,7 @@ def play_episodes(
     rng: np.random.Generator | None = None,
     prefixes: Sequence[Sequence[JointAction]] | None = None,
     openings: Sequence[Opening | None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> list[Episode]:
     """Play one episode per seating (seat -> policy) and seed, all at once.
 
@@ -94,6 +95,7 @@ def play_episodes(
         starts (empty: the initial state).
       openings: per episode, the first move after the prefix assigned to one player
         (None: sampled); that player's policy must be ``Steerable``.
+      on_progress: told the number of finished games after every round of moves.
     """
     if len(seatings) != len(seeds):
         raise ValueError(f"got {len(seatings)} seatings but {len(seeds)} seeds")
@@ -112,6 +114,8 @@ def play_episodes(
                 _resolve(game, player, obs, dec, invalid, rng)
         for game in live:
             _advance(game, max_turns)
+        if on_progress:
+            on_progress(sum(g.done for g in games))
     return [_finish(g) for g in games]
 
 

@@ -7,6 +7,7 @@ is validated when the config is built; errors name the key and what is allowed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig
-from coplay.models.loading import ModelConfig
+from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
 
@@ -32,7 +33,8 @@ class _Strict(BaseModel):
 class GameConfig(_Strict):
     name: str = "kuhn_poker"
     """Registered game name (see `coplay games`), `openspiel:<name>`, or your own
-    `package.module:factory` importable from the current directory."""
+    `package.module:factory` importable from the current directory (imported, i.e. its
+    code run, only when a game is built: never to print or validate a config)."""
     params: dict[str, int | float | bool | str] = Field(default_factory=dict)
     """Game parameters passed to the game (e.g. players: 3)."""
     invalid: InvalidActionConfig = Field(default_factory=InvalidActionConfig)
@@ -42,10 +44,14 @@ class GameConfig(_Strict):
 
     @model_validator(mode="after")
     def _game_exists(self) -> GameConfig:
-        from coplay.envs.probe import resolve_factory
+        from coplay.envs.probe import check_game
 
-        resolve_factory(self.name, self.params)  # raises a one-line error naming the problem
+        check_game(self.name, self.params)  # a one-line error naming the problem
         return self
+
+    def played(self) -> PlayedGame:
+        """The record a checkpoint keeps of its game (``coplay eval`` reads it)."""
+        return PlayedGame(self.name, dict(self.params))
 
 
 class RolloutConfig(_Strict):
@@ -258,18 +264,50 @@ class RunConfig(_Strict):
     train: TrainConfig = Field(default_factory=TrainConfig)
 
 
+DEFAULT_PRESET = "kuhn-selfplay"
+"""The preset of a run that names neither a preset nor a config file."""
+
+
+def base_preset(preset: str | None, file: str | Path | None) -> str | None:
+    """The preset a run starts from: the one named; else, with a config file, none (the
+    file goes over the built-in defaults); else ``DEFAULT_PRESET``."""
+    return preset or (None if file else DEFAULT_PRESET)
+
+
 def preset_names() -> list[str]:
     """Names of the bundled presets."""
     files = resources.files("coplay.presets").iterdir()
     return sorted(f.name.removesuffix(".yaml") for f in files if f.name.endswith(".yaml"))
 
 
-def load_preset(name: str) -> dict[str, Any]:
-    """The raw mapping of a bundled preset."""
+@dataclass(frozen=True)
+class PresetInfo:
+    """A bundled preset as ``coplay presets`` lists it."""
+
+    name: str
+    game: str
+    purpose: str
+    """The first line of the preset's header comment."""
+
+
+def preset_info(name: str) -> PresetInfo:
+    """Name, game and one-line purpose of a bundled preset."""
+    text = _preset_text(name)
+    first = text.splitlines()[0] if text else ""
+    purpose = first.removeprefix("#").strip() if first.startswith("#") else ""
+    game = ((yaml.safe_load(text) or {}).get("game") or {}).get("name", GameConfig().name)
+    return PresetInfo(name, game, purpose)
+
+
+def _preset_text(name: str) -> str:
     if name not in preset_names():
         raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
-    text = resources.files("coplay.presets").joinpath(f"{name}.yaml").read_text()
-    return yaml.safe_load(text) or {}
+    return resources.files("coplay.presets").joinpath(f"{name}.yaml").read_text()
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The raw mapping of a bundled preset."""
+    return yaml.safe_load(_preset_text(name)) or {}
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -385,8 +423,13 @@ def describe(model: BaseModel, prefix: str = "") -> list[tuple[str, str, str]]:
             rows.append(
                 (
                     key,
-                    yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("..."),
+                    _scalar_text(value),
                     doc,
                 )
             )
     return rows
+
+
+def _scalar_text(value: Any) -> str:
+    """A value as one line of YAML flow style (``0``, ``[random]``, ``null``)."""
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()

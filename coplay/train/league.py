@@ -39,7 +39,7 @@ from coplay.report import sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool, build_opponent
 from coplay.train.psro import exact_game, exact_payoffs, freeze, sampled_payoffs
-from coplay.train.trainer import Run, collect, evaluate, final_policy, learn, setup
+from coplay.train.trainer import Progress, Run, collect, evaluate, final_policy, learn, setup
 from coplay.types import Episode, Policy
 
 
@@ -142,7 +142,8 @@ def tally_games(episodes: Sequence[Episode], learner_id: str, member_ids: Sequen
 
 
 def league_elo(t: Tally) -> np.ndarray:
-    """Elo of the learner (index 0) and each member from the learner's league games."""
+    """Elo of the learner (index 0) and each member from the learner's league games;
+    NaN for a member that has played none (a snapshot added at the end): no rating."""
     k = len(t.games) + 1
     wins, draws = np.zeros((k, k), np.int64), np.zeros((k, k), np.int64)
     wins[0, 1:] = t.wins
@@ -221,8 +222,9 @@ class LeagueResult:
     snapshots: tuple[tuple[int, str], ...]
     """(iteration, reason) of every snapshot, the initial one at iteration 0."""
     tally: Tally
-    elo: tuple[float, ...]
-    """Elo of the learner, then of each member (``members`` order)."""
+    elo: tuple[float | None, ...]
+    """Elo of the learner, then of each member (``members`` order); None for a member
+    without games (and the learner, if it played none), which has no rating."""
     final: dict[str, float]
     """The learner's last evaluation (exploitability, matches)."""
     wall_s: float
@@ -238,8 +240,11 @@ class _League:
     tables: list | None = None
 
 
-def run_league(cfg: LeagueConfig, out: str | Path) -> LeagueResult:
-    """Train ``cfg.run``'s learner in a league of its own snapshots; see the module docstring."""
+def run_league(
+    cfg: LeagueConfig, out: str | Path, *, progress: Progress | None = None
+) -> LeagueResult:
+    """Train ``cfg.run``'s learner in a league of its own snapshots; see the module
+    docstring. ``progress(iteration, metrics)`` is called after every iteration."""
     out = Path(out)
     run = setup(cfg.run, out)
     g = cfg.run.game
@@ -267,7 +272,9 @@ def run_league(cfg: LeagueConfig, out: str | Path) -> LeagueResult:
             metrics |= last
         metrics["perf/elapsed_s"] = time.perf_counter() - start
         sinks.append_metrics(out / "metrics.jsonl", it, metrics)
-    save_policy(final_policy(run), out / "checkpoints" / "final")
+        if progress:
+            progress(it, metrics)
+    save_policy(final_policy(run), out / "checkpoints" / "final", game=cfg.run.game.played())
     return _finish(out, league, last, time.perf_counter() - start)
 
 
@@ -275,7 +282,8 @@ def _add_snapshot(cfg: LeagueConfig, run: Run, league: _League, it: int, reason:
     """Freeze the learner (or its magnet, as ``train.final_policy`` says) as a new member;
     refresh the meta-game for the meta sampler."""
     folder = run.out / "snapshots" / f"iter_{it:06d}"
-    snap = freeze(final_policy(run), folder, f"snap:{it}", seed=cfg.run.train.seed + it)
+    seed, game = cfg.run.train.seed + it, cfg.run.game.played()
+    snap = freeze(final_policy(run), folder, f"snap:{it}", seed=seed, game=game)
     league.members.append(snap)
     league.snapshots.append((it, reason))
     league.since = Tally.empty(len(league.members))
@@ -300,12 +308,12 @@ def _member_payoff(cfg: LeagueConfig, league: _League, seed: int) -> np.ndarray:
 
 
 def _finish(out: Path, league: _League, last: dict[str, float], wall_s: float) -> LeagueResult:
-    elo = league_elo(league.tally) if len(league.members) else np.zeros(1)
+    elo = league_elo(league.tally) if len(league.members) else np.full(1, np.nan)
     result = LeagueResult(
         members=tuple(m.policy_id for m in league.members),
         snapshots=tuple(league.snapshots),
         tally=league.tally,
-        elo=tuple(float(x) for x in elo),
+        elo=tuple(float(x) if np.isfinite(x) else None for x in elo),
         final=dict(last),
         wall_s=wall_s,
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coplay.models.loading import load_policy
+from coplay.models.checkpoints import find_policy
 from coplay.policies.scripted import make_scripted
 from coplay.types import Policy
 
@@ -32,7 +32,7 @@ def build_opponent(
             )
         return make_scripted(spec, game_name, seed)
     if Path(spec).exists():
-        policy = load_policy(spec, seed=seed)
+        policy = find_policy(spec).load(seed=seed)
         policy.model.requires_grad_(False)
         policy.policy_id = f"frozen:{Path(spec).name}"
         return policy

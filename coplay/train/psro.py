@@ -42,12 +42,12 @@ from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import best_response, expected_game_score
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from coplay.envs.registry import make_env
+from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, solve_meta_game
 from coplay.eval.mixture import aggregate_tables, tables_exploitability
-from coplay.models.loading import build_policy, load_policy, save_policy
+from coplay.models.loading import PlayedGame, build_policy, load_policy, save_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.policies.solvers import named_table
 from coplay.report import sinks
@@ -97,16 +97,19 @@ class PsroConfig(BaseModel):
                 "PSRO draws each seat's opponent from that seat's meta-strategy and rotates "
                 "the response's seats evenly: drop train.seat_weights"
             )
-        players = make_env(self.run.game.name, **self.run.game.params).spec.num_players
-        if players != 2:
-            raise ValueError(
-                f"PSRO here supports 2-player games; {self.run.game.name!r} has {players}"
-            )
-        if self.oracle == "exact" and exact_game(self.run) is None:
-            raise ValueError(
-                f"oracle=exact needs a game with exact evaluation; {self.run.game.name!r} has none"
-            )
+        if not names_user_factory(self.run.game.name):
+            check_game_fits(self)  # a user's game is imported only when run_psro builds it
         return self
+
+
+def check_game_fits(cfg: PsroConfig) -> None:
+    """Two players, and a game with exact evaluation for the exact oracle."""
+    game = cfg.run.game
+    players = resolve_factory(game.name, game.params)().spec.num_players
+    if players != 2:
+        raise ValueError(f"PSRO here supports 2-player games; {game.name!r} has {players}")
+    if cfg.oracle == "exact" and exact_game(cfg.run) is None:
+        raise ValueError(f"oracle=exact needs a game with exact evaluation; {game.name!r} has none")
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,7 @@ def sampled_payoffs(
 def exact_game(cfg: RunConfig) -> pyspiel.Game | None:
     """The OpenSpiel game when exact evaluation applies (``train.exact``, decided as
     the trainer decides it), else None."""
-    env = make_env(cfg.game.name, **cfg.game.params)
+    env = resolve_factory(cfg.game.name, cfg.game.params)()
     return getattr(env, "game", None) if wants_exact(cfg, env.spec) else None
 
 
@@ -276,12 +279,15 @@ def exact_best_response(game: pyspiel.Game, opponent: os_policy.Policy) -> tuple
 # --- members -----------------------------------------------------------------------
 
 
-def freeze(policy: Policy, folder: Path, policy_id: str, *, seed: int = 0) -> Policy:
-    """Save ``policy`` to ``folder`` and reload it as a frozen copy named ``policy_id``.
+def freeze(
+    policy: Policy, folder: Path, policy_id: str, *, seed: int = 0, game: PlayedGame | None = None
+) -> Policy:
+    """Save ``policy`` (playing ``game``) to ``folder`` and reload it as a frozen copy
+    named ``policy_id``.
 
     The copy shares nothing with the original: later training cannot change it.
     """
-    save_policy(policy, folder)
+    save_policy(policy, folder, game=game)
     frozen = load_policy(folder, seed=seed)
     frozen.model.requires_grad_(False)
     frozen.policy_id = policy_id
@@ -294,9 +300,9 @@ def initial_member(cfg: PsroConfig, out: Path) -> Policy:
     if cfg.initial == "random":
         return RandomPolicy(seed=seed, policy_id="psro:00")
     game = cfg.run.game
-    text = game_text(lambda: make_env(game.name, **game.params), seed=seed)
+    text = game_text(resolve_factory(game.name, game.params), seed=seed)
     policy = build_policy(cfg.run.model, corpus=text.texts, actions=text.actions, seed=seed)
-    return freeze(policy, out / "members" / "00", "psro:00", seed=seed)
+    return freeze(policy, out / "members" / "00", "psro:00", seed=seed, game=game.played())
 
 
 def response_config(cfg: PsroConfig, index: int, warm: Path | None, restart: int = 0) -> RunConfig:
@@ -329,6 +335,7 @@ def run_psro(
     cfg: PsroConfig, out: str | Path, *, progress: Callable[[PsroStep], None] | None = None
 ) -> PsroResult:
     """Grow a population by best responses to its meta-strategy; see the module docstring."""
+    check_game_fits(cfg)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "psro.jsonl").write_text("")
@@ -410,7 +417,8 @@ def _respond(
             sub / "summary.json", {"value": _finite(values[-1]), "best": _finite(best)}
         )
     pick = int(np.nanargmax(values)) if np.isfinite(values).any() else 0
-    member = freeze(tries[pick], folder, f"psro:{index:02d}", seed=cfg.run.train.seed + index)
+    seed, played = cfg.run.train.seed + index, cfg.run.game.played()
+    member = freeze(tries[pick], folder, f"psro:{index:02d}", seed=seed, game=played)
     return member, values[pick], best
 
 

@@ -32,7 +32,7 @@ import torch
 import yaml
 
 from coplay.algos.advantages import Estimator, make_estimator
-from coplay.envs.registry import make_env
+from coplay.envs.probe import resolve_factory
 from coplay.eval.exact import exploitability
 from coplay.eval.matches import play_match
 from coplay.models.loading import build_policy, load_policy, save_policy
@@ -266,9 +266,7 @@ def setup_roster(
     torch.manual_seed(run_cfg.train.seed)
     game = run_cfg.game
 
-    def make() -> Env:
-        return make_env(game.name, **game.params)
-
+    make = resolve_factory(game.name, game.params)
     spec = make().spec
     text = game_text(make, seed=run_cfg.train.seed)
     roster = build_roster(cfg, run_cfg, spec, text.texts, text.actions)
@@ -381,11 +379,12 @@ def exact_values(run: RosterRun, member: Member, opp: Policy, opp_name: str) -> 
 def save_learners(run: RosterRun, folder: Path) -> None:
     """LoRA: the base plus one adapter per learner; otherwise one checkpoint each."""
     learners = {m.name: m.policy for m in run.roster.learners}
+    game = run.run_cfg.game.played()
     if run.cfg.lora is not None:
-        save_roles(learners, folder)
+        save_roles(learners, folder, game=game)
         return
     for name, policy in learners.items():
-        save_policy(policy, folder / name)
+        save_policy(policy, folder / name, game=game)
 
 
 def train_roster(

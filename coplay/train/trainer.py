@@ -542,13 +542,14 @@ def train(
         if (cfg.train.save_every and it % cfg.train.save_every == 0) or it == end:
             save_state(run, it, evals)
         if cfg.train.save_every and it % cfg.train.save_every == 0:
-            save_policy(final_policy(run), run.out / "checkpoints" / f"iter_{it:06d}")
+            folder = run.out / "checkpoints" / f"iter_{it:06d}"
+            save_policy(final_policy(run), folder, game=cfg.game.played())
         metrics["perf/elapsed_s"] = time.perf_counter() - start
         sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
         if progress:
             progress(it, metrics)
     if end == cfg.train.iterations:
-        save_policy(final_policy(run), run.out / "checkpoints" / "final")
+        save_policy(final_policy(run), run.out / "checkpoints" / "final", game=cfg.game.played())
     summary = {
         "game": cfg.game.name,
         "iterations": end,

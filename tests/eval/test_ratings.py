@@ -118,3 +118,12 @@ def test_bad_outcomes_give_clear_errors():
         outcome_matrices([PairOutcome("a", "b", 2.0)], ["a", "b"])
     with pytest.raises(ValueError, match="distinct"):
         outcome_matrices([], ["a", "a"])
+
+
+def test_a_player_without_games_gets_no_elo_and_the_others_keep_theirs():
+    # Player 2 (a snapshot added at the end) never played.
+    wins = [[0, 300, 0], [100, 0, 0], [0, 0, 0]]
+    r = elo_ratings(wins, np.zeros((3, 3)))
+    assert math.isnan(r[2])
+    np.testing.assert_allclose(r[:2], elo_ratings([[0, 300], [100, 0]]))
+    assert np.isnan(elo_ratings([[0, 0], [0, 0]])).all()

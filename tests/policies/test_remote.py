@@ -142,17 +142,56 @@ def test_plays_a_match_with_the_invalid_action_treatment(server):
 
 
 def test_spec_parsing_and_bad_arguments():
-    policy = remote_from_spec("remote:http://host:8000/v1#qwen-7b", api_key="x")
+    env = {"HOST_KEY": "x", "OPENAI_API_KEY": "global"}
+    policy = remote_from_spec("remote:https://host:8000/v1#qwen-7b@HOST_KEY", environ=env)
     assert (policy.url, policy.model, policy.api_key) == (
-        "http://host:8000/v1/chat/completions",
+        "https://host:8000/v1/chat/completions",
         "qwen-7b",
         "x",
     )
-    with pytest.raises(ValueError, match="remote:URL#model"):
-        remote_from_spec("remote:http://host:8000/v1")
+    # Without @ENV_VAR no key is sent, however many keys the environment holds.
+    assert remote_from_spec("remote:http://host:8000/v1#qwen-7b", environ=env).api_key is None
+    for bad in ("remote:http://host:8000/v1", "remote:https://host/v1#m@"):
+        with pytest.raises(ValueError, match="remote:URL#model"):
+            remote_from_spec(bad, environ=env)
     with pytest.raises(ValueError, match="http:// or https://"):
         RemotePolicy("host:8000", "m")
     with pytest.raises(ValueError, match="timeout_s > 0"):
         RemotePolicy("http://host", "m", timeout_s=0)
     with pytest.raises(ValueError, match="on_error"):
         RemotePolicy("http://host", "m", on_error="ignore")
+
+
+def test_a_named_key_variable_must_be_set():
+    with pytest.raises(ValueError, match="environment variable HOST_KEY holding its key is unset"):
+        remote_from_spec("remote:https://host/v1#m@HOST_KEY", environ={})
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://api.example.com/v1", True),
+        ("http://localhost:8000/v1", True),
+        ("http://127.0.0.1:8000/v1", True),
+        ("http://127.5.0.1:8000/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://api.example.com/v1", False),
+        ("http://10.0.0.7:8000/v1", False),
+        ("http://localhost.example.com/v1", False),
+    ],
+)
+def test_a_key_goes_over_plain_http_only_to_this_machine(url, allowed):
+    spec = f"remote:{url}#m@K"
+    if allowed:
+        assert remote_from_spec(spec, environ={"K": "secret"}).api_key == "secret"
+        return
+    with pytest.raises(ValueError, match="refusing to send an API key over plain http://"):
+        remote_from_spec(spec, environ={"K": "secret"})
+    # Without a key the endpoint may be plain http anywhere: nothing secret is sent.
+    assert remote_from_spec(f"remote:{url}#m", environ={"K": "secret"}).api_key is None
+
+
+def test_the_named_key_reaches_its_endpoint(server):
+    policy = remote_from_spec(f"remote:{server.url}#m@MINE", environ={"MINE": "k9"})
+    policy.act([OBS])
+    assert server.requests[-1][1]["Authorization"] == "Bearer k9"

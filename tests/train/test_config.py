@@ -91,3 +91,49 @@ def test_every_config_key_is_documented():
     rows = describe(build_config(preset="kuhn-selfplay"))
     assert len(rows) > 30
     assert [key for key, _, doc in rows if not doc] == []
+
+
+SIDE_EFFECT_GAME = """
+import os
+os.environ["COPLAY_TEST_IMPORTED"] = "yes"
+
+def make(**params):
+    from coplay.envs.frozen_lake import make_frozen_lake
+    return make_frozen_lake(**params)
+"""
+
+
+def test_a_game_factory_is_imported_only_when_a_game_is_built(tmp_path, monkeypatch):
+    from coplay.envs.probe import resolve_factory
+
+    (tmp_path / "sideeffect_game.py").write_text(SIDE_EFFECT_GAME)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COPLAY_TEST_IMPORTED", raising=False)
+    cfg = build_config(overrides=["game.name=sideeffect_game:make", "game.params={size: 3}"])
+    to_yaml(cfg)
+    assert "COPLAY_TEST_IMPORTED" not in __import__("os").environ  # validated, printed: no import
+    assert resolve_factory(cfg.game.name, cfg.game.params)().spec.num_players == 1
+    assert __import__("os").environ["COPLAY_TEST_IMPORTED"] == "yes"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nosuchpkg_xyz.mod:make", "no module 'nosuchpkg_xyz'"),
+        ("some module:make", "package.module:function"),
+        ("os:1x", "package.module:function"),
+    ],
+)
+def test_a_malformed_or_missing_factory_fails_validation_in_one_line(name, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(overrides=[f"game.name={name}"])
+
+
+def test_presets_name_their_game_and_purpose_in_one_line():
+    from coplay.train.config import preset_info
+
+    for name in preset_names():
+        info = preset_info(name)
+        assert info.game == build_config(preset=name).game.name
+        assert 20 <= len(info.purpose) <= 90 and "\n" not in info.purpose, name
+    assert preset_info("kuhn-selfplay").purpose.startswith("The default: self-play on Kuhn")

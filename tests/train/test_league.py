@@ -109,6 +109,13 @@ def test_league_elo_ranks_the_beaten_member_below_the_learner():
     assert elo[0] - elo[1] == pytest.approx(191, abs=15)
 
 
+def test_a_member_without_games_gets_no_elo():
+    # The last snapshot joined at the end and never played.
+    t = Tally(np.array([30, 0]), np.array([0, 0]), np.array([40, 0]))
+    elo = league_elo(t)
+    assert np.isnan(elo[2]) and elo[0] - elo[1] == pytest.approx(191, abs=15)
+
+
 def test_snapshot_on_schedule_and_on_threshold():
     cfg = league_cfg(snapshot_every=10, win_threshold=0.7, min_games=20)
     few = Tally(np.array([15]), np.array([0]), np.array([19]))

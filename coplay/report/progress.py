@@ -1,0 +1,135 @@
+"""Progress of long commands: a live bar on a terminal, plain lines when piped.
+
+Every long command (train, eval, tournament, league, psro) reports through ``track``:
+
+    with track("eval", total=1000, unit="episodes") as advance:
+        ...
+        advance(400)            # completed so far, optionally with a status text
+
+On a terminal this is a rich progress bar with the elapsed time and an ETA. When the
+stream is not a terminal (a log file, CI, a pipe), a live bar would print nothing
+useful, so a plain line is written at a steady interval instead::
+
+    eval: 400/1000 episodes, 12 s elapsed, ETA 18 s
+
+and one last line when the work is done. The interval is ``COPLAY_PROGRESS_EVERY_S``
+seconds (default 10). Plain lines go to stderr, so results on a piped stdout stay
+clean; the bar shares the terminal with the command's output, printed above it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+INTERVAL_ENV = "COPLAY_PROGRESS_EVERY_S"
+DEFAULT_INTERVAL_S = 10.0
+
+Advance = Callable[..., None]
+"""``advance(completed, status="")``: how much of the total is done, and a short status."""
+
+
+def interval_s() -> float:
+    """Seconds between plain progress lines (``COPLAY_PROGRESS_EVERY_S``, default 10)."""
+    raw = os.environ.get(INTERVAL_ENV, "")
+    try:
+        value = float(raw) if raw.strip() else DEFAULT_INTERVAL_S
+    except ValueError:
+        raise ValueError(f"{INTERVAL_ENV} must be a number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{INTERVAL_ENV} must be >= 0 seconds, got {raw!r}")
+    return value
+
+
+def _seconds(s: float) -> str:
+    s = round(s)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+@dataclass
+class PlainProgress:
+    """Progress as a plain line every ``every_s`` seconds (for logs and pipes)."""
+
+    label: str
+    total: int
+    unit: str
+    console: Console
+    every_s: float
+    clock: Callable[[], float] = time.monotonic
+    start: float = field(init=False)
+    last: float = field(init=False)
+    completed: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.start = self.last = self.clock()
+
+    def line(self, status: str = "") -> str:
+        """``eval: 400/1000 episodes, 12 s elapsed, ETA 18 s`` (ETA once something is done)."""
+        elapsed = self.clock() - self.start
+        text = f"{self.label}: {self.completed}/{self.total} {self.unit}, "
+        text += f"{_seconds(elapsed)} elapsed"
+        if 0 < self.completed < self.total:
+            text += f", ETA {_seconds(elapsed * (self.total - self.completed) / self.completed)}"
+        return text + (f", {status}" if status else "")
+
+    def advance(self, completed: int, status: str = "") -> None:
+        self.completed = completed
+        now = self.clock()
+        if now - self.last >= self.every_s and completed < self.total:
+            self.last = now
+            self.console.print(self.line(status), highlight=False, soft_wrap=True)
+
+    def finish(self) -> None:
+        self.completed = self.total
+        self.console.print(self.line(), highlight=False, soft_wrap=True)
+
+
+def _bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    )
+
+
+@contextmanager
+def track(
+    label: str, total: int, unit: str, *, console: Console | None = None, quiet: bool = False
+) -> Iterator[Advance]:
+    """Report progress toward ``total`` ``unit`` (see the module docstring): a bar on
+    ``console`` when it is a terminal, else plain lines on stderr; ``quiet`` reports
+    nothing. The plain form's last line is written only when the work completes."""
+    console = console or Console()
+    if quiet:
+        yield lambda completed, status="": None
+    elif console.is_terminal:
+        with _bar(console) as bar:
+            task = bar.add_task(label, total=total, unit=unit, status="")
+            yield lambda completed, status="": bar.update(task, completed=completed, status=status)
+    else:
+        plain = PlainProgress(label, total, unit, Console(stderr=True), interval_s())
+        yield plain.advance
+        plain.finish()

@@ -1,0 +1,135 @@
+"""The examples of README.md and docs/*.md that are marked runnable run as written.
+
+A fenced block is runnable when the line before its opening fence is an HTML comment
+(invisible on GitHub):
+
+- ``<!-- runnable -->``: a ``bash`` block runs each ``coplay ...`` command (comments
+  dropped, ``\\`` continuations joined) through ``coplay.cli.main`` in-process; a
+  ``python`` block is executed.
+- ``<!-- runnable: FILE -->``: the block is written to ``FILE`` for later blocks.
+
+The blocks of one document run in order in one temporary directory (so a later
+command finds an earlier one's run directory), with the repository root importable
+(``examples.bidding:make``). Budgets stay the documents' own except that every run
+config gets ``BUDGET`` appended (later overrides win), and eval, tournament, psro and
+check-env get ``OPTION_BUDGET``: the test checks that an example runs, not how well
+it trains.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import coplay
+from coplay.cli import main
+from coplay.train import config as run_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BUDGET = [
+    "train.iterations=1",
+    "train.eval_every=1",
+    "train.eval_episodes=8",
+    "rollout.games_per_iter=8",
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+    "train.exact=false",
+    "train.exact_matches=false",
+]
+OPTION_BUDGET = {
+    "eval": ["--episodes", "8"],
+    "tournament": ["--episodes", "4"],
+    "psro": ["--iterations", "1"],
+    "check-env": ["--episodes", "3"],
+}
+MARKED = re.compile(r"^<!-- runnable(?::\s*(?P<file>\S+))?\s*-->\n```(?P<lang>\w*)[^\n]*\n", re.M)
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: str
+    line: int
+    lang: str
+    file: str | None
+    """Where a data block goes; None for a block that runs."""
+    text: str
+
+
+def runnable_blocks(path: Path) -> list[Block]:
+    """The marked blocks of a Markdown file, in order."""
+    text = path.read_text()
+    blocks = []
+    for m in MARKED.finditer(text):
+        end = text.index("\n```", m.end() - 1)
+        line = text[: m.start()].count("\n") + 2
+        body = text[m.end() : end + 1]
+        blocks.append(Block(path.name, line, m["lang"], m["file"], body))
+    return blocks
+
+
+def commands(block: Block) -> list[list[str]]:
+    """The coplay commands of a shell block, as argument lists without ``coplay``."""
+    joined = block.text.replace("\\\n", " ")
+    out = []
+    for raw in joined.splitlines():
+        words = shlex.split(raw, comments=True)
+        if not words:
+            continue
+        assert words[0] == "coplay", f"{block.doc}:{block.line}: runs only coplay, got {raw!r}"
+        out.append(words[1:])
+    return out
+
+
+def _budgeted(build):
+    def build_config(*, preset=None, file=None, overrides=()):
+        return build(preset=preset, file=file, overrides=[*overrides, *BUDGET])
+
+    return build_config
+
+
+def run_block(block: Block, capsys) -> None:
+    where = f"{block.doc}:{block.line}"
+    if block.file:
+        Path(block.file).write_text(block.text)
+    elif block.lang in ("bash", "sh", ""):
+        for argv in commands(block):
+            status = main([*argv, *OPTION_BUDGET.get(argv[0], [])])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert status == 0, f"{where}: coplay {shlex.join(argv)} -> {status}: {err[-1:]}"
+    elif block.lang == "python":
+        exec(compile(block.text, where, "exec"), {"__name__": "__docs__"})  # noqa: S102
+    else:
+        raise AssertionError(f"{where}: cannot run a {block.lang!r} block")
+
+
+def test_the_marker_finds_blocks_files_and_commands(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text(
+        "text\n<!-- runnable: r.yaml -->\n```yaml\na: 1\n```\n\n```bash\ncoplay no\n```\n"
+        "<!-- runnable -->\n```bash\ncoplay train --out r \\\n    x=1   # why\n"
+        "# a comment\ncoplay games\n```\n"
+    )
+    data, shell = runnable_blocks(doc)
+    assert (data.file, data.lang, data.text, data.line) == ("r.yaml", "yaml", "a: 1\n", 3)
+    assert commands(shell) == [["train", "--out", "r", "x=1"], ["games"]]
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if runnable_blocks(d)], ids=lambda d: d.name)
+def test_marked_examples_run_as_written(doc, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT))
+    budgeted = _budgeted(run_config.build_config)
+    monkeypatch.setattr(run_config, "build_config", budgeted)
+    monkeypatch.setattr(coplay, "build_config", budgeted)
+    for block in runnable_blocks(doc):
+        run_block(block, capsys)
+
+
+def test_the_readme_and_the_envs_and_roster_docs_mark_runnable_examples():
+    marked = {d.name for d in DOCS if runnable_blocks(d)}
+    assert {"README.md", "envs.md", "roster.md"} <= marked
