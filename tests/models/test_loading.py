@@ -155,7 +155,7 @@ BAD_CHECKPOINTS = {
     ),
     "no such folder": (
         shutil.rmtree,
-        "{d} is neither a checkpoint nor a run directory with checkpoints: it does not exist",
+        "{d} does not exist (expected a run directory or checkpoint)",
     ),
 }
 
