@@ -132,7 +132,7 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
 def _flat(data: dict, prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}
     for k, v in data.items():
-        if isinstance(v, dict) and v:
+        if isinstance(v, dict):
             out |= _flat(v, f"{prefix}{k}.")
         else:
             out[f"{prefix}{k}"] = v
