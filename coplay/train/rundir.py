@@ -115,7 +115,7 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     fit; names each differing key with its saved and new value."""
     out = Path(out)
     if not (out / "config.yaml").is_file():
-        raise RunDirError(f"{out} holds no run to resume ({out / 'config.yaml'} missing)")
+        return  # no run at all: loading its state says what is missing
     check_writable(out)
     saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
     new = _flat(cfg.model_dump(mode="json"))
