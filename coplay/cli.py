@@ -22,6 +22,7 @@ from rich.table import Table
 USER_ERRORS = (ValueError, KeyError, TypeError, OSError)
 """Shown as one line; OSError covers missing files, permissions and unreachable hosts."""
 console = Console()
+DEBUG_HELP = "show an error's traceback instead of one line"
 FORCE_HELP = (
     "replace a run already in --out: the old run is moved to OUT.old-<time> (nothing is "
     "deleted) and a new one starts"
@@ -30,7 +31,7 @@ FORCE_HELP = (
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
-    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one line")
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train an agent; writes a run directory")
@@ -39,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--out",
         default=None,
-        help="run directory (default: runs/<preset>); one that holds a run is refused "
-        "unless --resume or --force",
+        help="run directory (default: runs/<preset>); one that already holds a run is "
+        "refused: continue it with --resume, or replace it with --force",
     )
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -115,6 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("games", help="list registered games")
     sub.add_parser("presets", help="list bundled presets")
     _population_parsers(sub)
+    for command in sub.choices.values():  # `coplay train ... --debug` works as well
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
+        )
     return p
 
 
@@ -431,6 +436,7 @@ def _write_results(path: Path, data: dict, *, what: str = "results") -> None:
     from coplay.train.rundir import RunDirError
 
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(data, indent=2, allow_nan=False))
     except OSError as err:
         raise RunDirError(f"cannot write {what} to {path}: {err.strerror or err}") from None

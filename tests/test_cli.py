@@ -447,6 +447,8 @@ def test_debug_shows_the_traceback(tmp_path):
 
     with pytest.raises(ConfigError, match="does not exist"):
         main(["--debug", "train", "--resume", str(tmp_path)])
+    with pytest.raises(ConfigError, match="does not exist"):
+        main(["train", "--resume", str(tmp_path), "--debug"])
 
 
 def test_out_that_is_a_file_or_under_one_is_one_error_line(tmp_path, capsys):
