@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return COMMANDS[args.command](args)
         except KeyboardInterrupt as err:  # RunInterrupted says what was saved
-            print(f"coplay {args.command}: {err or 'interrupted'}", file=sys.stderr)
+            print(f"coplay {args.command}: {str(err) or 'interrupted'}", file=sys.stderr)
             return 130
         except USER_ERRORS as err:
             print(f"coplay {args.command}: error: {_error_line(err)}", file=sys.stderr)

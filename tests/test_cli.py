@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from coplay.cli import main
+from coplay.cli import COMMANDS, main
 
 TINY = [
     "train.iterations=2",
@@ -524,3 +524,12 @@ def test_tournament_saves_partial_results_when_a_player_fails(tmp_path, capsys, 
     assert ret[0][1]["value"] == pytest.approx(-ret[1][0]["value"])  # random vs nash played
     assert ret[0][2]["value"] is None and ret[2][2]["value"] is None  # not played
     assert data["wins"][0][1] + data["wins"][1][0] + data["draws"][0][1] == 10
+
+
+def test_ctrl_c_outside_training_is_one_line(capsys, monkeypatch):
+    def interrupt(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(COMMANDS, "games", interrupt)
+    assert main(["games"]) == 130
+    assert capsys.readouterr().err == "coplay games: interrupted\n"
