@@ -1,9 +1,11 @@
 """The ``coplay`` command: train, eval, games, presets.
 
-Every user error (bad config, unknown game, missing checkpoint) ends in one line on
-stderr and exit status 2, never a traceback. ``key=value`` overrides may stand anywhere
-on the command line, before or after the options. Long commands report progress on
-stderr (``coplay.report.progress``); tables go to stdout, whole even when piped.
+Every user error (bad config, unknown game, missing checkpoint, an output path that
+cannot be written) ends in one line on stderr and exit status 2, never a traceback
+(``coplay --debug ...`` shows it). Ctrl-C ends in one line too, exit status 130.
+``key=value`` overrides may stand anywhere on the command line, before or after the
+options. Long commands report progress on stderr (``coplay.report.progress``); tables
+go to stdout, whole even when piped.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +25,8 @@ from rich.text import Text
 
 from coplay.report.progress import track
 
-USER_ERRORS = (ValueError, FileNotFoundError, KeyError, TypeError, ConnectionError)
+USER_ERRORS = (ValueError, KeyError, TypeError, OSError)
+"""Shown as one line; OSError covers missing files, permissions and unreachable hosts."""
 console = Console()
 PIPED_WIDTH = 1000
 """Console width when stdout is no terminal: wide enough that rich never truncates a
@@ -31,16 +35,28 @@ PROSE_WIDTH = 80
 """Widest a column of explanations grows before it wraps (keys never wrap)."""
 PRESET_HELP = "bundled preset (default: kuhn-selfplay; with --config, none: the file alone)"
 OVERRIDES_HELP = "key=value overrides, before or after the options, e.g. train.iterations=50"
+DEBUG_HELP = "show an error's traceback instead of one line"
+FORCE_HELP = (
+    "replace a run already in --out: the old run is moved to OUT.old-<time> (nothing is "
+    "deleted) and a new one starts"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="coplay", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train an agent; writes a run directory")
     t.add_argument("--preset", default=None, help=PRESET_HELP)
     t.add_argument("--config", default=None, help="YAML file merged over the preset")
-    t.add_argument("--out", default=None, help="run directory (default: runs/<preset>)")
+    t.add_argument(
+        "--out",
+        default=None,
+        help="run directory (default: runs/<preset>); one that already holds a run is "
+        "refused: continue it with --resume, or replace it with --force",
+    )
+    t.add_argument("--force", action="store_true", help=FORCE_HELP)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument(
         "--resume",
@@ -104,7 +120,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     tm.add_argument("--episodes", type=int, default=200, help="games per pairing")
     tm.add_argument("--seed", type=int, default=0)
-    tm.add_argument("--out", default=None, help="write the matrix and ratings as JSON here")
+    tm.add_argument(
+        "--out",
+        default=None,
+        help="write the matrix and ratings as JSON here (partial results if a player fails); "
+        "an existing file is refused unless --force",
+    )
+    tm.add_argument(
+        "--force", action="store_true", help="move an existing --out file to OUT.old-<time>"
+    )
 
     ce = sub.add_parser("check-env", help="check that a game keeps the Env contract")
     ce.add_argument(
@@ -117,6 +141,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("games", help="list registered games and game families")
     sub.add_parser("presets", help="list bundled presets: game and purpose")
     _population_parsers(sub)
+    for command in sub.choices.values():  # `coplay train ... --debug` works as well
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
+        )
     return p
 
 
@@ -124,7 +152,8 @@ def _population_parsers(sub) -> None:
     ps = sub.add_parser("psro", help="PSRO/JPSRO: grow a population of LM best responses")
     ps.add_argument("--preset", default=None, help=f"trainer {PRESET_HELP}")
     ps.add_argument("--config", default=None, help="YAML file merged over the preset")
-    ps.add_argument("--out", default="runs/psro", help="run directory")
+    ps.add_argument("--out", default="runs/psro", help="run directory (a new one: see --force)")
+    ps.add_argument("--force", action="store_true", help=FORCE_HELP)
     ps.add_argument("--iterations", type=int, default=8, help="best responses to add")
     ps.add_argument("--meta-solver", default="nash", help="nash, uniform, prd, alpharank, ce, cce")
     ps.add_argument("--initial", default="lm", choices=["lm", "random"], help="first member")
@@ -137,7 +166,8 @@ def _population_parsers(sub) -> None:
     lg = sub.add_parser("league", help="train against a league of frozen snapshots")
     lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
     lg.add_argument("--config", default=None, help="YAML file merged over the preset")
-    lg.add_argument("--out", default="runs/league", help="run directory")
+    lg.add_argument("--out", default="runs/league", help="run directory (a new one: see --force)")
+    lg.add_argument("--force", action="store_true", help=FORCE_HELP)
     lg.add_argument("--sampler", default="pfsp", help="uniform, pfsp or meta")
     lg.add_argument("--snapshot-every", type=int, default=20, help="0: only on the threshold")
     lg.add_argument("--win-threshold", type=float, default=0.7)
@@ -160,14 +190,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    from coplay.train.config import ConfigError
-
-    try:
+    if args.debug:
         return COMMANDS[args.command](args)
-    except (ConfigError, *USER_ERRORS) as err:
-        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"coplay {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line(args.command)
+        try:
+            return COMMANDS[args.command](args)
+        except KeyboardInterrupt as err:  # RunInterrupted says what was saved
+            print(f"coplay {args.command}: {str(err) or 'interrupted'}", file=sys.stderr)
+            return 130
+        except USER_ERRORS as err:
+            print(f"coplay {args.command}: error: {_error_line(err)}", file=sys.stderr)
+            return 2
+
+
+def _error_line(err: BaseException) -> str:
+    """The first line of an error; an OS error as "<what went wrong>: <path>"."""
+    if isinstance(err, OSError) and err.strerror and err.filename:
+        return f"{err.strerror}: {err.filename}"
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _warning_line(command: str):
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"coplay {command}: warning: {message}", file=file or sys.stderr)
+
+    return show
 
 
 LEFTOVER_FIELDS = ("overrides", "params")
@@ -195,16 +243,19 @@ def _take_leftovers(parser: argparse.ArgumentParser, args, extra: list[str]) -> 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from coplay.train.config import build_config
+    from coplay.train.config import base_preset, build_config
     from coplay.train.trainer import train
 
     if args.resume:
+        if args.force:
+            raise ValueError("--force starts a new run; it cannot go with --resume")
         out = Path(args.resume)
         cfg = build_config(file=out / "config.yaml", overrides=args.overrides)
     else:
-        preset = args.preset or (None if args.config else "kuhn-selfplay")
+        preset = base_preset(args.preset, args.config)
         cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
         out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
+        _claim(out, args.force)
     console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
     if args.roster or (args.resume and (out / "roster.yaml").is_file()):
         summary = _with_progress(_roster_run(args, cfg, out), cfg.train.iterations, args.quiet)
@@ -214,6 +265,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     _print_summary(summary)
     console.print(f"run directory: {out}")
     return 0
+
+
+def _claim(out: Path, force: bool, *, resumable: bool = True) -> None:
+    """Refuse an ``--out`` that holds a run unless ``--force``, which moves it aside."""
+    from coplay.train.rundir import claim
+
+    moved = claim(out, force=force, resumable=resumable)
+    if moved is not None:
+        console.print(f"moved the old run in {out} to {moved}")
 
 
 def _roster_run(args: argparse.Namespace, cfg, out: Path):
@@ -361,7 +421,13 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_tournament(args: argparse.Namespace) -> int:
     from coplay.envs.probe import resolve_factory
-    from coplay.eval.crossplay import cross_play, games_total, rate_cross_play, to_json
+    from coplay.eval.crossplay import (
+        CrossPlayInterrupted,
+        cross_play,
+        games_total,
+        rate_cross_play,
+        to_json,
+    )
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
@@ -373,21 +439,30 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         spec: _player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(args.players)
     }
     total = games_total(len(policies), seats, args.episodes)
-    with track("tournament", total, "games", console=console) as advance:
-        res = cross_play(
-            game,
-            policies,
-            episodes=args.episodes,
-            seed=args.seed,
-            params=params,
-            on_progress=lambda done, _total: advance(done),
-        )
+    if args.out:
+        _claim_file(Path(args.out), args.force)
+    try:
+        with track("tournament", total, "games", console=console) as advance:
+            res = cross_play(
+                game,
+                policies,
+                episodes=args.episodes,
+                seed=args.seed,
+                params=params,
+                on_progress=lambda done, _total: advance(done),
+            )
+    except CrossPlayInterrupted as stop:
+        console.print(_crossplay_table(stop.partial))
+        cause = stop.__cause__ or stop
+        if args.out:
+            data = to_json(stop.partial) | {"complete": False, "stopped": f"{stop}: {cause}"}
+            _write_results(Path(args.out), data, what="partial results")
+        raise cause from None
     ratings = rate_cross_play(res)
     console.print(_crossplay_table(res))
     console.print(_ratings_table(ratings))
     if args.out:
-        Path(args.out).write_text(json.dumps(to_json(res, ratings), indent=2, allow_nan=False))
-        console.print(f"written: {args.out}")
+        _write_results(Path(args.out), to_json(res, ratings) | {"complete": True})
     return 0
 
 
@@ -422,13 +497,39 @@ def _tournament_game(game: str | None, players: Sequence[str]) -> tuple[str, dic
     return name, dict(params)
 
 
+def _claim_file(path: Path, force: bool) -> None:
+    """Refuse an existing results file unless ``--force``, which moves it aside."""
+    from coplay.train.rundir import RunDirError, move_aside
+
+    if path.is_dir():
+        raise RunDirError(f"--out {path} is a directory; name a file for the results")
+    if path.exists():
+        if not force:
+            raise RunDirError(f"{path} already exists; pass --force to move it aside")
+        console.print(f"moved the old {path} to {move_aside(path)}")
+
+
+def _write_results(path: Path, data: dict, *, what: str = "results") -> None:
+    """Write ``data`` as JSON atomically; a failure is one line naming the path (the
+    results were printed already)."""
+    from coplay.report.atomic import write_text
+    from coplay.train.rundir import RunDirError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(data, indent=2, allow_nan=False))
+    except OSError as err:
+        raise RunDirError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+    console.print(f"written: {path}")
+
+
 def _crossplay_table(res) -> Table:
     table = _table(f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
     table.add_column("", no_wrap=True)
     for name in res.names:
         table.add_column(name, justify="right")
     for name, row in zip(res.names, res.results, strict=True):
-        table.add_row(name, *(str(r.mean_return) for r in row))
+        table.add_row(name, *(str(r.mean_return) if r.episodes else "-" for r in row))
     return table
 
 
@@ -550,6 +651,7 @@ def cmd_psro(args: argparse.Namespace) -> int:
         oracle=args.oracle,
         restarts=args.restarts,
     )
+    _claim(Path(args.out), args.force, resumable=False)
     console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {args.out}")
     with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
         res = run_psro(cfg, args.out, progress=lambda step: _psro_step(step, advance))
@@ -579,6 +681,7 @@ def cmd_league(args: argparse.Namespace) -> int:
         self_play=args.self_play,
         bots=args.bots,
     )
+    _claim(Path(args.out), args.force, resumable=False)
     console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {args.out}")
     with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:
         res = run_league(cfg, args.out, progress=lambda it, m: advance(it, _status(m)))

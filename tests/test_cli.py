@@ -1,13 +1,14 @@
 """CLI smoke runs with tiny budgets, and one-line errors for bad input."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from coplay.cli import main
+from coplay.cli import COMMANDS, main
 
 TINY = [
     "train.iterations=2",
@@ -467,3 +468,192 @@ def test_a_key_is_never_sent_over_plain_http_off_this_machine(capsys, monkeypatc
     err = capsys.readouterr().err.strip()
     assert "refusing to send an API key over plain http:// to api.example.com" in err
     assert len(err.splitlines()) == 1 and "secret" not in err
+
+
+# --- no run is ever silently destroyed ------------------------------------------------
+
+
+def _copy(run, dest):
+    import shutil
+
+    shutil.copytree(run, dest)
+    return dest
+
+
+def test_train_refuses_a_directory_that_holds_a_run(kuhn_run, capsys):
+    before = (kuhn_run / "metrics.jsonl").read_bytes()
+    assert main(["train", "--quiet", "--out", str(kuhn_run), *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already holds a run" in err
+    assert f"--resume {kuhn_run}" in err and "--force" in err
+    assert (kuhn_run / "metrics.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["psro", "league"])
+def test_population_commands_refuse_a_run_directory(kuhn_run, capsys, command):
+    assert main([command, "--out", str(kuhn_run), *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already holds a run" in err and "--force" in err
+
+
+def test_force_moves_the_old_run_aside_and_starts_clean(kuhn_run, tmp_path, capsys):
+    run = _copy(kuhn_run, tmp_path / "run")
+    (run / "checkpoints" / "iter_000099").mkdir()  # stale: the new run must not show it
+    (run / "metrics.jsonl").write_text('{"iteration": 99}\n')
+    over = [*TINY, "train.iterations=1", "train.save_every=1"]
+    assert main(["train", "--quiet", "--force", "--out", str(run), *over]) == 0
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["final", "iter_000001"]
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1]
+    (old,) = tmp_path.glob("run.old-*")
+    assert (old / "checkpoints" / "iter_000099").is_dir()
+    assert f"moved the old run in {run} to {old}" in capsys.readouterr().out.replace("\n", "")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("game.name=leduc_poker", "game.name: 'kuhn_poker' -> 'leduc_poker'"),
+        ("model.tiny.hidden_size=64", "model.tiny.hidden_size: 32 -> 64"),
+        ("train.iterations=1", "already trained 2 iterations"),
+        ("train.iterations=-1", "train.iterations"),
+    ],
+)
+def test_resume_with_a_bad_override_leaves_the_run_untouched(
+    kuhn_run, tmp_path, capsys, override, message
+):
+    run = _copy(kuhn_run, tmp_path / "run")
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(["train", "--quiet", "--resume", str(run), override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+
+
+def test_resume_repairs_a_half_written_metrics_line(kuhn_run, tmp_path, capsys):
+    run = _copy(kuhn_run, tmp_path / "run")
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"iteration": 3, "loss/tot')  # a kill during the write
+    assert main(["train", "--quiet", "--resume", str(run), "train.iterations=3"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {run / 'metrics.jsonl'}: dropped a half-written last line" in err
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+
+
+def test_ctrl_c_says_the_last_saved_iteration_and_the_resume_command(tmp_path, capsys, monkeypatch):
+    from coplay.train import trainer
+
+    collect = trainer.collect
+
+    def interrupted_at_2(run, it):
+        if it == 2:
+            raise KeyboardInterrupt
+        return collect(run, it)
+
+    monkeypatch.setattr(trainer, "collect", interrupted_at_2)
+    out = tmp_path / "run"
+    over = [*TINY, "train.iterations=3", "train.save_every=1"]
+    assert main(["train", "--out", str(out), *over]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"coplay train: interrupted; last saved iteration 1; continue with: "
+        f"coplay train --resume {out}"
+    )
+    monkeypatch.setattr(trainer, "collect", collect)
+    assert main(["train", "--quiet", "--resume", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    from coplay.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        main(["--debug", "train", "--resume", str(tmp_path)])
+    with pytest.raises(ConfigError, match="does not exist"):
+        main(["train", "--resume", str(tmp_path), "--debug"])
+
+
+def test_out_that_is_a_file_or_under_one_is_one_error_line(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out, message in [(afile, "is a file, not a directory"), (afile / "run", "is a file")]:
+        assert main(["train", "--quiet", "--out", str(out), *TINY]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and str(out) in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through a read-only mode")
+def test_read_only_out_is_one_error_line(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert main(["train", "--quiet", "--out", str(locked / "run"), *TINY]) == 2
+    finally:
+        locked.chmod(0o700)
+    err = capsys.readouterr().err.strip()
+    assert "permission denied" in err and len(err.splitlines()) == 1
+
+
+TOURNEY = ["tournament", "--game", "kuhn_poker", "--episodes", "10"]
+
+
+def test_tournament_that_cannot_write_still_prints_its_results(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "t.json"
+    assert main([*TOURNEY, "--players", "random", "nash", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "mean return of row vs column" in captured.out and "Elo" in captured.out
+    err = captured.err.strip()
+    assert f"cannot write results to {out}" in err and len(err.splitlines()) == 1
+
+
+def test_tournament_refuses_to_overwrite_results_unless_forced(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    out.write_text("{}")
+    argv = [*TOURNEY, "--players", "random", "nash", "--out", str(out)]
+    assert main(argv) == 2
+    assert "--force" in capsys.readouterr().err and out.read_text() == "{}"
+    assert main([*argv, "--force"]) == 0
+    assert json.loads(out.read_text())["complete"] is True
+    (old,) = tmp_path.glob("t.json.old-*")
+    assert old.read_text() == "{}"
+
+
+class _FailingRemote:
+    """A remote player whose endpoint goes down at its first request."""
+
+    policy_id = "remote"
+
+    def act(self, observations):
+        raise ConnectionError("cannot reach http://127.0.0.1:9/v1: connection refused")
+
+
+def test_tournament_saves_partial_results_when_a_player_fails(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(
+        "coplay.policies.remote.remote_from_spec", lambda spec, api_key=None: _FailingRemote()
+    )
+    out = tmp_path / "t.json"
+    players = ["random", "nash", "remote:http://127.0.0.1:9/v1#m"]
+    assert main([*TOURNEY, "--players", *players, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "mean return of row vs column" in captured.out  # the matches played are shown
+    err = captured.err.strip()
+    assert "cannot reach" in err and len(err.splitlines()) == 1
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and "random vs remote" in data["stopped"]
+    ret = data["mean_return"]
+    assert ret[0][1]["value"] == pytest.approx(-ret[1][0]["value"])  # random vs nash played
+    assert ret[0][2]["value"] is None and ret[2][2]["value"] is None  # not played
+    assert data["wins"][0][1] + data["wins"][1][0] + data["draws"][0][1] == 10
+
+
+def test_ctrl_c_outside_training_is_one_line(capsys, monkeypatch):
+    def interrupt(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(COMMANDS, "games", interrupt)
+    assert main(["games"]) == 130
+    assert capsys.readouterr().err == "coplay games: interrupted\n"

@@ -88,10 +88,33 @@ def cross_play(
     pairs = _pairings(len(names), n)
     seats = [e % n for e in range(episodes)]
     seeds = [seed * 1_000_003 + e for e in range(episodes)]
-    seatings = [_seating(pool[i], pool[j], s, n) for i, j in pairs for s in seats]
-    played = _play(make, seatings, seeds * len(pairs), invalid, on_progress)
-    matches = [played[m * episodes : (m + 1) * episodes] for m in range(len(pairs))]
+    matches: list[list[Episode]] = []
+    total = len(pairs) * episodes
+    for i, j in pairs:
+        told = None
+        if on_progress is not None:
+            base = len(matches) * episodes
+            told = lambda done, _m, base=base: on_progress(base + done, total)  # noqa: E731
+        try:
+            seatings = [_seating(pool[i], pool[j], s, n) for s in seats]
+            matches.append(_play(make, seatings, seeds, invalid, told))
+        except Exception as err:
+            unplayed = [[] for _ in pairs[len(matches) :]]
+            partial = _collect(game, names, n, episodes, pairs, matches + unplayed, seats)
+            raise CrossPlayInterrupted(partial, (names[i], names[j]), len(matches)) from err
     return _collect(game, names, n, episodes, pairs, matches, seats)
+
+
+class CrossPlayInterrupted(RuntimeError):
+    """A policy failed during ``match`` (a remote endpoint went down, say).
+
+    ``partial`` holds the ``played`` matches finished before it; the others have no
+    games (NaN means, zero wins). The error that stopped it is ``__cause__``.
+    """
+
+    def __init__(self, partial: CrossPlayResult, match: tuple[str, str], played: int) -> None:
+        super().__init__(f"cross-play stopped in {match[0]} vs {match[1]} after {played} matches")
+        self.partial, self.match, self.played = partial, match, played
 
 
 def _pairings(k: int, num_players: int) -> list[tuple[int, int]]:
@@ -134,6 +157,12 @@ def _collect(
     wins, draws = np.zeros((k, k), np.int64), np.zeros((k, k), np.int64)
     field = np.zeros((k, k))
     for (i, j), eps in zip(pairs, matches, strict=True):
+        if not eps:  # unplayed (an interrupted cross-play)
+            results[i][j] = summarize([], [], n)
+            if n == 2:
+                results[j][i] = results[i][j]
+            field[i, j] = np.nan
+            continue
         if i == j:
             results[i][i] = _self_play(eps, n)
             field[i, i] = results[i][i].mean_return.value
@@ -210,7 +239,7 @@ def to_json(result: CrossPlayResult, ratings: Ratings | None = None) -> dict:
         "invalid_rate": [[r.invalid_rate for r in row] for row in result.results],
         "wins": result.wins.tolist(),
         "draws": result.draws.tolist(),
-        "meta_game": [m.tolist() for m in result.meta_game],
+        "meta_game": [[[num(x) for x in row] for row in m.tolist()] for m in result.meta_game],
     }
     if ratings is not None:
         data["ratings"] = {

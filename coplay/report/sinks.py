@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from coplay.report.atomic import write_text
 from coplay.types import Episode
 
 
@@ -43,7 +44,29 @@ def keep_until(path: Path, iteration: int) -> None:
         return
     rows = [line for line in path.read_text().splitlines() if line.strip()]
     kept = [line for line in rows if json.loads(line)["iteration"] <= iteration]
-    path.write_text("".join(line + "\n" for line in kept))
+    if len(kept) < len(rows):
+        write_text(path, "".join(line + "\n" for line in kept))
+
+
+def repair_jsonl(path: Path) -> int:
+    """Drop a half-written last line (a kill during an append); returns the bytes dropped.
+
+    Appends write whole lines, so only the last line can be torn: one that does not
+    parse as JSON. A complete last line that lost only its newline gets it back.
+    """
+    if not path.is_file():
+        return 0
+    text = path.read_text()
+    head, _, last = text.rstrip("\n").rpartition("\n")
+    if not last.strip() or text.endswith("\n"):
+        return 0
+    try:
+        json.loads(last)
+    except json.JSONDecodeError:
+        write_text(path, head + "\n" if head else "")
+        return len(last.encode())
+    write_text(path, text + "\n")
+    return 0
 
 
 def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
@@ -93,7 +116,8 @@ def append_transcripts(path: Path, episodes: Sequence[Episode], iteration: int) 
 
 
 def write_summary(path: Path, summary: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps({k: _clean(v) for k, v in summary.items()}, indent=2) + "\n")
+    """Replace ``summary.json`` atomically: a kill leaves the previous summary whole."""
+    write_text(path, json.dumps({k: _clean(v) for k, v in summary.items()}, indent=2) + "\n")
 
 
 def as_metrics(prefix: str, record: Any) -> dict[str, float]:

@@ -34,12 +34,20 @@ from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import outcome
 from coplay.eval.metasolvers import META_SOLVERS, solve_meta_game
 from coplay.eval.ratings import elo_ratings
-from coplay.models.loading import save_policy
 from coplay.report import sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool, build_opponent
 from coplay.train.psro import exact_game, exact_payoffs, freeze, sampled_payoffs
-from coplay.train.trainer import Progress, Run, collect, evaluate, final_policy, learn, setup
+from coplay.train.trainer import (
+    Progress,
+    Run,
+    collect,
+    evaluate,
+    final_policy,
+    learn,
+    save_checkpoint,
+    setup,
+)
 from coplay.types import Episode, Policy
 
 
@@ -274,7 +282,7 @@ def run_league(
         sinks.append_metrics(out / "metrics.jsonl", it, metrics)
         if progress:
             progress(it, metrics)
-    save_policy(final_policy(run), out / "checkpoints" / "final", game=cfg.run.game.played())
+    save_checkpoint(final_policy(run), out / "checkpoints" / "final", game=cfg.run.game.played())
     return _finish(out, league, last, time.perf_counter() - start)
 
 

@@ -47,13 +47,21 @@ from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, solve_meta_game
 from coplay.eval.mixture import aggregate_tables, tables_exploitability
-from coplay.models.loading import PlayedGame, build_policy, load_policy, save_policy
+from coplay.models.loading import PlayedGame, build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.policies.solvers import named_table
-from coplay.report import sinks
+from coplay.report import atomic, sinks
 from coplay.train.config import RunConfig
 from coplay.train.opponents import OpponentPool
-from coplay.train.trainer import collect, final_policy, game_text, learn, setup, wants_exact
+from coplay.train.trainer import (
+    collect,
+    final_policy,
+    game_text,
+    learn,
+    save_checkpoint,
+    setup,
+    wants_exact,
+)
 from coplay.types import Policy
 
 CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
@@ -287,7 +295,7 @@ def freeze(
 
     The copy shares nothing with the original: later training cannot change it.
     """
-    save_policy(policy, folder, game=game)
+    save_checkpoint(policy, folder, game=game)
     frozen = load_policy(folder, seed=seed)
     frozen.model.requires_grad_(False)
     frozen.policy_id = policy_id
@@ -402,7 +410,7 @@ def _respond(
     table, best = exact_best_response(game, opponent) if opponent is not None else ({}, np.nan)
     if cfg.oracle == "exact":
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "table.json").write_text(json.dumps(table, indent=1, sort_keys=True))
+        atomic.write_text(folder / "table.json", json.dumps(table, indent=1, sort_keys=True))
         return TablePolicy(table, policy_id=f"psro:{index:02d}"), best, best
     prev = out / "members" / f"{index - 1:02d}"
     warm = prev if cfg.warm_start and (prev / "config.json").is_file() else None

@@ -38,9 +38,10 @@ from coplay.eval.matches import play_match
 from coplay.models.loading import build_policy, load_policy, save_policy
 from coplay.models.lora import attach_roles, save_roles
 from coplay.policies.lm import LMPolicy
-from coplay.report import sinks
+from coplay.report import atomic, sinks
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import AlgoConfig, RunConfig, to_yaml
+from coplay.train import rundir
+from coplay.train.config import AlgoConfig, RunConfig
 from coplay.train.learner import (
     Learner,
     collect_samples,
@@ -253,7 +254,8 @@ def setup_roster(
 ) -> RosterRun:
     """Build the environment factory, every member and the evaluation opponents.
 
-    A fresh run starts an empty metrics file; a resumed one keeps it."""
+    A fresh run creates ``out`` with its config, roster and an empty metrics file; a
+    resumed one writes nothing here."""
     if run_cfg.train.opponent != "self":
         raise ValueError(
             f"train.opponent is {run_cfg.train.opponent!r}, but a roster seats the "
@@ -274,11 +276,10 @@ def setup_roster(
         name: build_opponent(name, game.name, seed=run_cfg.train.seed + 2 + i, params=game.params)
         for i, name in enumerate(run_cfg.train.eval_opponents)
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(to_yaml(run_cfg))
-    (out / "roster.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    if fresh or not (out / "metrics.jsonl").exists():
-        (out / "metrics.jsonl").write_text("")
+    if fresh:  # a resumed run writes nothing until its state has loaded (see _begin)
+        rundir.start(out, run_cfg, ("metrics.jsonl",))
+        roster_yaml = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+        atomic.write_text(out / "roster.yaml", roster_yaml)
     return RosterRun(
         cfg=cfg,
         run_cfg=run_cfg,
@@ -377,14 +378,16 @@ def exact_values(run: RosterRun, member: Member, opp: Policy, opp_name: str) -> 
 
 
 def save_learners(run: RosterRun, folder: Path) -> None:
-    """LoRA: the base plus one adapter per learner; otherwise one checkpoint each."""
+    """LoRA: the base plus one adapter per learner; otherwise one checkpoint each.
+    Written to a temporary folder and renamed: a kill leaves the old folder or none."""
     learners = {m.name: m.policy for m in run.roster.learners}
     game = run.run_cfg.game.played()
-    if run.cfg.lora is not None:
-        save_roles(learners, folder, game=game)
-        return
-    for name, policy in learners.items():
-        save_policy(policy, folder / name, game=game)
+    with atomic.atomic_dir(folder) as tmp:
+        if run.cfg.lora is not None:
+            save_roles(learners, tmp, game=game)
+        else:
+            for name, policy in learners.items():
+                save_policy(policy, tmp / name, game=game)
 
 
 def train_roster(
@@ -400,32 +403,41 @@ def train_roster(
 
     ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
     iterations and at the end); the result equals an uninterrupted run.
-    ``stop_after`` ends after that iteration with the state saved.
+    ``stop_after`` ends after that iteration with the state saved. As in ``train``,
+    the metrics row comes before the state (the commit point), and Ctrl-C raises
+    ``RunInterrupted`` naming the last saved iteration.
     """
+    if resume:
+        rundir.check_resume(run_cfg, Path(out))  # before anything is written
     run = setup_roster(cfg, run_cfg, Path(out), fresh=not resume)
     start = time.perf_counter()
-    done, evals = _begin(run, resume)
+    done, evals, before = _begin(run, resume)
+    saved = done if resume else None
     iterations, save_every = run_cfg.train.iterations, run_cfg.train.save_every
     end = min(iterations, stop_after or iterations)
-    for it in range(done + 1, end + 1):
-        episodes, metrics = collect_roster(run, it)
-        for member in run.roster.learners:
-            metrics |= scoped(learn_member(member, episodes, run.rng), member.name)
-        if it % run_cfg.train.eval_every == 0 or it == iterations:
-            evals["last"] = evaluate_roster(run)
-            metrics |= evals["last"]
-        if (save_every and it % save_every == 0) or it == end:
-            save_roster_state(run, it, evals)
-        metrics["perf/elapsed_s"] = time.perf_counter() - start
-        sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
-        if progress:
-            progress(it, metrics)
-    if end == iterations:
-        save_learners(run, run.out / "checkpoints" / "final")
+    try:
+        for it in range(done + 1, end + 1):
+            episodes, metrics = collect_roster(run, it)
+            for member in run.roster.learners:
+                metrics |= scoped(learn_member(member, episodes, run.rng), member.name)
+            if it % run_cfg.train.eval_every == 0 or it == iterations:
+                evals["last"] = evaluate_roster(run)
+                metrics |= evals["last"]
+            metrics["perf/elapsed_s"] = before + time.perf_counter() - start
+            sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
+            if (save_every and it % save_every == 0) or it == end:
+                save_roster_state(run, it, evals)
+                saved = it
+            if progress:
+                progress(it, metrics)
+        if end == iterations:
+            save_learners(run, run.out / "checkpoints" / "final")
+    except KeyboardInterrupt:
+        raise rundir.RunInterrupted(run.out, saved) from None
     summary = {
         "game": run_cfg.game.name,
         "iterations": end,
-        "wall_s": time.perf_counter() - start,
+        "wall_s": before + time.perf_counter() - start,
         **{f"initial/{k}": v for k, v in evals["initial"].items()},
         **{f"final/{k}": v for k, v in evals["last"].items()},
     }
@@ -433,14 +445,19 @@ def train_roster(
     return summary
 
 
-def _begin(run: RosterRun, resume: bool) -> tuple[int, dict[str, dict[str, float]]]:
-    """Iterations already done and the evaluations so far (initial, last)."""
+def _begin(run: RosterRun, resume: bool) -> tuple[int, dict[str, dict[str, float]], float]:
+    """Iterations already done, the evaluations so far (initial, last) and the seconds
+    earlier segments took. Resuming loads the state before writing anything."""
     metrics_file = run.out / "metrics.jsonl"
     if resume:
+        rundir.repair(run.out, ("metrics.jsonl",))
         done, evals = load_roster_state(run)
+        rundir.check_done(done, run.run_cfg, run.out)
+        before = rundir.elapsed_before(metrics_file)
+        rundir.write_config(run.out, run.run_cfg)
         # Rows logged after the saved state belong to work that is being redone.
         sinks.keep_until(metrics_file, done)
-        return done, evals
+        return done, evals, before
     initial = evaluate_roster(run)
     sinks.append_metrics(metrics_file, 0, initial)
-    return 0, {"initial": initial, "last": initial}
+    return 0, {"initial": initial, "last": initial}, 0.0

@@ -24,6 +24,7 @@ import torch
 
 from coplay.algos.advantages.base import EmptyState
 from coplay.models.loading import CheckpointError, load_pretrained, save_policy
+from coplay.report.atomic import replace_dir
 from coplay.rollout.restarts import Start
 from coplay.train.learner import Sample
 from coplay.train.safe_tree import TreeFileError, load_tree, records_of, save_tree
@@ -88,15 +89,10 @@ def fresh_state_dir(out: Path) -> Path:
 
 
 def swap_in(out: Path, tmp: Path) -> Path:
-    """Make ``tmp`` the run's ``out/state`` with one rename, so an interruption never
-    leaves a half-written state; the previous state is removed after."""
-    final, old = out / STATE_DIR, out / f"{STATE_DIR}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    """Make ``tmp`` the run's ``out/state`` by renames, so an interruption never leaves
+    a half-written state; one between the two renames is undone on resume
+    (``rundir.repair``). The previous state is removed after."""
+    return replace_dir(tmp, out / STATE_DIR)
 
 
 def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> Path:

@@ -27,13 +27,15 @@ from coplay.eval.exact_match import (
 )
 from coplay.eval.matches import play_match
 from coplay.eval.welfare import welfare_report
-from coplay.models.loading import build_policy, save_policy
+from coplay.models.loading import PlayedGame, build_policy, save_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scripted import RandomPolicy
 from coplay.report import sinks
+from coplay.report.atomic import atomic_dir
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.restarts import Start, draw, lost_starts, opening_targets, remember
-from coplay.train.config import AlgoConfig, RunConfig, to_yaml
+from coplay.train import rundir
+from coplay.train.config import AlgoConfig, RunConfig
 from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
 from coplay.train.opponents import OpponentPool, build_opponent
@@ -42,6 +44,9 @@ from coplay.train.target_memory import TargetMemory, remember_targets, replays
 from coplay.types import Env, Episode, GameKind, GameSpec, Opening, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
+
+LOGS = ("metrics.jsonl", "transcripts.jsonl")
+"""The run's append-only logs: emptied by a fresh run, repaired and cut back on resume."""
 
 
 @dataclass
@@ -91,9 +96,10 @@ def game_text(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) ->
 
 
 def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
-    """Build the environment factory, learner, opponents and estimator; create ``out``.
+    """Build the environment factory, learner, opponents and estimator.
 
-    A fresh run starts empty metric and transcript files; a resumed one keeps them.
+    A fresh run creates ``out`` with its config and empty metric and transcript files;
+    a resumed one writes nothing here.
     """
     torch.manual_seed(cfg.train.seed)
     game = cfg.game
@@ -117,11 +123,8 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         name: build_opponent(name, game.name, seed=cfg.train.seed + 2 + i, params=game.params)
         for i, name in enumerate(cfg.train.eval_opponents)
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(to_yaml(cfg))
-    for name in ("metrics.jsonl", "transcripts.jsonl"):
-        if fresh or not (out / name).exists():
-            (out / name).write_text("")
+    if fresh:  # a resumed run writes nothing until its state has loaded (see _begin)
+        rundir.start(out, cfg, LOGS)
     est = make_estimator(cfg.algo.estimator, **cfg.algo.params)
     return Run(
         cfg=cfg,
@@ -524,36 +527,39 @@ def train(
     ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
     iterations and at the end); the result equals an uninterrupted run.
     ``stop_after`` ends after that iteration with the state saved, as a job with a
-    time limit would.
+    time limit would. Each iteration logs its metrics, then saves its checkpoint, then
+    its state: the state is the commit point, so a kill at any moment resumes into
+    the same run. Ctrl-C raises ``RunInterrupted`` naming the last saved iteration.
     """
+    if resume:
+        rundir.check_resume(cfg, Path(out))  # before anything is written
     run = setup(cfg, Path(out), fresh=not resume)
     start = time.perf_counter()
-    done, evals = _begin(run, resume)
+    done, evals, before = _begin(run, resume)
+    saved = done if resume else None
     end = min(cfg.train.iterations, stop_after or cfg.train.iterations)
-    for it in range(done + 1, end + 1):
-        episodes, metrics = collect(run, it)
-        metrics |= learn(run, episodes)
-        if it % cfg.train.eval_every == 0 or it == cfg.train.iterations:
-            evals["last"] = evaluate(run, it)
-            metrics |= evals["last"]
-            sinks.append_transcripts(
-                run.out / "transcripts.jsonl", episodes[: cfg.train.transcripts], it
-            )
-        if (cfg.train.save_every and it % cfg.train.save_every == 0) or it == end:
-            save_state(run, it, evals)
-        if cfg.train.save_every and it % cfg.train.save_every == 0:
-            folder = run.out / "checkpoints" / f"iter_{it:06d}"
-            save_policy(final_policy(run), folder, game=cfg.game.played())
-        metrics["perf/elapsed_s"] = time.perf_counter() - start
-        sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
-        if progress:
-            progress(it, metrics)
-    if end == cfg.train.iterations:
-        save_policy(final_policy(run), run.out / "checkpoints" / "final", game=cfg.game.played())
+    try:
+        for it in range(done + 1, end + 1):
+            metrics = _iteration(run, it, evals)
+            metrics["perf/elapsed_s"] = before + time.perf_counter() - start
+            sinks.append_metrics(run.out / "metrics.jsonl", it, metrics)
+            if cfg.train.save_every and it % cfg.train.save_every == 0:
+                folder = run.out / "checkpoints" / f"iter_{it:06d}"
+                save_checkpoint(final_policy(run), folder, game=cfg.game.played())
+            if (cfg.train.save_every and it % cfg.train.save_every == 0) or it == end:
+                save_state(run, it, evals)
+                saved = it
+            if progress:
+                progress(it, metrics)
+        if end == cfg.train.iterations:
+            final = run.out / "checkpoints" / "final"
+            save_checkpoint(final_policy(run), final, game=cfg.game.played())
+    except KeyboardInterrupt:
+        raise rundir.RunInterrupted(run.out, saved) from None
     summary = {
         "game": cfg.game.name,
         "iterations": end,
-        "wall_s": time.perf_counter() - start,
+        "wall_s": before + time.perf_counter() - start,
         **{f"initial/{k}": v for k, v in evals["initial"].items()},
         **{f"final/{k}": v for k, v in evals["last"].items()},
     }
@@ -561,15 +567,40 @@ def train(
     return summary
 
 
-def _begin(run: Run, resume: bool) -> tuple[int, dict[str, dict[str, float]]]:
-    """Iterations already done and the evaluations so far (initial, last)."""
+def _iteration(run: Run, it: int, evals: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Collect, learn and (every ``train.eval_every``) evaluate; returns the metrics."""
+    cfg = run.cfg
+    episodes, metrics = collect(run, it)
+    metrics |= learn(run, episodes)
+    if it % cfg.train.eval_every == 0 or it == cfg.train.iterations:
+        evals["last"] = evaluate(run, it)
+        metrics |= evals["last"]
+        sinks.append_transcripts(
+            run.out / "transcripts.jsonl", episodes[: cfg.train.transcripts], it
+        )
+    return metrics
+
+
+def save_checkpoint(policy: LMPolicy, folder: Path, *, game: PlayedGame | None = None) -> Path:
+    """``save_policy`` into ``folder`` atomically: a kill leaves the old folder or none."""
+    with atomic_dir(folder) as tmp:
+        save_policy(policy, tmp, game=game)
+    return folder
+
+
+def _begin(run: Run, resume: bool) -> tuple[int, dict[str, dict[str, float]], float]:
+    """Iterations already done, the evaluations so far (initial, last) and the seconds
+    earlier segments took. Resuming loads the state before writing anything."""
     metrics_file = run.out / "metrics.jsonl"
     if resume:
+        rundir.repair(run.out, LOGS)
         done, evals = load_state(run)
-        # Rows logged after the saved state belong to work that is being redone.
-        sinks.keep_until(metrics_file, done)
-        sinks.keep_until(run.out / "transcripts.jsonl", done)
-        return done, evals
+        rundir.check_done(done, run.cfg, run.out)
+        before = rundir.elapsed_before(metrics_file)
+        rundir.write_config(run.out, run.cfg)
+        for name in LOGS:  # rows logged after the saved state belong to redone work
+            sinks.keep_until(run.out / name, done)
+        return done, evals, before
     initial = evaluate(run, 0)
     sinks.append_metrics(metrics_file, 0, initial)
-    return 0, {"initial": initial, "last": initial}
+    return 0, {"initial": initial, "last": initial}, 0.0

@@ -6,7 +6,14 @@ from dataclasses import replace
 
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
-from coplay.report.sinks import append_metrics, append_transcripts, read_metrics, write_summary
+from coplay.report.sinks import (
+    append_metrics,
+    append_transcripts,
+    keep_until,
+    read_metrics,
+    repair_jsonl,
+    write_summary,
+)
 from coplay.rollout.engine import play_episodes
 from coplay.types import Opening
 
@@ -50,3 +57,35 @@ def test_a_restarted_episode_records_the_history_it_replayed(tmp_path):
 def test_summary_is_strict_json(tmp_path):
     write_summary(tmp_path / "s.json", {"a": math.inf, "b": 1})
     assert json.loads((tmp_path / "s.json").read_text()) == {"a": None, "b": 1}
+
+
+def test_repair_drops_only_a_torn_last_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    append_metrics(path, 0, {"eval/x": 1.0})
+    append_metrics(path, 1, {"eval/x": 2.0})
+    whole = path.read_text()
+    assert repair_jsonl(path) == 0 and path.read_text() == whole
+    path.write_text(whole + '{"iteration": 2, "eval/')
+    assert repair_jsonl(path) == len('{"iteration": 2, "eval/')
+    assert path.read_text() == whole
+    path.write_text('{"iteration": 0')  # the only line torn
+    assert repair_jsonl(path) > 0 and path.read_text() == ""
+    assert repair_jsonl(tmp_path / "missing.jsonl") == 0
+
+
+def test_repair_gives_a_whole_last_line_its_newline_back(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"iteration": 0}\n{"iteration": 1}')
+    assert repair_jsonl(path) == 0
+    assert path.read_text() == '{"iteration": 0}\n{"iteration": 1}\n'
+    append_metrics(path, 2, {})
+    assert [r["iteration"] for r in read_metrics(path)] == [0, 1, 2]
+
+
+def test_keep_until_drops_redone_rows(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    for it in range(4):
+        append_metrics(path, it, {"x": float(it)})
+    keep_until(path, 1)
+    assert [r["iteration"] for r in read_metrics(path)] == [0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]

@@ -1,0 +1,185 @@
+"""The rules of a run directory: no run is ever silently destroyed.
+
+* A directory that already holds a run is never trained into afresh: the command
+  refuses and names ``--resume`` and ``--force``; ``--force`` moves the old run aside
+  to ``DIR.old-<time>`` (nothing is deleted, nothing stale is mixed into the new run).
+* A resumed run is checked before anything is written: the merged config must keep
+  what the saved weights were built for (game, model shape, tokenizer seed).
+* Files a kill can tear are repaired on resume: a half-written last line of a JSONL
+  file is dropped with a warning naming the file, a folder replaced half way is put
+  back (``coplay.report.atomic``).
+* An interrupted run says where it stopped and how to continue (``RunInterrupted``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from coplay.report import atomic, sinks
+from coplay.train.config import ConfigError, RunConfig, load_yaml, to_yaml, validate
+from coplay.train.state import STATE_DIR
+
+RUN_FILES = (
+    "config.yaml",
+    "metrics.jsonl",
+    "transcripts.jsonl",
+    "summary.json",
+    "psro.jsonl",
+    "roster.yaml",
+    "state",
+    "checkpoints",
+    "members",
+    "responses",
+    "snapshots",
+)
+"""What coplay writes into a run directory; a directory holding any of them is a run."""
+
+WEIGHT_KEYS = ("game.name", "game.params", "model.path", "model.tiny", "train.seed")
+"""Config keys the saved weights depend on: the game and its text (the tokenizer is
+trained on random play seeded by ``train.seed``) and the model's shape."""
+
+
+class RunDirError(ValueError):
+    """An output path that cannot take the run; the message is one line naming it."""
+
+
+class RunRepaired(UserWarning):
+    """A file torn by a kill was repaired on resume."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training; says what was saved and how to continue."""
+
+    def __init__(self, out: Path, saved: int | None) -> None:
+        super().__init__(interrupted_message(out, saved))
+        self.out, self.saved = out, saved
+
+
+def interrupted_message(out: Path, saved: int | None) -> str:
+    if saved is None:
+        return f"interrupted before any state was saved; start again with --out {out} --force"
+    return f"interrupted; last saved iteration {saved}; continue with: coplay train --resume {out}"
+
+
+def holds_run(path: Path) -> bool:
+    """Whether ``path`` is a directory holding something coplay wrote."""
+    return path.is_dir() and any((path / name).exists() for name in RUN_FILES)
+
+
+def check_writable(path: Path) -> None:
+    """``path`` is, or can be created as, a folder we may write into; else one line."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"output {path} is a file, not a directory")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise RunDirError(f"cannot create {path}: {probe} is a file")
+    if not os.access(probe, os.R_OK | os.W_OK | os.X_OK):
+        raise RunDirError(f"cannot write to {probe}: permission denied")
+
+
+def claim(out: Path, *, force: bool, resumable: bool = True) -> Path | None:
+    """Make ``out`` ready for a new run: refuse one that holds a run unless ``force``,
+    which moves the old run aside; returns where it went (None: nothing was there)."""
+    out = Path(out)
+    check_writable(out)
+    if not holds_run(out):
+        return None
+    if not force:
+        resume = f"continue it with --resume {out}, or " if resumable else ""
+        raise RunDirError(
+            f"{out} already holds a run; {resume}pass --force to move it to "
+            f"{out}.old-<time> and start afresh"
+        )
+    return move_aside(out)
+
+
+def move_aside(out: Path) -> Path:
+    """Rename ``out`` to ``out.old-<YYYYmmdd-HHMMSS>`` (a free name); returns it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    dest = out.with_name(f"{out.name}.old-{stamp}")
+    n = 1
+    while dest.exists():
+        dest, n = out.with_name(f"{out.name}.old-{stamp}-{n}"), n + 1
+    out.rename(dest)
+    return dest
+
+
+def check_resume(cfg: RunConfig, out: Path) -> None:
+    """Refuse, before anything is written, a resume whose config the saved weights do not
+    fit; names each differing key with its saved and new value."""
+    out = Path(out)
+    if not (out / "config.yaml").is_file():
+        return  # no run at all: loading its state says what is missing
+    check_writable(out)
+    saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
+    new = _flat(cfg.model_dump(mode="json"))
+    keys = sorted(set(saved) | set(new))
+    changed = [k for k in keys if k.startswith(WEIGHT_KEYS) and saved.get(k) != new.get(k)]
+    if changed:
+        diffs = ", ".join(f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in changed)
+        raise ConfigError(
+            f"cannot resume {out}: the saved weights do not fit the new config ({diffs}); "
+            "start a new run instead"
+        )
+
+
+def _flat(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_done(done: int, cfg: RunConfig, out: Path) -> None:
+    """A resumed run cannot end before the iteration it saved."""
+    if done > cfg.train.iterations:
+        raise ConfigError(
+            f"{out} has already trained {done} iterations; train.iterations="
+            f"{cfg.train.iterations} would end before that (pass train.iterations>={done})"
+        )
+
+
+def start(out: Path, cfg: RunConfig, files: Sequence[str]) -> None:
+    """A fresh run: its config and empty ``files`` (metrics, transcripts)."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(out, cfg)
+    for name in files:
+        (out / name).write_text("")
+
+
+def write_config(out: Path, cfg: RunConfig) -> None:
+    atomic.write_text(out / "config.yaml", to_yaml(cfg))
+
+
+def repair(out: Path, files: Sequence[str]) -> None:
+    """Mend what a kill may have torn: the state folder and checkpoints replaced half
+    way, the last line of each JSONL file in ``files`` (each repair warns)."""
+    if atomic.recover_dir(out / STATE_DIR):
+        _warn(f"{out / STATE_DIR}: put back the state a kill cut off while replacing it")
+    for tmp in (out / "checkpoints").glob(f"*{atomic.TMP_SUFFIX}"):
+        atomic.recover_dir(tmp.with_name(tmp.name.removesuffix(atomic.TMP_SUFFIX)))
+    for name in files:
+        if dropped := sinks.repair_jsonl(out / name):
+            _warn(f"{out / name}: dropped a half-written last line ({dropped} bytes)")
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, RunRepaired, stacklevel=3)
+
+
+def elapsed_before(metrics: Path) -> float:
+    """Seconds the earlier segments of a run logged (the largest ``perf/elapsed_s``),
+    so that ``wall_s`` and ``perf/elapsed_s`` count every segment."""
+    if not metrics.is_file():
+        return 0.0
+    times = [r.get("perf/elapsed_s") or 0.0 for r in sinks.read_metrics(metrics)]
+    return float(max(times, default=0.0))

@@ -1,0 +1,57 @@
+"""Atomic writes: a failure part way leaves the previous version whole."""
+
+import pytest
+
+from coplay.report.atomic import atomic_dir, recover_dir, replace_dir, write_text
+
+
+def test_write_text_replaces_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "config.yaml"
+    write_text(path, "a: 1\n")
+    write_text(path, "a: 2\n")
+    assert path.read_text() == "a: 2\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["config.yaml"]
+
+
+def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "summary.json"
+    write_text(path, "old")
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("coplay.report.atomic.os.replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        write_text(path, "new")
+    assert path.read_text() == "old"
+    assert not (tmp_path / "summary.json.tmp").exists()
+
+
+def test_atomic_dir_appears_only_when_the_block_finishes(tmp_path):
+    final = tmp_path / "checkpoints" / "final"
+    with atomic_dir(final) as tmp:
+        (tmp / "weights").write_text("v1")
+        assert not final.exists()
+    assert (final / "weights").read_text() == "v1"
+    with pytest.raises(RuntimeError), atomic_dir(final) as tmp:
+        (tmp / "weights").write_text("half")
+        raise RuntimeError("killed")
+    assert (final / "weights").read_text() == "v1"
+    assert sorted(p.name for p in final.parent.iterdir()) == ["final"]
+
+
+def test_a_replace_cut_between_its_renames_is_recovered(tmp_path):
+    final, new = tmp_path / "state", tmp_path / "state.tmp"
+    final.mkdir()
+    (final / "it").write_text("3")
+    new.mkdir()
+    (new / "it").write_text("4")
+    final.rename(tmp_path / "state.old")  # the first rename of replace_dir, then a kill
+    assert recover_dir(final)
+    assert (final / "it").read_text() == "3" and not new.exists()
+    assert not recover_dir(final)  # nothing to do on a whole folder
+    new.mkdir()
+    (new / "it").write_text("4")
+    replace_dir(new, final)
+    assert (final / "it").read_text() == "4"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
