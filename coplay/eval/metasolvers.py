@@ -174,7 +174,7 @@ def _maximin(payoff: np.ndarray) -> np.ndarray:
     """
     x, v = cp.Variable(payoff.shape[0], nonneg=True), cp.Variable()
     problem = cp.Problem(cp.Maximize(v), [payoff.T @ x >= v, cp.sum(x) == 1])
-    return _solve(problem, x, LP_SOLVERS, "zero-sum Nash LP", accept=lambda x: None)
+    return _solve(problem, x, LP_SOLVERS, "zero-sum Nash LP", accept=lambda _: None)
 
 
 def prd(
@@ -378,26 +378,32 @@ def _solve(
     failures = []
     for solver, options in solvers:
         try:
-            with warnings.catch_warnings():
-                # "Solution may be inaccurate": the answer is checked below instead.
-                warnings.simplefilter("ignore", UserWarning)
-                problem.solve(solver=solver, **options)
-        except cp.SolverError as err:
-            failures.append(f"{solver}: {err}")
-            continue
-        if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
-            failures.append(f"{solver}: status {problem.status}")
-            continue
-        try:
-            joint = _normalised(x.value)
+            return _attempt(problem, x, solver, options, accept)
         except MetaSolverError as err:
             failures.append(f"{solver}: {err}")
-            continue
-        if fault := accept(joint):
-            failures.append(f"{solver}: {fault}")
-            continue
-        return joint
     raise MetaSolverError(f"{what} failed: " + "; ".join(failures))
+
+
+def _attempt(
+    problem: cp.Problem,
+    x: cp.Variable,
+    solver: str,
+    options: dict,
+    accept: Callable[[np.ndarray], str | None],
+) -> np.ndarray:
+    try:
+        with warnings.catch_warnings():
+            # "Solution may be inaccurate": the answer is checked below instead.
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **options)
+    except cp.SolverError as err:
+        raise MetaSolverError(str(err)) from err
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
+        raise MetaSolverError(f"status {problem.status}")
+    joint = _normalised(x.value)
+    if fault := accept(joint):
+        raise MetaSolverError(fault)
+    return joint
 
 
 # --- registry --------------------------------------------------------------------
