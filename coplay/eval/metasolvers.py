@@ -11,25 +11,49 @@ choose marginals and their joint is the product; JPSRO solvers (correlated and c
 correlated equilibria; Marris et al. 2021, "Multi-Agent Training beyond Zero-Sum with
 Correlated Equilibrium Meta-Solvers") choose a joint and their marginals are its sums.
 
-OpenSpiel's projected replicator dynamics and α-rank are used directly. Its LP solver
-(``lp_solver``) and JPSRO solvers need ``cvxpy``, which coplay does not depend on, so
-the same programs are solved here with scipy: the zero-sum Nash LP and the
-max-welfare (C)CE LPs with HiGHS, the max-Gini (C)CE quadratic programs with SLSQP.
+OpenSpiel's projected replicator dynamics and α-rank are used directly. The linear and
+quadratic programs are the ones of OpenSpiel's ``lp_solver`` and ``jpsro``, solved with
+``cvxpy``: the zero-sum Nash LP and the max-welfare (C)CE LPs with HiGHS (through
+scipy), Clarabel if HiGHS fails; the max-Gini (C)CE quadratic programs with Clarabel,
+SCS if Clarabel fails. Every (C)CE answer is checked against its deviation gains
+before it is returned. A solver that cannot answer raises ``MetaSolverError``;
+``solve_with_fallback`` then tries max-welfare CE and uniform, as PSRO and leagues do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import cvxpy as cp
 import numpy as np
 from open_spiel.python.algorithms import projected_replicator_dynamics as os_prd
-from scipy.optimize import linprog, minimize
 
 ZERO_SUM_TOL = 1e-9
 """How far the payoffs of a 2-player game may be from a constant sum for ``nash``."""
+GAIN_TOL = 1e-7
+"""The largest deviation gain a (C)CE answer may keep, per unit of payoff scale
+(``max(1, max |payoff|)``); a solver's answer above it counts as a failure."""
+
+Program = tuple[tuple[str, dict], ...]
+"""cvxpy solvers to try in turn, each with its options."""
+LP_SOLVERS: Program = (
+    # HiGHS through scipy: the same solver as cvxpy's HIGHS, without its stdout banner.
+    ("SCIPY", {"scipy_options": {"method": "highs", "primal_feasibility_tolerance": 1e-9}}),
+    ("CLARABEL", {}),
+)
+QP_SOLVERS: Program = (
+    ("CLARABEL", {}),
+    ("SCS", {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}),
+)
+
+
+class MetaSolverError(ValueError):
+    """A meta-solver found no answer (every numerical solver it tried failed)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +129,10 @@ def _from_joint(joint: np.ndarray) -> MetaSolution:
 def _normalised(p: np.ndarray) -> np.ndarray:
     """Clip solver round-off below zero and renormalise to sum 1."""
     p = np.clip(p, 0.0, None)
-    return p / p.sum()
+    total = p.sum()
+    if not np.isfinite(total) or total <= 0:
+        raise MetaSolverError(f"the solver returned no distribution (total mass {total})")
+    return p / total
 
 
 # --- PSRO solvers ----------------------------------------------------------------
@@ -143,17 +170,11 @@ def nash(payoffs: Sequence[object]) -> MetaSolution:
 def _maximin(payoff: np.ndarray) -> np.ndarray:
     """The row player's mixture maximising its worst-case payoff over the columns.
 
-    Variables ``(x_1..x_m, v)``: maximise v s.t. ``payoff[:, j] @ x >= v`` for every
-    column j, ``sum(x) = 1``, ``x >= 0``.
+    Maximise v s.t. ``x @ payoff[:, j] >= v`` for every column j, ``x`` a distribution.
     """
-    m, k = payoff.shape
-    cost = np.r_[np.zeros(m), -1.0]
-    a_ub = np.c_[-payoff.T, np.ones(k)]  # v - x @ payoff[:, j] <= 0
-    a_eq = np.r_[np.ones(m), 0.0][None, :]
-    bounds = [(0.0, None)] * m + [(None, None)]
-    res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(k), A_eq=a_eq, b_eq=[1.0], bounds=bounds)
-    _check(res, "zero-sum Nash LP")
-    return res.x[:m]
+    x, v = cp.Variable(payoff.shape[0], nonneg=True), cp.Variable()
+    problem = cp.Problem(cp.Maximize(v), [payoff.T @ x >= v, cp.sum(x) == 1])
+    return _solve(problem, x, LP_SOLVERS, "zero-sum Nash LP", accept=lambda _: None)
 
 
 def prd(
@@ -176,13 +197,14 @@ def prd(
             f"prd needs iterations >= 1, dt > 0, gamma >= 0 and average_last >= 1 or None; "
             f"got iterations={iterations}, dt={dt}, gamma={gamma}, average_last={average_last}"
         )
-    strategies = os_prd.projected_replicator_dynamics(
-        list(tensors),
-        prd_iterations=iterations,
-        prd_dt=dt,
-        prd_gamma=gamma,
-        average_over_last_n_strategies=average_last,
-    )
+    with _openspiel_failure("prd"):
+        strategies = os_prd.projected_replicator_dynamics(
+            list(tensors),
+            prd_iterations=iterations,
+            prd_dt=dt,
+            prd_gamma=gamma,
+            average_over_last_n_strategies=average_last,
+        )
     return _from_marginals(strategies)
 
 
@@ -196,10 +218,12 @@ def alpharank(payoffs: Sequence[object]) -> MetaSolution:
     tensors = as_meta_game(payoffs)
     os_alpharank = _openspiel_alpharank()
     if len(tensors) == 2 and np.array_equal(tensors[1], tensors[0].T):
-        pi = os_alpharank.sweep_pi_vs_epsilon([tensors[0]])
+        with _openspiel_failure("alpharank"):
+            pi = os_alpharank.sweep_pi_vs_epsilon([tensors[0]])
         return _from_marginals([pi, pi])
     # OpenSpiel numbers profiles in row-major order (utils.get_id_from_strat_profile).
-    pi = os_alpharank.sweep_pi_vs_epsilon(list(tensors))
+    with _openspiel_failure("alpharank"):
+        pi = os_alpharank.sweep_pi_vs_epsilon(list(tensors))
     return _from_joint(np.asarray(pi).reshape(tensors[0].shape))
 
 
@@ -216,6 +240,17 @@ def _openspiel_alpharank() -> types.ModuleType:
         sys.modules.setdefault(name, types.ModuleType(name))
         from open_spiel.python.egt import alpharank as os_alpharank
     return os_alpharank
+
+
+@contextlib.contextmanager
+def _openspiel_failure(name: str) -> Iterator[None]:
+    """Report an OpenSpiel solver's numerical failure (the meta-game itself was already
+    validated) as ``MetaSolverError``: e.g. α-rank's sweep finding no stationary
+    distribution raises RuntimeError, a singular system LinAlgError or ValueError."""
+    try:
+        yield
+    except (ArithmeticError, RuntimeError, ValueError, np.linalg.LinAlgError) as err:
+        raise MetaSolverError(f"{name} failed: {err}") from err
 
 
 # --- JPSRO solvers ---------------------------------------------------------------
@@ -269,48 +304,106 @@ def max_gini_cce(payoffs: Sequence[object]) -> MetaSolution:
     return _max_gini(payoffs, coarse=True)
 
 
+def max_deviation_gain(payoffs: Sequence[object], joint: np.ndarray, *, coarse: bool) -> float:
+    """The most any player gains by a (coarse, if ``coarse``) deviation from ``joint``'s
+    recommendations; 0 when none pays (``joint`` is a CE, resp. CCE)."""
+    return float(np.max(deviation_gains(payoffs, coarse=coarse) @ joint.ravel(), initial=0.0))
+
+
 def _max_welfare(payoffs: Sequence[object], *, coarse: bool) -> MetaSolution:
-    tensors = as_meta_game(payoffs)
-    gains = deviation_gains(tensors, coarse=coarse)
-    welfare = np.sum(tensors, axis=0).ravel()
-    size = welfare.size
-    res = linprog(
-        -welfare,
-        A_ub=gains if len(gains) else None,
-        b_ub=np.zeros(len(gains)) if len(gains) else None,
-        A_eq=np.ones((1, size)),
-        b_eq=[1.0],
-        bounds=[(0.0, None)] * size,
+    welfare = np.sum(as_meta_game(payoffs), axis=0).ravel()
+    return _correlated(
+        payoffs,
+        coarse=coarse,
+        objective=lambda x: cp.Maximize(welfare @ x),
+        solvers=LP_SOLVERS,
+        name="max-welfare",
     )
-    _check(res, "max-welfare (C)CE LP")
-    return _from_joint(res.x.reshape(tensors[0].shape))
 
 
 def _max_gini(payoffs: Sequence[object], *, coarse: bool) -> MetaSolution:
+    # max 1 - sum(x**2) is min sum(x**2): the objective of OpenSpiel's jpsro._qp_ce.
+    return _correlated(
+        payoffs,
+        coarse=coarse,
+        objective=lambda x: cp.Minimize(cp.sum_squares(x)),
+        solvers=QP_SOLVERS,
+        name="max-Gini",
+    )
+
+
+def _correlated(
+    payoffs: Sequence[object],
+    *,
+    coarse: bool,
+    objective: Callable[[cp.Variable], cp.Minimize | cp.Maximize],
+    solvers: Program,
+    name: str,
+) -> MetaSolution:
+    """Optimise ``objective`` over the (C)CE polytope ``{x >= 0, sum x = 1, gains @ x <= 0}``.
+
+    Only rows with a positive entry can bind (``x >= 0``), and each is scaled to a largest
+    entry of 1: the same polytope, better conditioned for the interior-point solvers.
+    """
     tensors = as_meta_game(payoffs)
     gains = deviation_gains(tensors, coarse=coarse)
-    size = gains.shape[1]
-    constraints = [
-        {"type": "eq", "fun": lambda x: x.sum() - 1.0, "jac": lambda x: np.ones_like(x)},
-    ]
-    if len(gains):
-        constraints.append({"type": "ineq", "fun": lambda x: -gains @ x, "jac": lambda x: -gains})
-    res = minimize(
-        lambda x: x @ x,
-        np.full(size, 1.0 / size),
-        jac=lambda x: 2.0 * x,
-        bounds=[(0.0, 1.0)] * size,
-        constraints=constraints,
-        method="SLSQP",
-        options={"ftol": 1e-12, "maxiter": 1_000},
-    )
-    _check(res, "max-Gini (C)CE QP")
-    return _from_joint(res.x.reshape(tensors[0].shape))
+    rows = gains[gains.max(axis=1, initial=0.0) > 0]
+    rows = rows / np.abs(rows).max(axis=1, keepdims=True)
+    x = cp.Variable(tensors[0].size, nonneg=True)
+    constraints = [cp.sum(x) == 1] + ([rows @ x <= 0] if len(rows) else [])
+    tol = GAIN_TOL * max(1.0, max(float(np.abs(t).max()) for t in tensors))
+
+    def accept(joint: np.ndarray) -> str | None:
+        gain = float(np.max(gains @ joint, initial=0.0))
+        return f"deviation gain {gain:.2g} > {tol:.2g}" if gain > tol else None
+
+    what = f"{name} {'CCE' if coarse else 'CE'}"
+    joint = _solve(cp.Problem(objective(x), constraints), x, solvers, what, accept=accept)
+    return _from_joint(joint.reshape(tensors[0].shape))
 
 
-def _check(res: object, what: str) -> None:
-    if not res.success:
-        raise RuntimeError(f"{what} failed: {res.message}")
+def _solve(
+    problem: cp.Problem,
+    x: cp.Variable,
+    solvers: Program,
+    what: str,
+    *,
+    accept: Callable[[np.ndarray], str | None],
+) -> np.ndarray:
+    """``x`` at the optimum, normalised to a distribution, from the first of ``solvers``
+    that reaches one ``accept`` finds no fault with (it returns the fault, else None).
+
+    Raises MetaSolverError listing every solver's failure.
+    """
+    failures = []
+    for solver, options in solvers:
+        try:
+            return _attempt(problem, x, solver, options, accept)
+        except MetaSolverError as err:
+            failures.append(f"{solver}: {err}")
+    raise MetaSolverError(f"{what} failed: " + "; ".join(failures))
+
+
+def _attempt(
+    problem: cp.Problem,
+    x: cp.Variable,
+    solver: str,
+    options: dict,
+    accept: Callable[[np.ndarray], str | None],
+) -> np.ndarray:
+    try:
+        with warnings.catch_warnings():
+            # "Solution may be inaccurate": the answer is checked below instead.
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **options)
+    except cp.SolverError as err:
+        raise MetaSolverError(str(err)) from err
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
+        raise MetaSolverError(f"status {problem.status}")
+    joint = _normalised(x.value)
+    if fault := accept(joint):
+        raise MetaSolverError(fault)
+    return joint
 
 
 # --- registry --------------------------------------------------------------------
@@ -336,3 +429,53 @@ def solve_meta_game(name: str, payoffs: Sequence[object]) -> MetaSolution:
     if name not in META_SOLVERS:
         raise ValueError(f"unknown meta-solver {name!r}; available: {', '.join(META_SOLVERS)}")
     return META_SOLVERS[name](payoffs)
+
+
+# --- fallback --------------------------------------------------------------------
+
+FALLBACKS = ("mwce", "uniform")
+"""What PSRO and leagues play, in turn, when their meta-solver fails: max-welfare CE (an
+LP, which exists for every game), then uniform (which cannot fail)."""
+
+
+@dataclass(frozen=True)
+class FallbackSolution:
+    """The answer of ``solve_with_fallback``: a solution, who gave it and why others did not."""
+
+    solution: MetaSolution
+    requested: str
+    """The meta-solver asked for."""
+    solver: str
+    """The meta-solver that gave ``solution``: ``requested`` or one of ``FALLBACKS``."""
+    failures: tuple[str, ...] = ()
+    """Why each meta-solver tried before ``solver`` failed."""
+
+    @property
+    def level(self) -> int:
+        """0 when the requested solver answered, else 1 + the index in ``FALLBACKS`` of the
+        one that did (1: max-welfare CE, 2: uniform)."""
+        return 0 if self.solver == self.requested else 1 + FALLBACKS.index(self.solver)
+
+    def warning(self) -> str:
+        """One line for the log: which solver failed and what was played instead."""
+        return (
+            f"meta-solver {self.requested!r} failed, playing {self.solver!r} instead: "
+            + "; ".join(self.failures)
+        )
+
+
+def solve_with_fallback(name: str, payoffs: Sequence[object]) -> FallbackSolution:
+    """Solve with ``name``, falling back along ``FALLBACKS`` on ``MetaSolverError``.
+
+    Bad input (an unknown name, a malformed meta-game, ``nash`` on a general-sum game)
+    still raises: only a solver's numerical failure is fallen back from.
+    """
+    failures: list[str] = []
+    for solver in dict.fromkeys((name, *FALLBACKS)):
+        try:
+            solution = solve_meta_game(solver, payoffs)
+        except MetaSolverError as err:
+            failures.append(f"{solver}: {err}")
+            continue
+        return FallbackSolution(solution, name, solver, tuple(failures))
+    raise MetaSolverError("every fallback failed: " + "; ".join(failures))  # uniform cannot

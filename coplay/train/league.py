@@ -22,8 +22,9 @@ whole history).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import outcome
-from coplay.eval.metasolvers import META_SOLVERS, solve_meta_game
+from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
 from coplay.eval.ratings import elo_ratings
 from coplay.report import sinks
 from coplay.train.config import RunConfig
@@ -171,6 +172,8 @@ class PoolView:
     """Estimated P[learner beats member], shape (K,)."""
     payoff: np.ndarray | None = None
     """``payoff[i, j]``: member i's mean return against j over both seats (meta only)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """What the sampler reports for this iteration's log (the meta sampler's fallback)."""
 
 
 def uniform_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
@@ -192,10 +195,16 @@ def pfsp_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
 
 
 def meta_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
-    """The meta-solver's mixture of the members' symmetric meta-game ``[payoff, payoff.T]``."""
+    """The meta-solver's mixture of the members' symmetric meta-game ``[payoff, payoff.T]``;
+    a failing meta-solver is replaced (max-welfare CE, then uniform) with a warning line
+    and ``league/meta_fallback`` in ``view.metrics``."""
     if view.payoff is None:
         raise ValueError("the meta sampler needs the members' payoff matrix")
-    return solve_meta_game(cfg.meta_solver, [view.payoff, view.payoff.T]).marginals[0]
+    meta = solve_with_fallback(cfg.meta_solver, [view.payoff, view.payoff.T])
+    if meta.level:
+        warnings.warn(meta.warning(), RuntimeWarning, stacklevel=2)
+    view.metrics["league/meta_fallback"] = meta.level  # 1: max-welfare CE, 2: uniform
+    return meta.solution.marginals[0]
 
 
 Sampler = Callable[[PoolView, LeagueConfig], np.ndarray]
@@ -269,7 +278,7 @@ def run_league(
         view = PoolView(league.tally.grown(len(league.members)).win_rates(), league.payoff)
         run.pool.members, run.pool.probs = list(league.members), SAMPLERS[cfg.sampler](view, cfg)
         episodes, metrics = collect(run, it)
-        metrics |= learn(run, episodes)
+        metrics |= learn(run, episodes) | view.metrics
         new = tally_games(episodes, learner_id, [m.policy_id for m in league.members])
         league.tally, league.since = league.tally + new, league.since + new
         metrics |= {"league/score": new.score(), "league/members": len(league.members)}

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, solve_meta_game
+from coplay.eval.metasolvers import (
+    META_SOLVERS,
+    FallbackSolution,
+    MetaSolution,
+    solve_with_fallback,
+)
 from coplay.eval.mixture import aggregate_tables, tables_exploitability
 from coplay.models.loading import PlayedGame, build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
@@ -239,13 +245,18 @@ def exact_game(cfg: RunConfig) -> pyspiel.Game | None:
     return getattr(env, "game", None) if wants_exact(cfg, env.spec) else None
 
 
-def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> MetaSolution:
-    """``solve_meta_game``, with a one-member population answered directly: some (C)CE
-    programs have no deviation constraints to build when nobody can deviate."""
+def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> FallbackSolution:
+    """``solve_with_fallback``: a failing meta-solver is replaced (max-welfare CE, then
+    uniform) with a warning line, never aborts the run. A one-member population is
+    answered directly: some (C)CE programs have no deviation constraints to build."""
     if payoffs[0].shape == (1, 1):
         one = np.ones(1)
-        return MetaSolution(marginals=(one, one), joint=np.ones((1, 1)), correlated=False)
-    return solve_meta_game(name, list(payoffs))
+        only = MetaSolution(marginals=(one, one), joint=np.ones((1, 1)), correlated=False)
+        return FallbackSolution(only, requested=name, solver=name)
+    meta = solve_with_fallback(name, list(payoffs))
+    if meta.level:
+        warnings.warn(meta.warning(), RuntimeWarning, stacklevel=2)
+    return meta
 
 
 class _BySeat(os_policy.Policy):
@@ -363,7 +374,8 @@ def run_psro(
             payoffs = exact_payoffs(game, tables, payoffs)
         else:
             payoffs = sampled_payoffs(members, cfg.run, episodes=cfg.crossplay_episodes, seed=k)
-        solution = solve(cfg.meta_solver, payoffs)
+        meta = solve(cfg.meta_solver, payoffs)
+        solution = meta.solution
         res = tables_exploitability(game, tables, solution.marginals) if game else None
         meta_s = time.perf_counter() - t0
         train_s, value, best = 0.0, float("nan"), float("nan")
@@ -385,7 +397,8 @@ def run_psro(
             elapsed_s=time.perf_counter() - start,
         )
         steps.append(step)
-        sinks.append_metrics(out / "psro.jsonl", k, _step_metrics(step))
+        fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
+        sinks.append_metrics(out / "psro.jsonl", k, _step_metrics(step) | fallback)
         if progress:
             progress(step)
     result = PsroResult(tuple(m.policy_id for m in members), payoffs, solution, tuple(steps))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from coplay.eval.metasolvers import META_SOLVERS, MetaSolverError
 from coplay.train.config import build_config
 from coplay.train.league import (
     SAMPLERS,
@@ -79,6 +80,19 @@ def test_meta_sampler_plays_the_nash_of_rock_paper_scissors():
     # A dominated member (loses to all) gets no weight.
     dom = np.array([[0.0, 1.0], [-1.0, 0.0]])
     np.testing.assert_allclose(SAMPLERS["meta"](PoolView(np.zeros(2), dom), cfg), [1, 0], atol=1e-6)
+
+
+def test_meta_sampler_falls_back_when_its_solver_fails_and_reports_it(monkeypatch):
+    def failing(payoffs):
+        raise MetaSolverError("no answer")
+
+    monkeypatch.setitem(META_SOLVERS, "nash", failing)
+    rps = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
+    view = PoolView(np.zeros(3), rps)
+    with pytest.warns(RuntimeWarning, match="meta-solver 'nash' failed, playing 'mwce'"):
+        probs = SAMPLERS["meta"](view, league_cfg(sampler="meta"))
+    np.testing.assert_allclose(probs, 1 / 3, atol=1e-6)  # RPS's only CE is uniform
+    assert view.metrics == {"league/meta_fallback": 1}
 
 
 def episode(seats, returns) -> Episode:

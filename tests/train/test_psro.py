@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.metasolvers import MetaSolution, solve_meta_game
+from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError, solve_meta_game
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
+from coplay.report import sinks
 from coplay.train.config import build_config
 from coplay.train.psro import (
     PsroConfig,
@@ -163,6 +164,20 @@ def test_jpsro_with_a_correlated_solver_runs_end_to_end(tmp_path):
     assert res.solution.correlated and res.solution.joint.shape == (2, 2)
     assert res.solution.joint.sum() == pytest.approx(1.0)
     assert np.isfinite(res.steps[-1].exploitability)
+
+
+def test_a_failing_meta_solver_falls_back_and_is_logged(tmp_path, monkeypatch):
+    def failing(payoffs):
+        raise MetaSolverError("no answer")
+
+    monkeypatch.setitem(META_SOLVERS, "nash", failing)
+    cfg = tiny_psro(iterations=2, initial="random", oracle="exact")
+    with pytest.warns(RuntimeWarning, match="meta-solver 'nash' failed, playing 'mwce'"):
+        res = run_psro(cfg, tmp_path)
+    rows = sinks.read_metrics(tmp_path / "psro.jsonl")
+    # One member needs no solver; then max-welfare CE stands in for the failing Nash.
+    assert [r["psro/meta_fallback"] for r in rows] == [0, 1, 1]
+    assert res.solution.correlated and np.isfinite(res.steps[-1].exploitability)
 
 
 def test_exact_oracle_drives_kuhn_mixture_to_equilibrium(tmp_path):
