@@ -35,8 +35,9 @@ lock:
 	$(VENV)-lock/bin/pip install -q pip==26.3 pip-tools==7.6.2
 	PYTHON=$(abspath $(VENV)-lock)/bin/python requirements/lock.sh
 
+# --force: a second `make demo` moves the earlier run to $(OUT).old-<time> instead of refusing.
 demo: install
-	$(BIN)/coplay train --preset $(PRESET) --out $(OUT)
+	$(BIN)/coplay train --preset $(PRESET) --out $(OUT) --force
 	$(BIN)/coplay eval $(OUT) --opponent nash
 	$(BIN)/coplay eval $(OUT) --opponent random
 
