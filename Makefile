@@ -41,10 +41,12 @@ demo: install
 	$(BIN)/coplay eval $(OUT) --opponent nash
 	$(BIN)/coplay eval $(OUT) --opponent random
 
+# pytest runs one worker per core (at most 4: each one imports torch); tests/conftest.py
+# gives each worker one thread. A plain `pytest` runs in one process.
 test: install-test
 	$(BIN)/ruff check coplay tests benchmarks examples
 	$(BIN)/ruff format --check coplay tests benchmarks examples
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --maxprocesses 4 --dist worksteal
 
 lint: install-test
 	$(BIN)/ruff check coplay tests benchmarks examples

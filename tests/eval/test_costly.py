@@ -25,16 +25,17 @@ class ByText(RandomPolicy):
         return out
 
 
-@pytest.mark.parametrize("game", ["kuhn_poker", "leduc_poker"])
-def test_a_positions_cost_is_what_playing_its_best_action_there_earns(game):
+@pytest.mark.parametrize(("game", "checked"), [("kuhn_poker", 3), ("leduc_poker", 1)])
+def test_a_positions_cost_is_what_playing_its_best_action_there_earns(game, checked):
     # The reference is an independent exact match of the policy with that one answer
-    # changed: its mean return rises by the reported cost, for each of the top three.
+    # changed: its mean return rises by the reported cost, for each of the top three in
+    # Kuhn and the costliest in Leduc (where each exact match takes a second).
     opponent = NashPolicy(game)
     base = exact_outcomes(ByText(), opponent, game)
     for seat, found in enumerate(costly_positions(ByText(), opponent, game, top=3)):
         assert len(found) == 3 and found[0].cost >= found[1].cost >= found[2].cost > 0
-        for c in found:
-            assert c.seat == seat and 0 < c.reach <= 1
+        assert all(c.seat == seat and 0 < c.reach <= 1 for c in found)
+        for c in found[:checked]:
             changed = exact_outcomes(ByText({c.observation: c.best}), opponent, game)
             gain = changed[seat].mean_return - base[seat].mean_return
             assert gain == pytest.approx(c.cost, abs=1e-9)

@@ -11,6 +11,7 @@ from coplay.rollout.engine import play_episodes
 from coplay.train.config import ConfigError, build_config
 from coplay.train.trainer import (
     collect,
+    evaluate,
     group_metrics,
     group_seats,
     learn,
@@ -101,14 +102,38 @@ def test_same_seed_gives_the_same_run(tmp_path):
     assert rows[0] == rows[1]
 
 
-def test_grpo_needs_groups_to_learn(tmp_path):
+def test_grpo_moves_the_policy_toward_above_average_play(tmp_path):
+    # GRPO scores each return against its group's mean. One update must climb that
+    # objective: the advantage-weighted change in the log-probability of the played
+    # actions is positive (to first order, which a small step keeps).
     cfg = build_config(overrides=[*TINY, "algo.estimator=grpo", "rollout.group_size=4"])
-    summary = train(cfg, tmp_path / "g")
-    assert summary["final/eval/exploitability"] == pytest.approx(
-        summary["final/eval/exploitability"]
-    )
-    rows = [json.loads(x) for x in (tmp_path / "g" / "metrics.jsonl").read_text().splitlines()]
-    assert rows[1]["adv/singleton_group_frac"] == 0.0
+    run = setup(cfg, tmp_path)
+    me = run.learner.policy
+    episodes, _ = collect(run, 1)
+    advantages = run.estimator.estimate(episodes, run.adv_state).advantages
+    played = [
+        (turn, adv)
+        for ep, per_seat in zip(episodes, advantages, strict=True)
+        for traj, advs in zip(ep.trajectories, per_seat, strict=True)
+        if traj.policy_id == me.policy_id
+        for turn, adv in zip(traj.turns, advs, strict=True)
+    ]
+
+    def logps() -> list[float]:
+        probs = me.action_probs([t.observation for t, _ in played])
+        return [math.log(p[t.played_action]) for (t, _), p in zip(played, probs, strict=True)]
+
+    before = logps()
+    metrics = learn(run, episodes)
+    after = logps()
+    assert metrics["adv/singleton_group_frac"] == 0.0
+    assert any(adv != 0 for _, adv in played)
+    climb = sum(adv * (b - a) for (_, adv), a, b in zip(played, before, after, strict=True))
+    moved = sum(abs(adv * (b - a)) for (_, adv), a, b in zip(played, before, after, strict=True))
+    assert climb > 0.1 * moved > 0
+    # Groups of one give GRPO no baseline: every advantage would be 0.
+    with pytest.raises(ConfigError, match="group_size >= 2"):
+        build_config(overrides=[*TINY, "algo.estimator=grpo"])
 
 
 @pytest.mark.parametrize(
@@ -135,7 +160,7 @@ def test_resume_equals_uninterrupted(tmp_path, extra):
 
     over = [
         *TINY,
-        "train.iterations=4",
+        "train.iterations=3",
         "train.eval_every=1",
         "train.save_every=0",
         "loss.kl_coef=0.1",
@@ -390,39 +415,40 @@ def test_exact_on_for_a_game_without_it_is_a_clear_error():
         wants_exact(cfg, make_env("tic_tac_toe").spec)
 
 
-def _tic_tac_toe_last_eval(tmp_path, iterations: int, *extra: str) -> dict:
-    """The metrics row of a tiny tic-tac-toe run evaluated at its last iteration."""
+@pytest.fixture(scope="module")
+def tic_tac_toe_eval(tmp_path_factory) -> dict:
+    """The evaluation of a tiny tic-tac-toe run with an averaged final policy after two
+    updates. Each exact match against the perfect player walks the whole game tree, so
+    the two tests share one, and the iterations run by hand (``train`` would evaluate
+    the initial policy too)."""
     over = [
         *TINY,
         "game.name=tic_tac_toe",
-        f"train.iterations={iterations}",
-        f"train.eval_every={iterations}",
-        *extra,
+        "train.eval_opponents=[random, perfect]",
+        "loss.kl_coef=0",
+        "reference.ema=0.5",
+        "train.final_policy=magnet",
     ]
-    train(build_config(overrides=over), tmp_path)
-    return json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    run = setup(build_config(overrides=over), tmp_path_factory.mktemp("tic_tac_toe"))
+    for it in (1, 2):
+        episodes, _ = collect(run, it)
+        learn(run, episodes)
+    return evaluate(run, 2)
 
 
-def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tmp_path):
-    row = _tic_tac_toe_last_eval(tmp_path, 1, "train.eval_opponents=[random, perfect]")
+def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tic_tac_toe_eval):
+    row = tic_tac_toe_eval
     for seat in (0, 1):
         assert 0.0 <= row[f"eval/perfect/exact_loss_seat{seat}"] <= 1.0
         assert 0.0 <= row[f"eval/perfect/greedy_loss_seat{seat}"] <= 1.0
         assert row[f"eval/perfect/exact_win_seat{seat}"] == 0.0  # nobody beats perfect play
         assert f"eval/random/exact_loss_seat{seat}" not in row  # auto: optimal bots only
-    # a fresh model plays nearly uniformly: the second seat loses almost always
+    # a barely trained model plays nearly uniformly: the second seat loses almost always
     assert row["eval/perfect/exact_loss_seat1"] > 0.8
 
 
-def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tmp_path):
-    row = _tic_tac_toe_last_eval(
-        tmp_path,
-        2,
-        "train.eval_opponents=[perfect]",
-        "loss.kl_coef=0",
-        "reference.ema=0.5",
-        "train.final_policy=magnet",
-    )
+def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tic_tac_toe_eval):
+    row = tic_tac_toe_eval
     for seat in (0, 1):
         mine, learner = (
             row[f"{p}perfect/exact_loss_seat{seat}"] for p in ("eval/", "eval/learner/")
@@ -430,6 +456,7 @@ def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tmp_path
         assert 0.0 <= mine <= 1.0 and 0.0 <= learner <= 1.0
     # two updates apart, the average and the last iterate are different policies
     assert row["eval/perfect/exact_return_seat0"] != row["eval/learner/perfect/exact_return_seat0"]
+    assert "eval/learner/random/win" not in row  # sampled matches: the final policy only
 
 
 def test_exploration_marks_the_learners_training_turns_only(tmp_path):
