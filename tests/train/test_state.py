@@ -159,9 +159,22 @@ def test_resume_from_a_bad_state_is_one_error_line(run, capsys, case):
     assert len(err.splitlines()) == 1
 
 
-def test_resume_with_a_model_of_another_size_is_one_error_line(run, capsys):
+def test_resume_that_changes_the_model_size_is_refused_before_loading(run, capsys):
     capsys.readouterr()
+    before = (run / "config.yaml").read_bytes()
     assert _resume(run, "model.tiny.hidden_size=64") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coplay train: error: ") and "model.tiny.hidden_size" in err
+    assert len(err.splitlines()) == 1
+    assert (run / "config.yaml").read_bytes() == before
+
+
+def test_state_of_another_model_size_than_its_config_is_one_error_line(run, capsys):
+    # config.yaml edited by hand: the saved config and the weights disagree
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("hidden_size: 32", "hidden_size: 64"))
+    capsys.readouterr()
+    assert _resume(run) == 2
     err = capsys.readouterr().err
     head = f"coplay train: error: {run}/state/policy does not fit this run's model"
     tail = r"model.embed_tokens.weight is \[(\d+), 32\] there but \[\1, 64\] here \(21 tensors"
