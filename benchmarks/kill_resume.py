@@ -7,7 +7,11 @@ runs of the same config, each started as a subprocess and killed with SIGKILL:
   writing time (from its first file to its end);
 * ``state`` / ``checkpoint`` trials during the save of a random iteration: once it
   has logged its metrics row, as soon as the save is seen in progress (its ``*.tmp``
-  folder), to aim at the moments a save is half done.
+  folder), to aim at the moments a save is half done;
+* ``metrics`` trials as soon as a random iteration's metrics row is seen, with the
+  end of that row then cut off: an append of a few hundred bytes is too quick to hit
+  from outside, so the trial leaves the file as a kill during that write would (a torn
+  last line), which the resume must repair.
 
 Each killed run is continued with ``coplay train --resume`` until it finishes (a run
 killed before its first state save is started again with ``--force``). It then
@@ -17,7 +21,7 @@ and ``state/`` (state file names are not assumed). Prints where each kill landed
 and the counts.
 
     python benchmarks/kill_resume.py --trials 20
-    python benchmarks/kill_resume.py --trials 3 --modes random,state,checkpoint
+    python benchmarks/kill_resume.py --trials 4 --modes random,state,checkpoint,metrics
 """
 
 from __future__ import annotations
@@ -115,6 +119,8 @@ def kill_when(proc: subprocess.Popen, out: Path, mode: str, at: float) -> float:
         now = time.perf_counter() - t0
         if mode == "random":
             hit = now >= at
+        elif mode == "metrics":
+            hit = rows_logged(out) > at
         else:
             saving = out / "state.tmp" if mode == "state" else out / "checkpoints"
             hit = rows_logged(out) > at and (
@@ -126,6 +132,14 @@ def kill_when(proc: subprocess.Popen, out: Path, mode: str, at: float) -> float:
             return now
         time.sleep(0.005 if mode == "random" else 0.0005)
     return -1.0
+
+
+def tear_last_row(out: Path) -> None:
+    """Cut the last metrics row in half, as a kill in the middle of its write would."""
+    path = out / "metrics.jsonl"
+    text = path.read_text()
+    start = text.rstrip("\n").rfind("\n") + 1
+    path.write_text(text[: start + (len(text) - start) // 2])
 
 
 def landed(out: Path) -> str:
@@ -199,6 +213,8 @@ def run_trial(i: int, mode: str, work: Path, ref: Path, window, rng, threads: in
     at = rng.uniform(*window) if mode == "random" else rng.randint(1, ITERATIONS)
     proc = start_run(out, threads)
     moment = kill_when(proc, out, mode, at)
+    if mode == "metrics" and moment >= 0:
+        tear_last_row(out)
     trial = Trial(i, mode, round(moment, 2), landed(out) if moment >= 0 else "after the end")
     if moment >= 0:
         finish(out, trial, threads)
@@ -213,7 +229,9 @@ def run_trial(i: int, mode: str, work: Path, ref: Path, window, rng, threads: in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--modes", default="random,state,checkpoint", help="cycled over the trials")
+    ap.add_argument(
+        "--modes", default="random,state,checkpoint,metrics", help="cycled over the trials"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")

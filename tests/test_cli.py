@@ -597,6 +597,19 @@ def test_read_only_out_is_one_error_line(tmp_path, capsys):
     assert "permission denied" in err and len(err.splitlines()) == 1
 
 
+def test_an_output_the_user_may_not_write_is_one_error_line(tmp_path, capsys, monkeypatch):
+    # The check above cannot run as root (root writes through any mode), so here the
+    # operating system's answer for the folder is a refusal, as it is for other users.
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == locked else real(p, mode))
+    assert main(["train", "--quiet", "--out", str(locked / "run"), *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"coplay train: error: cannot write to {locked}: permission denied"
+    assert not (locked / "run").exists()
+
+
 TOURNEY = ["tournament", "--game", "kuhn_poker", "--episodes", "10"]
 
 
