@@ -671,3 +671,65 @@ def test_ctrl_c_outside_training_is_one_line(capsys, monkeypatch):
     monkeypatch.setitem(COMMANDS, "games", interrupt)
     assert main(["games"]) == 130
     assert capsys.readouterr().err == "coplay games: interrupted\n"
+
+
+# --- the bad-input table of docs/results.md, command by command ---------------------------
+
+
+BAD_INPUT = {
+    "--out holds a run": (
+        ["train", "--quiet", "--out", "{run}"],
+        "{run} already holds a run; continue it with --resume {run}, or pass --force",
+    ),
+    "--out is a file": (["train", "--quiet", "--out", "{file}"], "output {file} is a file"),
+    "--out under a file": (
+        ["train", "--quiet", "--out", "{file}/run"],
+        "cannot create {file}/run: {file} is a file",
+    ),
+    "--resume with --force": (
+        ["train", "--quiet", "--resume", "{run}", "--force"],
+        "--force starts a new run; it cannot go with --resume",
+    ),
+    "--resume changing the game": (
+        ["train", "--quiet", "--resume", "{run}", "game.name=leduc_poker"],
+        "cannot resume {run}: the saved weights do not fit the new config "
+        "(game.name: 'kuhn_poker' -> 'leduc_poker')",
+    ),
+    "--resume ending before its saved iteration": (
+        ["train", "--quiet", "--resume", "{run}", "train.iterations=1"],
+        "{run} has already trained 2 iterations; train.iterations=1 would end before that",
+    ),
+    "override of the wrong type": (
+        ["train", "--quiet", "--out", "{tmp}/x", "train.iterations=many"],
+        "invalid config: train.iterations: Input should be a valid integer",
+    ),
+    "psro --out holds a run": (
+        ["psro", "--out", "{run}"],
+        "{run} already holds a run; pass --force to move it",
+    ),
+    "league --out holds a run": (
+        ["league", "--out", "{run}"],
+        "{run} already holds a run; pass --force to move it",
+    ),
+    "tournament --out exists": (
+        [*TOURNEY, "--players", "random", "nash", "--out", "{run}/summary.json"],
+        "{run}/summary.json already exists; pass --force to move it aside",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_is_one_error_line_with_exit_status_2(case, kuhn_run, tmp_path, capsys):
+    argv, message = BAD_INPUT[case]
+    (tmp_path / "afile").write_text("")
+    names = {"run": kuhn_run, "file": tmp_path / "afile", "tmp": tmp_path}
+    before = (kuhn_run / "config.yaml").read_bytes(), (kuhn_run / "summary.json").read_bytes()
+    capsys.readouterr()
+    assert main([a.format(**names) for a in argv]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("coplay ")]
+    assert len(err) == 1 and ": error: " + message.format(**names) in err[0], err
+    # a refusal leaves the run as it was
+    assert before == (
+        (kuhn_run / "config.yaml").read_bytes(),
+        (kuhn_run / "summary.json").read_bytes(),
+    )
