@@ -172,7 +172,9 @@ def finish(out: Path, trial: Trial, threads: int) -> None:
         capture_output=True,
         text=True,
     )
-    if proc.returncode != 0 and ("no saved state" in proc.stderr or "not exist" in proc.stderr):
+    if proc.returncode != 0 and (
+        "no saved state" in proc.stderr or "no run to resume" in proc.stderr
+    ):
         trial.restarted = True
         restart = start_run(out, threads, "--force")
         _, err = restart.communicate()

@@ -243,13 +243,17 @@ def _take_leftovers(parser: argparse.ArgumentParser, args, extra: list[str]) -> 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from coplay.train.config import base_preset, build_config
+    from coplay.train.config import ConfigError, base_preset, build_config
     from coplay.train.trainer import train
 
     if args.resume:
         if args.force:
             raise ValueError("--force starts a new run; it cannot go with --resume")
         out = Path(args.resume)
+        if not (out / "config.yaml").is_file():
+            raise ConfigError(
+                f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
+            )
         cfg = build_config(file=out / "config.yaml", overrides=args.overrides)
     else:
         preset = base_preset(args.preset, args.config)
@@ -515,6 +519,9 @@ def _write_results(path: Path, data: dict, *, what: str = "results") -> None:
     from coplay.report.atomic import write_text
     from coplay.train.rundir import RunDirError
 
+    blocker = next((p for p in path.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise RunDirError(f"cannot write {what} to {path}: {blocker} is a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(data, indent=2, allow_nan=False))

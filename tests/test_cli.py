@@ -181,7 +181,11 @@ def test_resume_extends_a_finished_run(kuhn_run, tmp_path):
 
 def test_resume_of_a_directory_without_a_run_fails_cleanly(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path)]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err == (
+        f"coplay train: error: {tmp_path} holds no run to resume (it has no config.yaml); "
+        f"start one with --out {tmp_path}\n"
+    )
 
 
 def test_tournament_prints_matrix_and_ratings_and_writes_json(tmp_path, capsys):
@@ -569,9 +573,9 @@ def test_ctrl_c_says_the_last_saved_iteration_and_the_resume_command(tmp_path, c
 def test_debug_shows_the_traceback(tmp_path):
     from coplay.train.config import ConfigError
 
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="holds no run to resume"):
         main(["--debug", "train", "--resume", str(tmp_path)])
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="holds no run to resume"):
         main(["train", "--resume", str(tmp_path), "--debug"])
 
 
@@ -621,7 +625,9 @@ def test_tournament_that_cannot_write_still_prints_its_results(tmp_path, capsys)
     assert "mean return of row vs column" in captured.out and "Elo" in captured.out
     # stderr holds the progress line too; the error is one line of its own
     errors = [line for line in captured.err.splitlines() if line.startswith("coplay ")]
-    assert len(errors) == 1 and f"cannot write results to {out}" in errors[0]
+    assert errors == [
+        f"coplay tournament: error: cannot write results to {out}: {out.parent} is a file"
+    ]
 
 
 def test_tournament_refuses_to_overwrite_results_unless_forced(tmp_path, capsys):
