@@ -517,10 +517,9 @@ def _write_results(path: Path, data: dict, *, what: str = "results") -> None:
     """Write ``data`` as JSON atomically; a failure is one line naming the path (the
     results were printed already)."""
     from coplay.report.atomic import write_text
-    from coplay.train.rundir import RunDirError
+    from coplay.train.rundir import RunDirError, existing_ancestor
 
-    blocker = next((p for p in path.parents if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
+    if not (blocker := existing_ancestor(path.parent)).is_dir():
         raise RunDirError(f"cannot write {what} to {path}: {blocker} is a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

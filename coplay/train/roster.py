@@ -450,14 +450,9 @@ def _begin(run: RosterRun, resume: bool) -> tuple[int, dict[str, dict[str, float
     earlier segments took. Resuming loads the state before writing anything."""
     metrics_file = run.out / "metrics.jsonl"
     if resume:
-        rundir.repair(run.out, ("metrics.jsonl",))
-        done, evals = load_roster_state(run)
-        rundir.check_done(done, run.run_cfg, run.out)
-        before = rundir.elapsed_before(metrics_file)
-        rundir.write_config(run.out, run.run_cfg)
-        # Rows logged after the saved state belong to work that is being redone.
-        sinks.keep_until(metrics_file, done)
-        return done, evals, before
+        return rundir.resume(
+            run.out, run.run_cfg, ("metrics.jsonl",), lambda: load_roster_state(run)
+        )
     initial = evaluate_roster(run)
     sinks.append_metrics(metrics_file, 0, initial)
     return 0, {"initial": initial, "last": initial}, 0.0

@@ -11,7 +11,7 @@ in ``run/state/roster.safetensors`` (``safe_tree``, no pickle):
 * the loop's numpy and torch generators, and the evaluations so far.
 
 It is written to a temporary folder and swapped in with one rename
-(``state.swap_in``), so an interruption never leaves a half-written state.
+(``report.atomic.atomic_dir``), so an interruption never leaves a half-written state.
 """
 
 from __future__ import annotations
@@ -21,18 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from coplay.report.atomic import atomic_dir
 from coplay.train.safe_tree import save_tree
 from coplay.train.state import (
     STATE_DIR,
     STATE_RECORDS,
     StateError,
-    fresh_state_dir,
     generator_state,
     load_weights,
     read_state,
     restoring,
     set_generator_state,
-    swap_in,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +87,6 @@ def _learner_blob(member: Member) -> dict[str, Any]:
 
 def save_roster_state(run: RosterRun, iteration: int, evals: dict[str, dict[str, float]]) -> Path:
     """Write the roster run's full state after ``iteration``; replaces the previous one."""
-    tmp = fresh_state_dir(run.out)
     others = [m for m in run.roster.members.values() if m.learner is None]
     blob = {
         "iteration": iteration,
@@ -100,8 +98,9 @@ def save_roster_state(run: RosterRun, iteration: int, evals: dict[str, dict[str,
         "numpy_rng": run.rng.bit_generator.state,
         "torch_rng": torch.get_rng_state(),
     }
-    save_tree(blob, tmp, ROSTER_STATE, records=STATE_RECORDS)
-    return swap_in(run.out, tmp)
+    with atomic_dir(run.out / STATE_DIR) as tmp:
+        save_tree(blob, tmp, ROSTER_STATE, records=STATE_RECORDS)
+    return run.out / STATE_DIR
 
 
 def _restore_learner(member: Member, blob: dict[str, Any], source: Path) -> None:

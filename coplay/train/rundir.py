@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from coplay.report import atomic, sinks
@@ -70,13 +70,16 @@ def holds_run(path: Path) -> bool:
     return path.is_dir() and any((path / name).exists() for name in RUN_FILES)
 
 
+def existing_ancestor(path: Path) -> Path:
+    """``path`` itself if it exists, else its nearest parent that does."""
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
 def check_writable(path: Path) -> None:
     """``path`` is, or can be created as, a folder we may write into; else one line."""
     if path.exists() and not path.is_dir():
         raise RunDirError(f"output {path} is a file, not a directory")
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
+    probe = existing_ancestor(path)
     if not probe.is_dir():
         raise RunDirError(f"cannot create {path}: {probe} is a file")
     if not os.access(probe, os.R_OK | os.W_OK | os.X_OK):
@@ -154,6 +157,23 @@ def start(out: Path, cfg: RunConfig, files: Sequence[str]) -> None:
     write_config(out, cfg)
     for name in files:
         (out / name).write_text("")
+
+
+def resume(
+    out: Path, cfg: RunConfig, logs: Sequence[str], load: Callable[[], tuple[int, dict]]
+) -> tuple[int, dict, float]:
+    """Continue a run: repair what a kill tore, ``load()`` its state (iteration,
+    evaluations), and only then write: the merged config, and the ``logs`` cut back to
+    the saved iteration (rows after it belong to work that is being redone). Returns
+    the iteration, the evaluations and the seconds earlier segments took."""
+    repair(out, logs)
+    done, evals = load()
+    check_done(done, cfg, out)
+    before = elapsed_before(out / "metrics.jsonl")
+    write_config(out, cfg)
+    for name in logs:
+        sinks.keep_until(out / name, done)
+    return done, evals, before
 
 
 def write_config(out: Path, cfg: RunConfig) -> None:

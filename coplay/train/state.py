@@ -14,7 +14,6 @@ from it; a missing, corrupt or mismatched file is one ``StateError`` naming the 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 
 from coplay.algos.advantages.base import EmptyState
 from coplay.models.loading import CheckpointError, load_pretrained, save_policy
-from coplay.report.atomic import replace_dir
+from coplay.report.atomic import atomic_dir
 from coplay.rollout.restarts import Start
 from coplay.train.learner import Sample
 from coplay.train.safe_tree import TreeFileError, load_tree, records_of, save_tree
@@ -80,26 +79,11 @@ def set_generator_state(policy: Any, state: Any) -> None:
         policy._rng.bit_generator.state = state
 
 
-def fresh_state_dir(out: Path) -> Path:
-    """An empty ``out/state.tmp`` to write a new state into before ``swap_in``."""
-    tmp = out / f"{STATE_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
-
-
-def swap_in(out: Path, tmp: Path) -> Path:
-    """Make ``tmp`` the run's ``out/state`` by renames, so an interruption never leaves
-    a half-written state; one between the two renames is undone on resume
-    (``rundir.repair``). The previous state is removed after."""
-    return replace_dir(tmp, out / STATE_DIR)
-
-
 def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> Path:
-    """Write the run's full state after ``iteration``; replaces the previous state."""
-    tmp = fresh_state_dir(run.out)
+    """Write the run's full state after ``iteration``; replaces the previous state in
+    renames (``atomic_dir``), so an interruption never leaves a half-written state; one
+    between the two renames is undone on resume (``rundir.repair``)."""
     learner = run.learner
-    save_policy(learner.policy, tmp / "policy")
     blob = {
         "iteration": iteration,
         "evals": evals,
@@ -120,8 +104,10 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         "opponent_rng": generator_state(run.opponent) if run.opponent else None,
         "eval_rngs": {k: generator_state(p) for k, p in run.eval_opponents.items()},
     }
-    save_tree(blob, tmp, TRAINER_STATE, records=STATE_RECORDS)
-    return swap_in(run.out, tmp)
+    with atomic_dir(run.out / STATE_DIR) as tmp:
+        save_policy(learner.policy, tmp / "policy")
+        save_tree(blob, tmp, TRAINER_STATE, records=STATE_RECORDS)
+    return run.out / STATE_DIR
 
 
 def read_state(out: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:

@@ -593,14 +593,7 @@ def _begin(run: Run, resume: bool) -> tuple[int, dict[str, dict[str, float]], fl
     earlier segments took. Resuming loads the state before writing anything."""
     metrics_file = run.out / "metrics.jsonl"
     if resume:
-        rundir.repair(run.out, LOGS)
-        done, evals = load_state(run)
-        rundir.check_done(done, run.cfg, run.out)
-        before = rundir.elapsed_before(metrics_file)
-        rundir.write_config(run.out, run.cfg)
-        for name in LOGS:  # rows logged after the saved state belong to redone work
-            sinks.keep_until(run.out / name, done)
-        return done, evals, before
+        return rundir.resume(run.out, run.cfg, LOGS, lambda: load_state(run))
     initial = evaluate(run, 0)
     sinks.append_metrics(metrics_file, 0, initial)
     return 0, {"initial": initial, "last": initial}, 0.0

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from coplay.cli import main
-from coplay.train.state import StateError, fresh_state_dir, load_weights, swap_in
+from coplay.report.atomic import atomic_dir
+from coplay.train.state import StateError, load_weights
 
 TINY = [
     "train.iterations=1",
@@ -69,9 +70,8 @@ def test_resume_needs_no_pickle(run, monkeypatch):
 def test_a_state_is_swapped_in_whole(tmp_path):
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "old.json").write_text("{}")
-    tmp = fresh_state_dir(tmp_path)
-    (tmp / "new.json").write_text("{}")
-    assert swap_in(tmp_path, tmp) == tmp_path / "state"
+    with atomic_dir(tmp_path / "state") as tmp:
+        (tmp / "new.json").write_text("{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
     assert [p.name for p in (tmp_path / "state").iterdir()] == ["new.json"]
 
