@@ -5,7 +5,7 @@
     python benchmarks/nplayer.py --presets ipd-selfplay --league 5 -- train.iterations=15
 
 With ``--league K`` the learner trains in a league instead of plain self-play
-(``coplay.train.league``: a snapshot every K iterations, PFSP opponents, 20% self-play;
+(``coplay.population.league``: a snapshot every K iterations, PFSP opponents, 20% self-play;
 runs under ``--out/<preset>-league``); the measurement is the same.
 
 For each preset: train under ``--out/<preset>`` (skipped with ``--reuse`` when a final
@@ -29,9 +29,9 @@ from pathlib import Path
 from coplay.eval.exact import exploitability
 from coplay.eval.welfare import WelfareResult, welfare_report
 from coplay.models.loading import load_policy
+from coplay.population.league import LeagueConfig, run_league
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import RunConfig, build_config
-from coplay.train.league import LeagueConfig, run_league
 from coplay.train.trainer import Run, setup, train
 from coplay.types import Policy
 

@@ -24,9 +24,9 @@ import json
 import time
 from pathlib import Path
 
+from coplay.population.psro import PsroConfig, run_psro
 from coplay.report.sinks import read_metrics
 from coplay.train.config import build_config
-from coplay.train.psro import PsroConfig, run_psro
 from coplay.train.trainer import train
 
 BR_RECIPE = [

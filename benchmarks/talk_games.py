@@ -12,7 +12,7 @@ then play ``--episodes`` games on fixed seeds, apart from every training seed:
   the trained policy's mean return there. In a general-sum game this is what a selfish
   learner improves even where self-play welfare falls (the dilemma).
 
-With ``--league K`` the learner trains in a league instead (``coplay.train.league``: a
+With ``--league K`` the learner trains in a league instead (``coplay.population.league``: a
 snapshot every K iterations, PFSP opponents, 20% self-play, ``--bots`` as members
 from the start; under
 ``--out/<preset>-league``); the measurement is the same.
@@ -32,9 +32,9 @@ import numpy as np
 
 from coplay.envs.registry import game_metrics
 from coplay.models.loading import load_policy
+from coplay.population.league import LeagueConfig, run_league
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import build_config
-from coplay.train.league import LeagueConfig, run_league
 from coplay.train.trainer import Run, setup, train
 from coplay.types import Policy
 

@@ -273,7 +273,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _claim(out: Path, force: bool, *, resumable: bool = True) -> None:
     """Refuse an ``--out`` that holds a run unless ``--force``, which moves it aside."""
-    from coplay.train.rundir import claim
+    from coplay.train.checkpoints.rundir import claim
 
     moved = claim(out, force=force, resumable=resumable)
     if moved is not None:
@@ -324,7 +324,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from coplay.eval.exact import decide_exact, exploitability
     from coplay.eval.matches import play_match
     from coplay.models.checkpoints import find_policy
-    from coplay.train.opponents import build_opponent
+    from coplay.population.opponents import build_opponent
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
@@ -473,7 +473,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 def _player(spec: str, game: str, params: dict, *, seed: int):
     """A tournament player: a remote endpoint, a scripted bot or a checkpoint."""
     from coplay.policies.remote import remote_from_spec
-    from coplay.train.opponents import build_opponent
+    from coplay.population.opponents import build_opponent
 
     if spec.startswith("remote:"):
         return remote_from_spec(spec)
@@ -503,7 +503,7 @@ def _tournament_game(game: str | None, players: Sequence[str]) -> tuple[str, dic
 
 def _claim_file(path: Path, force: bool) -> None:
     """Refuse an existing results file unless ``--force``, which moves it aside."""
-    from coplay.train.rundir import RunDirError, move_aside
+    from coplay.train.checkpoints.rundir import RunDirError, move_aside
 
     if path.is_dir():
         raise RunDirError(f"--out {path} is a directory; name a file for the results")
@@ -517,7 +517,7 @@ def _write_results(path: Path, data: dict, *, what: str = "results") -> None:
     """Write ``data`` as JSON atomically; a failure is one line naming the path (the
     results were printed already)."""
     from coplay.report.atomic import write_text
-    from coplay.train.rundir import RunDirError, existing_ancestor
+    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor
 
     if not (blocker := existing_ancestor(path.parent)).is_dir():
         raise RunDirError(f"cannot write {what} to {path}: {blocker} is a file")
@@ -645,7 +645,7 @@ def _population_config(kind, args: argparse.Namespace, **fields):
 
 
 def cmd_psro(args: argparse.Namespace) -> int:
-    from coplay.train.psro import PsroConfig, run_psro
+    from coplay.population.psro import PsroConfig, run_psro
 
     cfg = _population_config(
         PsroConfig,
@@ -676,7 +676,7 @@ def _psro_step(s, advance) -> None:
 
 
 def cmd_league(args: argparse.Namespace) -> int:
-    from coplay.train.league import LeagueConfig, run_league
+    from coplay.population.league import LeagueConfig, run_league
 
     cfg = _population_config(
         LeagueConfig,

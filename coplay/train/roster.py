@@ -38,9 +38,11 @@ from coplay.eval.matches import play_match
 from coplay.models.loading import build_policy, load_policy, save_policy
 from coplay.models.lora import attach_roles, save_roles
 from coplay.policies.lm import LMPolicy
+from coplay.population.opponents import build_opponent
 from coplay.report import atomic, sinks
 from coplay.rollout.engine import play_episodes
-from coplay.train import rundir
+from coplay.train.checkpoints import rundir
+from coplay.train.checkpoints.roster_state import load_roster_state, save_roster_state
 from coplay.train.config import AlgoConfig, RunConfig
 from coplay.train.learner import (
     Learner,
@@ -49,7 +51,6 @@ from coplay.train.learner import (
     make_learner,
     update,
 )
-from coplay.train.opponents import build_opponent
 from coplay.train.roster_config import (  # re-exported: the roster's public names live here
     BotEntry,
     FrozenEntry,
@@ -60,7 +61,6 @@ from coplay.train.roster_config import (  # re-exported: the roster's public nam
     seats_from_roles,
     validate_roster,
 )
-from coplay.train.roster_state import load_roster_state, save_roster_state
 from coplay.train.trainer import (
     filter_samples,
     game_text,

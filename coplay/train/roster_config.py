@@ -18,13 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.models.lora import LoraSettings, check_role_names
+from coplay.population.opponents import SCRIPTED_NAMES
 from coplay.train.config import (
     AlgoConfig,
     ConfigError,
     OptimConfig,
     format_validation_error,
 )
-from coplay.train.opponents import SCRIPTED_NAMES
 
 
 class _Strict(BaseModel):

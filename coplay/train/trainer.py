@@ -30,16 +30,16 @@ from coplay.eval.welfare import welfare_report
 from coplay.models.loading import PlayedGame, build_policy, save_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scripted import RandomPolicy
+from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import sinks
 from coplay.report.atomic import atomic_dir
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.restarts import Start, draw, lost_starts, opening_targets, remember
-from coplay.train import rundir
+from coplay.train.checkpoints import rundir
+from coplay.train.checkpoints.state import load_state, save_state
 from coplay.train.config import AlgoConfig, RunConfig
 from coplay.train.critic import Critic, critic_update, fill_values, make_critic
 from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
-from coplay.train.opponents import OpponentPool, build_opponent
-from coplay.train.state import load_state, save_state
 from coplay.train.target_memory import TargetMemory, remember_targets, replays
 from coplay.types import Env, Episode, GameKind, GameSpec, Opening, Policy
 

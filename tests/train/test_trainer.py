@@ -233,7 +233,7 @@ def test_selfplay_metrics_welfare_is_zero_in_a_zero_sum_game(tmp_path):
 
 
 def test_pool_seats_the_learner_against_drawn_members(tmp_path):
-    from coplay.train.opponents import OpponentPool
+    from coplay.population.opponents import OpponentPool
 
     run = setup(build_config(overrides=TINY), tmp_path / "p")
     me, bot = run.learner.policy, RandomPolicy(seed=0, policy_id="bot")
@@ -333,7 +333,7 @@ def test_restart_explore_gives_each_copy_of_a_group_a_different_first_move(tmp_p
 
 
 def test_restarts_need_a_fixed_opponent_or_self_play(tmp_path):
-    from coplay.train.opponents import OpponentPool
+    from coplay.population.opponents import OpponentPool
 
     run = setup(build_config(overrides=[*TINY, "rollout.restart_share=0.5"]), tmp_path / "p")
     run.pool = OpponentPool([RandomPolicy(seed=0, policy_id="bot")], self_play=0.0)
@@ -345,8 +345,8 @@ def test_final_policy_magnet_is_saved_and_evaluated(tmp_path):
     import torch
 
     from coplay.models.loading import load_policy
-    from coplay.train.safe_tree import load_tree
-    from coplay.train.state import STATE_RECORDS
+    from coplay.train.checkpoints.safe_tree import load_tree
+    from coplay.train.checkpoints.state import STATE_RECORDS
 
     over = [*TINY, "loss.kl_coef=0.1", "reference.ema=0.5", "train.final_policy=magnet"]
     summary = train(build_config(overrides=over), tmp_path / "m")
@@ -366,7 +366,7 @@ def test_final_policy_magnet_needs_a_magnet():
 
 
 def test_learner_keeps_its_seat_and_opponent_within_a_group(tmp_path):
-    from coplay.train.opponents import OpponentPool
+    from coplay.population.opponents import OpponentPool
 
     run = setup(build_config(overrides=[*TINY, "rollout.group_size=4"]), tmp_path / "g")
     me = run.learner.policy

@@ -25,8 +25,8 @@ from coplay.algos.advantages.base import EmptyState
 from coplay.models.loading import CheckpointError, load_pretrained, save_policy
 from coplay.report.atomic import atomic_dir
 from coplay.rollout.restarts import Start
+from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
 from coplay.train.learner import Sample
-from coplay.train.safe_tree import TreeFileError, load_tree, records_of, save_tree
 from coplay.types import Decision
 
 if TYPE_CHECKING:

@@ -35,10 +35,10 @@ from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import outcome
 from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
 from coplay.eval.ratings import elo_ratings
+from coplay.population.metagame import exact_game, exact_payoffs, freeze, sampled_payoffs
+from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import sinks
 from coplay.train.config import RunConfig
-from coplay.train.opponents import OpponentPool, build_opponent
-from coplay.train.psro import exact_game, exact_payoffs, freeze, sampled_payoffs
 from coplay.train.trainer import (
     Progress,
     Run,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from coplay.train.safe_tree import TreeFileError, load_tree, records_of, save_tree
+from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
 
 
 @dataclass(frozen=True)

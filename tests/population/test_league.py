@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolverError
-from coplay.train.config import build_config
-from coplay.train.league import (
+from coplay.population.league import (
     SAMPLERS,
     LeagueConfig,
     PoolView,
@@ -18,7 +17,8 @@ from coplay.train.league import (
     snapshot_reason,
     tally_games,
 )
-from coplay.train.opponents import OpponentPool
+from coplay.population.opponents import OpponentPool
+from coplay.train.config import build_config
 from coplay.types import Episode
 
 TINY = [
@@ -178,7 +178,7 @@ def test_bad_league_settings_are_refused(kwargs, match):
 
 
 def test_snapshot_member_keeps_its_weights_while_the_learner_trains(tmp_path):
-    from coplay.train.league import _add_snapshot, _League
+    from coplay.population.league import _add_snapshot, _League
     from coplay.train.trainer import collect, learn, setup
 
     cfg = league_cfg()

@@ -7,8 +7,7 @@ import os
 import pytest
 
 from coplay.report.sinks import read_metrics
-from coplay.train.config import ConfigError, build_config, to_yaml
-from coplay.train.rundir import (
+from coplay.train.checkpoints.rundir import (
     RunDirError,
     RunInterrupted,
     RunRepaired,
@@ -20,6 +19,7 @@ from coplay.train.rundir import (
     holds_run,
     repair,
 )
+from coplay.train.config import ConfigError, build_config, to_yaml
 from coplay.train.trainer import train
 
 TINY = [

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from coplay.report.atomic import atomic_dir
-from coplay.train.safe_tree import save_tree
-from coplay.train.state import (
+from coplay.train.checkpoints.safe_tree import save_tree
+from coplay.train.checkpoints.state import (
     STATE_DIR,
     STATE_RECORDS,
     StateError,

@@ -7,7 +7,7 @@ import pytest
 from coplay.envs import observation_for_state
 from coplay.models.loading import save_policy
 from coplay.policies.scripted import RandomPolicy
-from coplay.train.opponents import OpponentPool, build_opponent
+from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.types import Observation
 
 J, Q, K = 0, 1, 2  # Kuhn's chance outcomes; a player's actions are 0 (pass) and 1 (bet)

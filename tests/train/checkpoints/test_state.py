@@ -13,7 +13,7 @@ import torch
 
 from coplay.cli import main
 from coplay.report.atomic import atomic_dir
-from coplay.train.state import StateError, load_weights
+from coplay.train.checkpoints.state import StateError, load_weights
 
 TINY = [
     "train.iterations=1",

@@ -12,9 +12,7 @@ import torch
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError, solve_meta_game
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
-from coplay.report import sinks
-from coplay.train.config import build_config
-from coplay.train.psro import (
+from coplay.population.psro import (
     PsroConfig,
     SeatedPool,
     exact_best_response,
@@ -25,6 +23,8 @@ from coplay.train.psro import (
     run_psro,
     sampled_payoffs,
 )
+from coplay.report import sinks
+from coplay.train.config import build_config
 from coplay.train.trainer import seatings
 
 TINY = [

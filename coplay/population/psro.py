@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,33 +39,37 @@ from typing import Literal
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as os_policy
-from open_spiel.python.algorithms import best_response, expected_game_score
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
-from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import (
     META_SOLVERS,
-    FallbackSolution,
     MetaSolution,
-    solve_with_fallback,
 )
-from coplay.eval.mixture import aggregate_tables, tables_exploitability
-from coplay.models.loading import PlayedGame, build_policy, load_policy
+from coplay.eval.mixture import tables_exploitability
+from coplay.models.loading import build_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
-from coplay.policies.solvers import named_table
+from coplay.population.metagame import (
+    exact_best_response,
+    exact_game,
+    exact_payoffs,
+    freeze,
+    meta_opponent,
+    opponent_distributions,
+    sampled_payoffs,
+    solve,
+    value_against,
+)
+from coplay.population.opponents import OpponentPool
 from coplay.report import atomic, sinks
 from coplay.train.config import RunConfig
-from coplay.train.opponents import OpponentPool
 from coplay.train.trainer import (
     collect,
     final_policy,
     game_text,
     learn,
-    save_checkpoint,
     setup,
-    wants_exact,
 )
 from coplay.types import Policy
 
@@ -180,137 +183,7 @@ class SeatedPool(OpponentPool):
         return [self.members[i] for i in picks]
 
 
-def opponent_distributions(
-    solution: MetaSolution, *, conditional: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Distribution over members of the opponent when the learner sits in seat 0 and 1.
-
-    PSRO and JPSRO(CCE): the other player's marginal. JPSRO(CE) (``conditional`` with a
-    correlated joint): the other player's distribution conditioned on the learner's
-    seat being recommended its most likely strategy. JPSRO trains one response per
-    recommended strategy; training one keeps PSRO's cost of one response per iteration.
-    """
-    if solution.joint.ndim != 2:
-        raise ValueError(f"opponent distributions need a 2-player joint, got {solution.joint.ndim}")
-    m0, m1 = solution.marginals
-    if not (conditional and solution.correlated):
-        return m1, m0
-    row = solution.joint[int(np.argmax(m0))]
-    col = solution.joint[:, int(np.argmax(m1))]
-    return row / row.sum(), col / col.sum()
-
-
-# --- meta-games --------------------------------------------------------------------
-
-
-def exact_payoffs(
-    game: pyspiel.Game,
-    tables: Sequence[os_policy.Policy],
-    previous: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact 2-player meta-game of ``tables``; entries of ``previous`` (the meta-game of
-    the first members) are reused and only new rows and columns are computed."""
-    k = len(tables)
-    done = 0 if previous is None else previous[0].shape[0]
-    out = np.zeros((2, k, k))
-    if previous is not None:
-        out[:, :done, :done] = previous
-    root = game.new_initial_state()
-    for i in range(k):
-        for j in range(k):
-            if i >= done or j >= done:
-                out[:, i, j] = expected_game_score.policy_value(root, [tables[i], tables[j]])
-    return out[0], out[1]
-
-
-def sampled_payoffs(
-    members: Sequence[Policy], cfg: RunConfig, *, episodes: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cross-play meta-game (mean returns, seats alternating) of any 2-player game."""
-    res = cross_play(
-        cfg.game.name,
-        {m.policy_id: m for m in members},
-        episodes=episodes,
-        seed=seed,
-        params=cfg.game.params,
-        invalid=cfg.game.invalid,
-    )
-    return res.meta_game
-
-
-def exact_game(cfg: RunConfig) -> pyspiel.Game | None:
-    """The OpenSpiel game when exact evaluation applies (``train.exact``, decided as
-    the trainer decides it), else None."""
-    env = resolve_factory(cfg.game.name, cfg.game.params)()
-    return getattr(env, "game", None) if wants_exact(cfg, env.spec) else None
-
-
-def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> FallbackSolution:
-    """``solve_with_fallback``: a failing meta-solver is replaced (max-welfare CE, then
-    uniform) with a warning line, never aborts the run. A one-member population is
-    answered directly: some (C)CE programs have no deviation constraints to build."""
-    if payoffs[0].shape == (1, 1):
-        one = np.ones(1)
-        only = MetaSolution(marginals=(one, one), joint=np.ones((1, 1)), correlated=False)
-        return FallbackSolution(only, requested=name, solver=name)
-    meta = solve_with_fallback(name, list(payoffs))
-    if meta.level:
-        warnings.warn(meta.warning(), RuntimeWarning, stacklevel=2)
-    return meta
-
-
-class _BySeat(os_policy.Policy):
-    """One OpenSpiel policy per seat, as a single policy (two best responses in one)."""
-
-    def __init__(self, game: pyspiel.Game, seats: Sequence[os_policy.Policy]) -> None:
-        super().__init__(game, list(range(game.num_players())))
-        self._seats = seats
-
-    def action_probabilities(self, state, player_id=None):
-        return self._seats[state.current_player()].action_probabilities(state)
-
-
-def meta_opponent(
-    game: pyspiel.Game, tables: Sequence[os_policy.Policy], by_seat: Sequence[np.ndarray]
-) -> os_policy.TabularPolicy:
-    """What a response faces, as one tabular policy: in seat 1 the mixture
-    ``by_seat[0]`` (the learner sits in seat 0), in seat 0 the mixture ``by_seat[1]``."""
-    return aggregate_tables(game, tables, [by_seat[1], by_seat[0]])
-
-
-def value_against(game: pyspiel.Game, table: os_policy.Policy, opponent: os_policy.Policy) -> float:
-    """Exact expected return of ``table`` against ``opponent``, averaged over the two seats."""
-    root = game.new_initial_state()
-    v0 = expected_game_score.policy_value(root, [table, opponent])[0]
-    v1 = expected_game_score.policy_value(root, [opponent, table])[1]
-    return float(v0 + v1) / 2
-
-
-def exact_best_response(game: pyspiel.Game, opponent: os_policy.Policy) -> tuple[dict, float]:
-    """OpenSpiel's best response to ``opponent`` in each seat, as one named table, and
-    its value (mean over seats)."""
-    responses = [best_response.BestResponsePolicy(game, s, opponent) for s in range(2)]
-    root = game.new_initial_state()
-    value = sum(r.value(root) for r in responses) / 2
-    return named_table(game, _BySeat(game, responses)), float(value)
-
-
 # --- members -----------------------------------------------------------------------
-
-
-def freeze(
-    policy: Policy, folder: Path, policy_id: str, *, seed: int = 0, game: PlayedGame | None = None
-) -> Policy:
-    """Save ``policy`` (playing ``game``) to ``folder`` and reload it as a frozen copy
-    named ``policy_id``.
-
-    The copy shares nothing with the original: later training cannot change it.
-    """
-    save_checkpoint(policy, folder, game=game)
-    frozen = load_policy(folder, seed=seed)
-    frozen.model.requires_grad_(False)
-    frozen.policy_id = policy_id
-    return frozen
 
 
 def initial_member(cfg: PsroConfig, out: Path) -> Policy:

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from coplay.report import atomic, sinks
+from coplay.train.checkpoints.state import STATE_DIR
 from coplay.train.config import ConfigError, RunConfig, load_yaml, to_yaml, validate
-from coplay.train.state import STATE_DIR
 
 RUN_FILES = (
     "config.yaml",

@@ -1,0 +1,1 @@
+"""Population drivers: opponent pools, leagues, PSRO/JPSRO and their meta-games."""

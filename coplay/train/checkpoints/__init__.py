@@ -1,0 +1,1 @@
+"""Run directories and saved states: safe trees, atomic saves, resume checks."""
