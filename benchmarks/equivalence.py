@@ -28,42 +28,137 @@ from pathlib import Path
 
 SHORT = ["train.save_every=0", "train.eval_episodes=20"]
 CASES: dict[str, dict] = {
-    "kuhn-selfplay": {"args": ["train", "--preset", "kuhn-selfplay", "train.iterations=4",
-                               "train.eval_every=2", "rollout.games_per_iter=64"]},
-    "tictactoe-perfect": {"args": ["train", "--preset", "tictactoe-perfect",
-                                   "train.iterations=5", "train.eval_every=5",
-                                   "rollout.games_per_iter=128"]},
-    "leduc-selfplay": {"args": ["train", "--preset", "leduc-selfplay", "train.iterations=2",
-                                "train.eval_every=2", "rollout.games_per_iter=32"]},
-    "signalling": {"args": ["train", "--preset", "signalling", "train.iterations=4",
-                            "train.eval_every=2"]},
-    "explore-tis": {
-        "args": ["train", "--preset", "kuhn-selfplay", "train.iterations=3",
-                 "train.eval_every=3", "rollout.games_per_iter=32",
-                 "rollout.explore={share: 0.2, tis_cap: 1.0}"],
-        "before": ["train", "--preset", "kuhn-selfplay", "train.iterations=3",
-                   "train.eval_every=3", "rollout.games_per_iter=32",
-                   "rollout.explore=0.2", "loss.tis_cap=1.0"],
+    "kuhn-selfplay": {
+        "args": [
+            "train",
+            "--preset",
+            "kuhn-selfplay",
+            "train.iterations=4",
+            "train.eval_every=2",
+            "rollout.games_per_iter=64",
+        ]
     },
-    "gae-critic": {"args": ["train", "--preset", "kuhn-selfplay", "train.iterations=3",
-                            "train.eval_every=3", "rollout.games_per_iter=32",
-                            "algo.estimator=gae", "algo.params={}", "rollout.group_size=1"]},
-    "roster": {"args": ["train", "--preset", "kuhn-selfplay", "--roster", "{roster}",
-                        "train.iterations=3", "train.eval_every=3",
-                        "rollout.games_per_iter=32"]},
-    "league": {"args": ["league", "--preset", "kuhn-selfplay", "--snapshot-every", "2",
-                        "--sampler", "meta", "--bots", "random", "train.iterations=4",
-                        "train.eval_every=2", "rollout.games_per_iter=32"]},
-    "psro": {"args": ["psro", "--preset", "kuhn-selfplay", "--iterations", "2",
-                      "train.iterations=2", "train.eval_every=2",
-                      "rollout.games_per_iter=32"]},
+    "tictactoe-perfect": {
+        "args": [
+            "train",
+            "--preset",
+            "tictactoe-perfect",
+            "train.iterations=5",
+            "train.eval_every=5",
+            "rollout.games_per_iter=128",
+        ]
+    },
+    "leduc-selfplay": {
+        "args": [
+            "train",
+            "--preset",
+            "leduc-selfplay",
+            "train.iterations=2",
+            "train.eval_every=2",
+            "rollout.games_per_iter=32",
+        ]
+    },
+    "signalling": {
+        "args": ["train", "--preset", "signalling", "train.iterations=4", "train.eval_every=2"]
+    },
+    "explore-tis": {
+        "args": [
+            "train",
+            "--preset",
+            "kuhn-selfplay",
+            "train.iterations=3",
+            "train.eval_every=3",
+            "rollout.games_per_iter=32",
+            "rollout.explore={share: 0.2, tis_cap: 1.0}",
+        ],
+        "before": [
+            "train",
+            "--preset",
+            "kuhn-selfplay",
+            "train.iterations=3",
+            "train.eval_every=3",
+            "rollout.games_per_iter=32",
+            "rollout.explore=0.2",
+            "loss.tis_cap=1.0",
+        ],
+    },
+    "gae-critic": {
+        "args": [
+            "train",
+            "--preset",
+            "kuhn-selfplay",
+            "train.iterations=3",
+            "train.eval_every=3",
+            "rollout.games_per_iter=32",
+            "algo.estimator=gae",
+            "algo.params={}",
+            "rollout.group_size=1",
+        ]
+    },
+    "roster": {
+        "args": [
+            "train",
+            "--preset",
+            "kuhn-selfplay",
+            "--roster",
+            "{roster}",
+            "train.iterations=3",
+            "train.eval_every=3",
+            "rollout.games_per_iter=32",
+        ]
+    },
+    "league": {
+        "args": [
+            "league",
+            "--preset",
+            "kuhn-selfplay",
+            "--snapshot-every",
+            "2",
+            "--sampler",
+            "meta",
+            "--bots",
+            "random",
+            "train.iterations=4",
+            "train.eval_every=2",
+            "rollout.games_per_iter=32",
+        ]
+    },
+    "psro": {
+        "args": [
+            "psro",
+            "--preset",
+            "kuhn-selfplay",
+            "--iterations",
+            "2",
+            "train.iterations=2",
+            "train.eval_every=2",
+            "rollout.games_per_iter=32",
+        ]
+    },
 }
-OTHER_PRESETS = ["bargaining-selfplay", "coop-selfplay", "dilemma", "frozenlake",
-                 "goofspiel-selfplay", "ipd-selfplay", "kuhn3-selfplay", "negotiation",
-                 "sokoban", "tictactoe-selfplay"]
+OTHER_PRESETS = [
+    "bargaining-selfplay",
+    "coop-selfplay",
+    "dilemma",
+    "frozenlake",
+    "goofspiel-selfplay",
+    "ipd-selfplay",
+    "kuhn3-selfplay",
+    "negotiation",
+    "sokoban",
+    "tictactoe-selfplay",
+]
 for _name in OTHER_PRESETS:
-    CASES[_name] = {"args": ["train", "--preset", _name, "train.iterations=2",
-                             "train.eval_every=2", "rollout.games_per_iter=16"]}
+    CASES[_name] = {
+        "args": [
+            "train",
+            "--preset",
+            _name,
+            "train.iterations=2",
+            "train.eval_every=2",
+            "rollout.games_per_iter=16",
+        ]
+    }
 
 ROSTER = """policies:
   first: {kind: learner}
