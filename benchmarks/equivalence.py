@@ -201,6 +201,9 @@ def compare(a: dict, b: dict) -> int:
     bad = 0
     for case in sorted(a.keys() | b.keys()):
         x, y = a.get(case), b.get(case)
+        if x is None or y is None:
+            print(f"only in {'first' if y is None else 'second'}: {case}")
+            continue
         diff = _first_diff(x, y, case)
         if diff:
             bad += 1

@@ -268,6 +268,13 @@ class LMPolicy:
             )
         return decisions
 
+    def sampler_state(self) -> torch.Tensor:
+        """Its sampling generator's state, which a resumed run restores."""
+        return self.generator.get_state()
+
+    def load_sampler_state(self, state: torch.Tensor) -> None:
+        self.generator.set_state(state)
+
     def sampling(self, explore: float = 0.0) -> LMPolicy:
         """A view of this policy that draws its choices from (1 - explore) * policy +
         explore * uniform over the legal actions, each decision recording the mixture's
