@@ -127,7 +127,8 @@ class LMPolicy:
 
     @property
     def explore(self) -> float:
-        """Share of uniform choices mixed into sampling (0 but in a ``sampling`` view)."""
+        """Share of uniform choices mixed into sampling: 0 but in a ``sampling`` view
+        (or inside an ``exploring`` block)."""
         return self._explore
 
     @property

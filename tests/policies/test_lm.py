@@ -374,3 +374,19 @@ def test_a_sampling_view_refuses_what_exploring_refuses(tiny):
     with pytest.raises(ValueError, match="needs model.mode=choice"):
         LMPolicy(model, tok, mode="text").sampling(explore=0.1)
     assert LMPolicy(model, tok, mode="text").sampling().explore == 0.0
+
+
+def test_new_weights_on_a_copy_leave_the_original_alone(tiny):
+    # A KL reference is ``copy.copy(policy)`` given a frozen copy of the weights: the
+    # two shared a backend until then, and must not after.
+    import copy
+
+    model, tok = tiny
+    policy = LMPolicy(model, tok, temperature=0.8, max_new_tokens=3)
+    policy.version = 2
+    ref = copy.copy(policy)
+    ref.model = copy.deepcopy(model)
+    assert policy.model is model and ref.model is not model
+    assert (ref.temperature, ref.max_new_tokens, ref.version) == (0.8, 3, 2)
+    policy.version = 3
+    assert ref.version == 2
