@@ -27,6 +27,15 @@ import tempfile
 from pathlib import Path
 
 SHORT = ["train.save_every=0", "train.eval_episodes=20"]
+KUHN_SHORT = [
+    "train",
+    "--preset",
+    "kuhn-selfplay",
+    "train.iterations=3",
+    "train.eval_every=3",
+    "rollout.games_per_iter=32",
+]
+"""Three small iterations of the Kuhn preset, which the feature cases switch parts on in."""
 CASES: dict[str, dict] = {
     "kuhn-selfplay": {
         "args": [
@@ -62,38 +71,11 @@ CASES: dict[str, dict] = {
         "args": ["train", "--preset", "signalling", "train.iterations=4", "train.eval_every=2"]
     },
     "explore-tis": {
-        "args": [
-            "train",
-            "--preset",
-            "kuhn-selfplay",
-            "train.iterations=3",
-            "train.eval_every=3",
-            "rollout.games_per_iter=32",
-            "rollout.explore={share: 0.2, tis_cap: 1.0}",
-        ],
-        "before": [
-            "train",
-            "--preset",
-            "kuhn-selfplay",
-            "train.iterations=3",
-            "train.eval_every=3",
-            "rollout.games_per_iter=32",
-            "rollout.explore=0.2",
-            "loss.tis_cap=1.0",
-        ],
+        "args": [*KUHN_SHORT, "rollout.explore={share: 0.2, tis_cap: 1.0}"],
+        "before": [*KUHN_SHORT, "rollout.explore=0.2", "loss.tis_cap=1.0"],
     },
     "gae-critic": {
-        "args": [
-            "train",
-            "--preset",
-            "kuhn-selfplay",
-            "train.iterations=3",
-            "train.eval_every=3",
-            "rollout.games_per_iter=32",
-            "algo.estimator=gae",
-            "algo.params={}",
-            "rollout.group_size=1",
-        ]
+        "args": [*KUHN_SHORT, "algo.estimator=gae", "algo.params={}", "rollout.group_size=1"]
     },
     "roster": {
         "args": [
