@@ -60,6 +60,10 @@ class Plan:
                 raise ValueError(
                     f"a plan of {n} games (seeds) has {len(getattr(self, name))} {name}"
                 )
+        for i, seats in enumerate(self.seatings):
+            if not all(isinstance(pid, str) for pid in seats):
+                kinds = [type(pid).__name__ for pid in seats]
+                raise ValueError(f"a plan seats policy ids (str), but game {i} seats {kinds}")
         for pid, share in self.explore.items():
             if not 0.0 <= share < 1.0:
                 raise ValueError(f"plan.explore[{pid!r}] must be in [0, 1), got {share}")

@@ -118,6 +118,7 @@ def test_plan_defaults_are_fresh_games_grouped_by_seed():
         ({"group_ids": [0]}, r"a plan of 2 games \(seeds\) has 1 group_ids"),
         ({"prefixes": [()] * 3}, r"a plan of 2 games \(seeds\) has 3 prefixes"),
         ({"openings": [None]}, r"a plan of 2 games \(seeds\) has 1 openings"),
+        ({"seatings": [("a", "b"), ("b", 3)]}, r"seats policy ids \(str\), but game 1 seats"),
         ({"explore": {"a": 1.0}}, r"plan.explore\['a'\] must be in \[0, 1\), got 1.0"),
         ({"explore": {"a": -0.1}}, r"plan.explore\['a'\] must be in \[0, 1\)"),
     ],
