@@ -1,6 +1,7 @@
 """Text games: the registry, the OpenSpiel adapter, renderers and action parsing."""
 
 from coplay.envs.actions import bracket, parse_action
+from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_env import (
     OpenSpielEnv,
     UnknownGameError,
@@ -20,6 +21,7 @@ from coplay.envs.renderers import RENDERERS, Rendered, Renderer, render, rendere
 __all__ = [
     "RENDERERS",
     "GameInfo",
+    "GameRef",
     "OpenSpielEnv",
     "Rendered",
     "Renderer",

@@ -1,10 +1,15 @@
 """Batched multi-game rollout: many games at once, one forward pass per policy per step.
 
 Every round, each live game reports the players who must act; the engine gathers all
-pending observations of the same policy object into one ``Policy.act`` call (one
-batched forward pass for a language model), applies the invalid-action treatment,
-and steps each game once all its acting players have a legal action (several for
-simultaneous moves). Episodes keep the decisions exactly as sampled.
+pending observations of the same policy into one ``RolloutRequest`` answered by one
+``Policy.act`` call (one batched forward pass for a language model), applies the
+invalid-action treatment, and steps each game once all its acting players have a legal
+action (several for simultaneous moves). Episodes keep the decisions exactly as sampled.
+
+A request names its policy by ``(policy_id, version)``, not by the Python object, so
+it is plain data that could be answered in another process holding those weights.
+Seated by id (``coplay.rollout.source``), one key is one policy; distinct objects built
+by hand under one key are asked apart (``shared_keys``).
 
 A game may start from a recorded position instead of the initial state (a restart,
 see ``coplay.rollout.restarts``): its joint actions are replayed after ``reset`` and
@@ -32,6 +37,57 @@ from coplay.types import (
     Trajectory,
     Turn,
 )
+
+PolicyKey = tuple[str, int]
+"""``(policy_id, version)``: which policy, at which weights, must answer."""
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """What one policy at one weight version must answer in a round, in order.
+
+    ``forced[i]`` is the legal-action index observation ``i`` is told to play (an
+    assigned first move, ``Steerable.act_forced``) or None to sample.
+    """
+
+    policy_id: str
+    version: int
+    observations: tuple[Observation, ...]
+    forced: tuple[int | None, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.forced) != len(self.observations):
+            raise ValueError(
+                f"a request of {self.policy_id!r} has {len(self.observations)} observations "
+                f"but {len(self.forced)} forced entries"
+            )
+
+    @property
+    def key(self) -> PolicyKey:
+        return (self.policy_id, self.version)
+
+
+def policy_key(policy: Policy) -> PolicyKey:
+    """The key a policy's requests go under (a policy without a version is at 0)."""
+    return (policy.policy_id, getattr(policy, "version", 0))
+
+
+def shared_keys(seatings: Sequence[Sequence[Policy]]) -> frozenset[PolicyKey]:
+    """Keys under which more than one distinct policy object sits in ``seatings``.
+
+    A seating by policy id (``coplay.rollout.source``) never has any. Objects built by
+    hand may: scripted bots with different seeds are all ``'random'``, and two
+    checkpoints from folders of the same name load under one id. The engine keeps
+    those apart by object, the last resort that only a local engine can take.
+    """
+    seen: dict[PolicyKey, Policy] = {}
+    shared = set()
+    for seats in seatings:
+        for policy in seats:
+            key = policy_key(policy)
+            if seen.setdefault(key, policy) is not policy:
+                shared.add(key)
+    return frozenset(shared)
 
 
 @dataclass
@@ -104,13 +160,17 @@ def play_episodes(
     group_ids = list(seeds) if group_ids is None else list(group_ids)
     prefixes = [()] * len(seeds) if prefixes is None else list(prefixes)
     openings = [None] * len(seeds) if openings is None else list(openings)
+    shared = shared_keys(seatings)
     games = [
         _start(make_env(), s, seed, g, tuple(pre), op)
         for s, seed, g, pre, op in zip(seatings, seeds, group_ids, prefixes, openings, strict=True)
     ]
     while live := [g for g in games if not g.done]:
-        for policy, requests in _gather(live):
-            for (game, player, obs), dec in zip(requests, _decide(policy, requests), strict=True):
+        for policy, request, slots in _gather(live, shared):
+            decisions = answer(policy, request)
+            for (game, player), obs, dec in zip(
+                slots, request.observations, decisions, strict=True
+            ):
                 _resolve(game, player, obs, dec, invalid, rng)
         for game in live:
             _advance(game, max_turns)
@@ -191,34 +251,47 @@ def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:
     return earned
 
 
-def _decide(policy: Policy, requests: list[tuple[_Live, int, Observation]]) -> list[Decision]:
-    """The policy's decisions for ``requests`` in order: assigned first moves through
+def answer(policy: Policy, request: RolloutRequest) -> list[Decision]:
+    """``policy``'s decisions for ``request`` in order: assigned first moves through
     ``act_forced``, the rest sampled in one batch."""
-    forced = [game.forced(player) for game, player, _ in requests]
+    forced = request.forced
     free = [i for i, f in enumerate(forced) if f is None]
     told = [i for i, f in enumerate(forced) if f is not None]
-    out: list[Decision | None] = [None] * len(requests)
+    out: list[Decision | None] = [None] * len(forced)
     if free:
-        for i, dec in zip(free, policy.act([requests[i][2] for i in free]), strict=True):
+        obs = [request.observations[i] for i in free]
+        for i, dec in zip(free, policy.act(obs), strict=True):
             out[i] = dec
     if told:
-        obs, idx = [requests[i][2] for i in told], [forced[i] for i in told]
+        obs, idx = [request.observations[i] for i in told], [forced[i] for i in told]
         for i, dec in zip(told, policy.act_forced(obs, idx), strict=True):
             out[i] = dec
     return out
 
 
-def _gather(live: Sequence[_Live]) -> list[tuple[Policy, list[tuple[_Live, int, Observation]]]]:
-    """Pending observations grouped by the policy object that must answer them."""
-    requests: dict[int, tuple[Policy, list]] = {}
+def _gather(
+    live: Sequence[_Live], shared: frozenset[PolicyKey]
+) -> list[tuple[Policy, RolloutRequest, list[tuple[_Live, int]]]]:
+    """This round's requests, one per policy key in order of first appearance (the order
+    the policies are asked in, so their random draws keep their order), each with the
+    policy that answers it and the (game, player) of each observation. Distinct objects
+    under one ``shared`` key are asked separately (see ``shared_keys``)."""
+    pending: dict[object, tuple[Policy, list[tuple[_Live, int]], list[Observation], list]] = {}
     for game in live:
         for player in game.env.players_to_act():
             if player in game.resolved:
                 continue
             policy = game.seats[player]
-            entry = requests.setdefault(id(policy), (policy, []))
-            entry[1].append((game, player, game.env.observe(player)))
-    return list(requests.values())
+            key = policy_key(policy)
+            group = (key, id(policy)) if key in shared else key
+            _, slots, observations, forced = pending.setdefault(group, (policy, [], [], []))
+            slots.append((game, player))
+            observations.append(game.env.observe(player))
+            forced.append(game.forced(player))
+    return [
+        (policy, RolloutRequest(*policy_key(policy), tuple(obs), tuple(forced)), slots)
+        for policy, slots, obs, forced in pending.values()
+    ]
 
 
 def _resolve(

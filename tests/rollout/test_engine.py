@@ -1,12 +1,19 @@
 """Rollout engine: batching, token-exact episodes, rewards, invalid-action treatments."""
 
+import pickle
 from collections.abc import Sequence
 
 import pytest
 
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
-from coplay.rollout.engine import play_episodes
+from coplay.rollout.engine import (
+    RolloutRequest,
+    answer,
+    play_episodes,
+    policy_key,
+    shared_keys,
+)
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.types import Decision, GameKind, GameSpec, Observation
 
@@ -285,3 +292,69 @@ def test_an_opening_needs_a_policy_that_can_be_told_its_move():
         play_episodes(kuhn, [[me, me]], [0], openings=[Opening(1, 0)])
     with pytest.raises(ValueError, match=r"player 5's, but players \[0\] are to act"):
         play_episodes(kuhn, [[me, me]], [0], openings=[Opening(5, 0)])
+
+
+class Logged(FirstLegal):
+    """Plays the first legal action and logs its calls in a list shared between bots."""
+
+    def __init__(self, policy_id, log, version=0):
+        self.policy_id, self.log, self.version = policy_id, log, version
+
+    def act(self, observations):
+        self.log.append((self.policy_id, self.version, len(observations)))
+        return [
+            Decision(
+                text=(a := o.legal_actions[0]),
+                action=a,
+                policy_id=self.policy_id,
+                policy_version=self.version,
+            )
+            for o in observations
+        ]
+
+
+def test_policies_are_asked_in_order_of_first_appearance_each_round():
+    log = []
+    a, b = Logged("a", log), Logged("b", log)
+    play_episodes(kuhn, [[b, a], [a, b], [a, b]], [0, 1, 2])
+    # Round 1: seat 0 acts in every game (b first); round 2: seat 1 (a first).
+    assert log == [("b", 0, 1), ("a", 0, 2), ("a", 0, 1), ("b", 0, 2)]
+
+
+def test_one_id_at_two_versions_is_asked_apart():
+    log = []
+    old, new = Logged("me", log, version=1), Logged("me", log, version=2)
+    eps = play_episodes(kuhn, [[old, new], [new, old]], [0, 1])
+    assert log == [("me", 1, 1), ("me", 2, 1), ("me", 2, 1), ("me", 1, 1)]
+    assert [t.decision.policy_version for t in eps[0].turns] == [1, 2]
+
+
+def test_distinct_objects_under_one_key_are_kept_apart():
+    # Scripted bots built by hand share their default id ('random'): each keeps its
+    # own generator, as two seeds must, and its own call.
+    log = []
+    x, y = Logged("same", log), Logged("same", log)
+    assert shared_keys([[x, y], [x, x]]) == {("same", 0)}
+    assert shared_keys([[x, x]]) == frozenset()
+    play_episodes(kuhn, [[x, y]] * 3, [0, 1, 2])
+    assert log == [("same", 0, 3), ("same", 0, 3)]
+    a, b = RandomPolicy(seed=1), RandomPolicy(seed=2)
+    both = play_episodes(kuhn, [[a, b]] * 20, range(20))
+    a, b = RandomPolicy(seed=1), RandomPolicy(seed=2)
+    alone = play_episodes(kuhn, [[a, RandomPolicy(seed=2, policy_id="other")]] * 20, range(20))
+    assert [e.trajectories[0].turns for e in both] == [e.trajectories[0].turns for e in alone]
+
+
+def test_a_request_is_plain_data_answered_by_the_policy_it_names():
+    env = make_env("tic_tac_toe")
+    env.reset(0)
+    obs = env.observe(0)
+    request = RolloutRequest("steered", 0, (obs, obs, obs), (None, 4, None))
+    assert pickle.loads(pickle.dumps(request)) == request
+    assert request.key == ("steered", 0) and policy_key(FirstLegal()) == ("first", 0)
+    me = SteeredFirst()
+    decisions = answer(me, request)
+    assert [d.action for d in decisions] == ["[0]", "[4]", "[0]"]
+    assert me.forced == [[4]]  # the told move alone goes through act_forced
+    with pytest.raises(ValueError, match="has 3 observations but 1 forced entries"):
+        RolloutRequest("steered", 0, (obs, obs, obs), (None,))
