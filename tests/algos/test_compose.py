@@ -192,6 +192,11 @@ def test_a_tis_cap_must_be_positive(cap):
     logp = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="greater than 0"):
         policy_loss(
-            LossConfig(), logp=logp, old_logp=logp, adv=logp, mask=logp + 1,
-            behavior_logp=logp, tis_cap=cap,
+            LossConfig(),
+            logp=logp,
+            old_logp=logp,
+            adv=logp,
+            mask=logp + 1,
+            behavior_logp=logp,
+            tis_cap=cap,
         )

@@ -197,7 +197,9 @@ def test_listening_bonus_micro_batches_equal_one_batch(micro):
 
 def test_listening_bonus_changes_the_receivers_update():
     base, samples = _receiver_samples()
-    plain, listening = _updated(base, samples, (LossConfig(), LossConfig(listening=ListeningConfig(coef=1.0))))
+    plain, listening = _updated(
+        base, samples, (LossConfig(), LossConfig(listening=ListeningConfig(coef=1.0)))
+    )
     assert not torch.allclose(_grad(plain), _grad(listening))
     assert _listening(listening, samples) > 0
 
@@ -205,7 +207,9 @@ def test_listening_bonus_changes_the_receivers_update():
 def test_listening_bonus_leaves_decisions_without_counterfactuals_alone():
     base = _policy()
     samples = _samples(base)  # Kuhn: no messages, no counterfactuals
-    plain, listening = _updated(base, samples, (LossConfig(), LossConfig(listening=ListeningConfig(coef=1.0))))
+    plain, listening = _updated(
+        base, samples, (LossConfig(), LossConfig(listening=ListeningConfig(coef=1.0)))
+    )
     assert torch.equal(_grad(plain), _grad(listening))
 
 

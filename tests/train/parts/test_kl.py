@@ -93,9 +93,12 @@ def test_the_state_is_the_reference_weights_when_the_term_owns_them():
     term = KL.build(None, setup)
     state = term.state_dict()
     fresh = KL.build(None, _setup(ema=0.5))
+    pairs = lambda: zip(  # noqa: E731
+        fresh.reference.model.parameters(), term.reference.model.parameters(), strict=True
+    )
+    assert not all(torch.equal(a, b) for a, b in pairs())  # another initialisation
     fresh.load_state_dict(state)
-    for a, b in zip(fresh.reference.model.parameters(), term.reference.model.parameters()):
-        assert torch.equal(a, b)
+    assert all(torch.equal(a, b) for a, b in pairs())
     # A LoRA role's reference is the shared base model: nothing of its own to save.
     shared = KL.build(KLConfig(coef=0.1), _setup(reference=lambda p: p))
     assert shared.state_dict() is None
