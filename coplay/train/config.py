@@ -216,7 +216,7 @@ class RunConfig(_Strict):
                 "rollout.restart_explore assigns first moves in restarted games: "
                 "set rollout.restart_share > 0 as well"
             )
-        if self.rollout.restart_target and not self.rollout.restart_explore:
+        if self.rollout.restart_target is not None and not self.rollout.restart_explore:
             raise ValueError(
                 "rollout.restart_target trains toward the best assigned first move of "
                 "restarted groups: set rollout.restart_explore=true (and restart_share > 0)"

@@ -368,7 +368,7 @@ def learn(run: Run, episodes: Sequence[Episode]) -> dict[str, float]:
     est = run.estimator.estimate(episodes, run.adv_state)
     run.adv_state = est.state
     keep = informative_seats(episodes) if run.cfg.algo.filter_flat_groups else None
-    targets = opening_targets(episodes) if run.cfg.rollout.restart_target else None
+    targets = opening_targets(episodes) if run.cfg.rollout.restart_target is not None else None
     samples = collect_samples(episodes, est.advantages, learner_id, keep=keep, targets=targets)
     # before the filter, which may drop a target whose advantage is 0
     replayed, recalled = recall(run.learner, samples)
