@@ -6,7 +6,7 @@
 
 Each cell trains a fresh run from the game's preset with only the estimator (and its
 default hyper-parameters) changed, in groups of ``--group-size`` games sharing a seed
-so that group estimators have groups; "magnet off" sets ``loss.kl_coef=0``. Runs are
+so that group estimators have groups; "magnet off" sets ``loss.kl=null``. Runs are
 independent processes with one thread each. The score is exact exploitability for
 poker and, for tic-tac-toe, the loss rate against the perfect player in the agent's
 worse seat. Written to ``--out``: ``results.jsonl`` (one line per run, with its
@@ -68,7 +68,7 @@ def overrides(cell: Cell) -> list[str]:
     elif cell.game in ("kuhn_poker", "leduc_poker"):
         out.append("train.eval_opponents=[]")
     if not cell.magnet:
-        out.append("loss.kl_coef=0")
+        out.append("loss.kl=null")
     return [*out, *cell.extra]
 
 

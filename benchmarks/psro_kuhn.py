@@ -30,10 +30,9 @@ from coplay.train.config import build_config
 from coplay.train.trainer import train
 
 BR_RECIPE = [
-    "loss.kl_coef=0",
+    "loss.kl=null",
     "train.final_policy=learner",
-    "loss.entropy_coef=0.1",
-    "loss.entropy_final_frac=0.1",
+    "loss.entropy={coef: 0.1, final_frac: 0.1}",
     "optim.lr=0.0003",
     "optim.lr_schedule=constant",
     "rollout.group_size=8",

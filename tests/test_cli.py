@@ -451,7 +451,7 @@ def test_a_lora_roster_run_evaluates_by_role_and_never_its_bare_base(tmp_path, c
         "seats: [first, second]\nlora: {rank: 2, alpha: 4}\n"
     )
     out = tmp_path / "run"
-    over = ["reference.ema=0", "loss.kl_coef=0", "train.final_policy=learner"]
+    over = ["reference.ema=0", "loss.kl=null", "train.final_policy=learner"]
     over += ["train.iterations=1", "train.eval_opponents=[]", *TINY[3:]]
     assert main(["train", "--quiet", "--roster", str(roster), "--out", str(out), *over]) == 0
     capsys.readouterr()

@@ -14,7 +14,7 @@ state or any seeded ``Env`` is rebuilt by replaying the recorded joint actions.
 With ``rollout.restart_explore`` the copies of a group each play a different assigned
 first move, so the group also estimates every move at the restart position;
 ``opening_targets`` turns those estimates into a policy-iteration target (the best
-move), which the learner's ``loss.policy_iteration_coef`` term trains toward.
+move), which the learner's policy-iteration term (``rollout.restart_target``) trains toward.
 
 Everything here is a pure function of episodes, a buffer and a generator; the engine
 replays a ``Start`` (``play_episodes(prefixes=...)``) and the trainer decides how many

@@ -16,10 +16,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from coplay.algos.advantages import make_estimator
-from coplay.algos.losses.compose import LossConfig
+from coplay.algos.losses.compose import LossConfig, moved_key
 from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
+from coplay.train.parts.policy_iteration import TargetConfig
 
 
 class ConfigError(ValueError):
@@ -63,7 +64,10 @@ class RolloutConfig(_Strict):
     """Share of uniform choices mixed into the learner's sampling during training
     rollouts (choice mode; evaluation stays on-policy), so a policy that has collapsed
     onto a losing move still tries the others. The update reweights each turn by the
-    truncated ratio policy / mixture, so it needs loss.tis_cap (see explore_correction)."""
+    truncated ratio policy / mixture, so it needs rollout.tis_cap (see explore_correction)."""
+    tis_cap: float | None = Field(None, gt=0.0)
+    """Cap of the truncated importance weights policy / mixture of explored turns
+    (rollout.explore with explore_correction=tis), e.g. 1.0; None is off."""
     explore_correction: Literal["tis", "none"] = "tis"
     """How explored moves are trained: 'tis' reweights by policy / mixture (unbiased, but
     a move the policy gives probability p moves its logit by about p: a near-certain
@@ -87,6 +91,12 @@ class RolloutConfig(_Strict):
     (Monte Carlo exploring starts), so a move the policy has all but ruled out at a
     position it keeps losing from is tried and compared with its habit there. Needs
     restart_share > 0 and model.mode=choice."""
+    restart_target: TargetConfig | None = None
+    """The policy-iteration target at restart positions, e.g. {coef: 1.0, memory: 256}:
+    the cross-entropy from the best-scoring first moves of each restarted group
+    (``opening_targets``) to the policy there, and how many positions' latest targets
+    are trained toward again at every update (``coplay.train.parts.policy_iteration``).
+    Needs restart_explore; None is off."""
 
 
 class AlgoConfig(_Strict):
@@ -132,7 +142,7 @@ class ReferenceConfig(_Strict):
     """0 keeps the initial policy as the KL reference; > 0 turns it into a *magnet* that
     moves toward the learner by this fraction of the gap after every iteration
     (magnetic mirror descent, Sokota et al. 2023), for last-iterate convergence in
-    two-player zero-sum self-play. With loss.kl_coef 0 nothing pulls toward it: it is
+    two-player zero-sum self-play. Without loss.kl nothing pulls toward it: it is
     then only an exponential average of the learner's weights (Polyak averaging),
     which train.final_policy=magnet evaluates and saves."""
 
@@ -195,7 +205,7 @@ class RunConfig(_Strict):
         if self.train.final_policy == "magnet" and not self.reference.ema > 0:
             raise ValueError(
                 "train.final_policy=magnet needs a magnet: set reference.ema > 0 (with "
-                "loss.kl_coef > 0 it also pulls the learner; with 0 it only averages)"
+                "loss.kl it also pulls the learner; without it only averages)"
             )
         return self
 
@@ -206,19 +216,14 @@ class RunConfig(_Strict):
                 "rollout.restart_explore assigns first moves in restarted games: "
                 "set rollout.restart_share > 0 as well"
             )
-        if self.loss.policy_iteration_coef and not self.rollout.restart_explore:
+        if self.rollout.restart_target is not None and not self.rollout.restart_explore:
             raise ValueError(
-                "loss.policy_iteration_coef trains toward the best assigned first move of "
+                "rollout.restart_target trains toward the best assigned first move of "
                 "restarted groups: set rollout.restart_explore=true (and restart_share > 0)"
             )
         if self.rollout.restart_explore and self.model.mode != "choice":
             raise ValueError(
                 "rollout.restart_explore picks listed moves: it needs model.mode=choice"
-            )
-        if self.loss.policy_iteration_memory and not self.loss.policy_iteration_coef:
-            raise ValueError(
-                "loss.policy_iteration_memory replays policy-iteration targets: "
-                "set loss.policy_iteration_coef > 0 as well"
             )
         return self
 
@@ -227,16 +232,16 @@ class RunConfig(_Strict):
         if self.rollout.explore and self.model.mode != "choice":
             raise ValueError("rollout.explore mixes uniform choices: it needs model.mode=choice")
         corrected = self.rollout.explore_correction == "tis"
-        if self.rollout.explore and corrected and self.loss.tis_cap is None:
+        if self.rollout.explore and corrected and self.rollout.tis_cap is None:
             raise ValueError(
-                "rollout.explore samples off-policy: set loss.tis_cap (e.g. 1.0) so the "
+                "rollout.explore samples off-policy: set rollout.tis_cap (e.g. 1.0) so the "
                 "update reweights each turn by policy / mixture, or "
                 "rollout.explore_correction=none to train explored moves uncorrected"
             )
-        if self.rollout.explore and not corrected and self.loss.tis_cap is not None:
+        if self.rollout.explore and not corrected and self.rollout.tis_cap is not None:
             raise ValueError(
                 "rollout.explore_correction=none trains explored moves uncorrected, but "
-                "loss.tis_cap would reweight them: leave loss.tis_cap unset"
+                "rollout.tis_cap would reweight them: leave rollout.tis_cap unset"
             )
         return self
 
@@ -397,6 +402,9 @@ def format_validation_error(err: ValidationError) -> str:
     problems = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "moved_key":  # an old flat loss key: name where it is now
+            problems.append("; ".join(moved_key(loc, k) for k in e["ctx"]["keys"]))
+            continue
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key"

@@ -2,66 +2,60 @@
 
 Turns are recorded token-exact in the episodes; here they are scored again under
 the current weights (``LMPolicy.score``), compared with the sampled log-probs, and
-the composed policy loss is minimised. Gradients of micro-batches accumulate with a
-shared denominator, so the micro-batch size never changes the update.
+the PPO objective (``policy_loss``) plus the learner's terms (``coplay.train.parts``:
+KL, entropy, signalling, listening, the policy-iteration target) is minimised.
+Gradients of micro-batches accumulate with a shared denominator, so the micro-batch
+size never changes the update.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from coplay.algos.advantages import Advantages
-from coplay.algos.losses.aggregation import global_denom
+from coplay.algos.losses.aggregation import AGGREGATIONS, global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
-from coplay.algos.losses.signalling import (
-    group_marginals,
-    listening_bonus,
-    mutual_information,
-    signalling_bonus,
-)
 from coplay.policies.lm import LMPolicy
-from coplay.types import Decision, Episode
+from coplay.train.parts.policy_iteration import TargetConfig
+from coplay.train.parts.term import LossTerm, Metrics, Micro, Sample, Setup
+from coplay.train.parts.terms import build_terms
+from coplay.types import Episode
 
-
-@dataclass(frozen=True)
-class Sample:
-    """One trainable decision and its advantage."""
-
-    decision: Decision
-    advantage: float
-    player: int | None = None
-    """The seat that took the decision (None where unknown: every seat)."""
-    target: tuple[float, ...] | None = None
-    """A distribution over the decision's choices to pull the policy toward (the
-    policy-iteration target at a restart position), or None."""
-    replay: bool = False
-    """A past target trained on again (``loss.policy_iteration_memory``): only its
-    target term counts; the policy loss, entropy and bonuses skip it."""
+__all__ = ["Learner", "Sample", "collect_samples", "make_learner", "recall", "update"]
 
 
 @dataclass
 class Learner:
-    """A trainable policy with its optimizer and optional frozen reference."""
+    """A trainable policy with its optimizer and its loss terms."""
 
     policy: LMPolicy
     optimizer: torch.optim.Optimizer
     loss: LossConfig
+    """The objective's settings (clip, aggregation); its sections built ``terms``."""
     max_grad_norm: float
     epochs: int
     minibatch_size: int
     micro_batch_size: int
-    reference: LMPolicy | None = None
+    terms: dict[str, LossTerm] = field(default_factory=dict)
+    """The terms that are on, by config section name, in the order they are added."""
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     """Stepped once per training iteration."""
-    reference_ema: float = 0.0
-    """Fraction by which the reference (magnet) moves toward the policy per iteration."""
-    iterations: int = 1
-    """The run's length, over which ``loss.entropy_final_frac`` anneals the entropy weight."""
+    tis_cap: float | None = None
+    """Cap of the truncated IS weights policy / behaviour (exploration); None is off."""
+    idle_metrics: Metrics = field(default_factory=dict)
+    """Metrics of the terms that are off, logged with every update."""
+
+    @property
+    def reference(self) -> LMPolicy | None:
+        """The KL term's reference (a frozen copy, or the magnet), if there is one."""
+        kl = self.terms.get("kl")
+        return getattr(kl, "reference", None)
 
 
 def linear_schedule(
@@ -74,16 +68,6 @@ def linear_schedule(
     return torch.optim.lr_scheduler.LambdaLR(
         opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
     )
-
-
-def scheduled_loss(loss: LossConfig, iteration: int, iterations: int) -> LossConfig:
-    """``loss`` with its entropy weight at ``iteration`` (0-based) of ``iterations``: a
-    linear decay to ``entropy_coef * entropy_final_frac`` at the last iteration."""
-    if loss.entropy_final_frac == 1.0 or loss.entropy_coef == 0.0:
-        return loss
-    span = max(1, iterations - 1)
-    frac = 1.0 - (1.0 - loss.entropy_final_frac) * min(iteration, span) / span
-    return loss.model_copy(update={"entropy_coef": loss.entropy_coef * frac})
 
 
 def frozen_copy(policy: LMPolicy) -> LMPolicy:
@@ -102,16 +86,23 @@ def make_learner(
     reference_ema: float = 0.0,
     params: Iterable[torch.nn.Parameter] | None = None,
     reference: Callable[[LMPolicy], LMPolicy] = frozen_copy,
+    tis_cap: float | None = None,
+    target: TargetConfig | None = None,
 ) -> Learner:
-    """AdamW over ``params`` (default: all the policy's weights); when the loss has a KL
-    term or the reference moves (``reference_ema`` > 0: a magnet, which without a KL
-    term is a plain average of iterates), ``reference(policy)`` builds it (default: a
-    frozen copy)."""
+    """AdamW over ``params`` (default: all the policy's weights) and the terms that
+    ``loss``'s sections and ``target`` (the policy-iteration target) turn on. When the
+    loss has a KL section or the reference moves (``reference_ema`` > 0: a magnet,
+    which without a KL section is a plain average of iterates), ``reference(policy)``
+    builds the reference (default: a frozen copy). ``tis_cap`` reweights turns sampled
+    by an exploring behaviour policy (``policy_loss``)."""
     opt = torch.optim.AdamW(
         policy.model.parameters() if params is None else params,
         lr=optim.lr,
         weight_decay=optim.weight_decay,
     )
+    sections = {name: getattr(loss, name, None) for name in type(loss).model_fields}
+    setup = Setup(policy, reference, reference_ema, iterations)
+    terms, idle = build_terms({**sections, "target": target}, setup)
     return Learner(
         policy=policy,
         optimizer=opt,
@@ -120,14 +111,16 @@ def make_learner(
         epochs=optim.epochs,
         minibatch_size=optim.minibatch_size,
         micro_batch_size=optim.micro_batch_size,
-        reference=reference(policy) if loss.kl_coef > 0 or reference_ema > 0 else None,
+        terms=terms,
         scheduler=linear_schedule(opt, optim, iterations),
-        reference_ema=reference_ema,
-        iterations=iterations,
+        tis_cap=tis_cap,
+        idle_metrics=idle,
     )
 
 
-def make_adapter_learner(view, loss: LossConfig, optim, *, iterations: int = 1) -> Learner:
+def make_adapter_learner(
+    view, loss: LossConfig, optim, *, iterations: int = 1, tis_cap: float | None = None
+) -> Learner:
     """A learner for one LoRA role view (``coplay.models.lora``): its AdamW holds only
     the view's adapter; the KL reference, when the loss has one, is the frozen base
     (what every adapter starts as)."""
@@ -140,7 +133,35 @@ def make_adapter_learner(view, loss: LossConfig, optim, *, iterations: int = 1) 
         iterations=iterations,
         params=view.adapter_parameters(),
         reference=base_view,
+        tis_cap=tis_cap,
     )
+
+
+def recall(learner: Learner, samples: Sequence[Sample]) -> tuple[list[Sample], Metrics]:
+    """The terms' extra samples for this update (the policy-iteration memory's replayed
+    targets) and their metrics. Call it with the iteration's fresh samples before any
+    filter, which may drop a target whose advantage is 0: the terms remember them."""
+    extra: list[Sample] = []
+    metrics: Metrics = {}
+    for term in learner.terms.values():
+        more, m = term.recall(samples)
+        extra += more
+        metrics |= m
+    return extra, metrics
+
+
+def terms_state(learner: Learner) -> dict[str, Any]:
+    """What a checkpoint saves of the learner's terms: section name -> state."""
+    states = {name: term.state_dict() for name, term in learner.terms.items()}
+    return {name: state for name, state in states.items() if state is not None}
+
+
+def load_terms_state(learner: Learner, states: Mapping[str, Any]) -> None:
+    """Restore what ``terms_state`` saved into the learner's terms."""
+    for name, state in states.items():
+        if name not in learner.terms:
+            raise ValueError(f"the saved state has a {name!r} loss term, which this run has not")
+        learner.terms[name].load_state_dict(state)
 
 
 def collect_samples(
@@ -181,105 +202,6 @@ def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     return out
 
 
-Marginals = dict[tuple, torch.Tensor]
-"""Log of the mean choice distribution per action set (``signalling.group_marginals``)."""
-
-
-def signals(sample: Sample, seats: Sequence[int] | None) -> bool:
-    """Whether the signalling bonus covers ``sample``'s decision (``loss.signalling_seats``)."""
-    return seats is None or sample.player is None or sample.player in seats
-
-
-def _choice_dists(learner: Learner, decisions: Sequence[Decision]) -> list[torch.Tensor | None]:
-    """Each decision's log-distribution over its choices, scored in micro-batches."""
-    dists: list[torch.Tensor | None] = []
-    for start in range(0, len(decisions), learner.micro_batch_size):
-        dists.extend(
-            learner.policy.score(decisions[start : start + learner.micro_batch_size]).dists
-        )
-    return dists
-
-
-@torch.no_grad()
-def choice_marginals(learner: Learner, samples: Sequence[Sample]) -> tuple[Marginals, float]:
-    """The signalling bonus's marginals over ``samples`` under the current weights (held
-    fixed for the step's micro-batches, so accumulation stays exact), and their mutual
-    information, weighted by group size."""
-    samples = [s for s in samples if signals(s, learner.loss.signalling_seats)]
-    dists = _choice_dists(learner, [s.decision for s in samples])
-    keys = [s.decision.choice_ids for s in samples]
-    marginals = group_marginals(dists, keys)
-    groups = [[d for d, k in zip(dists, keys, strict=True) if k == g] for g in marginals]
-    total = sum(len(g) for g in groups)
-    mi = sum(len(g) * mutual_information(g) for g in groups) / total if total else 0.0
-    return marginals, mi
-
-
-@torch.no_grad()
-def listening_marginals(learner: Learner, samples: Sequence[Sample]) -> list[torch.Tensor | None]:
-    """Per sample, the log of its mean choice distribution over its counterfactual
-    prompts (every message it could have received) under the current weights; None for
-    samples without counterfactuals. Held fixed for the step, like the signalling marginals."""
-    alts = [
-        (i, replace(s.decision, prompt_ids=prompt))
-        for i, s in enumerate(samples)
-        for prompt in s.decision.counterfactual_prompt_ids
-    ]
-    dists = _choice_dists(learner, [d for _, d in alts])
-    members: list[list[torch.Tensor]] = [[] for _ in samples]
-    for (i, _), lp in zip(alts, dists, strict=True):
-        if lp is not None:
-            members[i].append(lp.exp())
-    return [torch.stack(ps).mean(0).clamp_min(1e-12).log() if ps else None for ps in members]
-
-
-def _listening_term(
-    scored_dists: Sequence[torch.Tensor | None], marginals: Sequence[torch.Tensor | None]
-) -> tuple[torch.Tensor, int]:
-    """Sum of ``listening_bonus`` over the decisions that have a counterfactual marginal."""
-    terms = [
-        listening_bonus(lp, m)
-        for lp, m in zip(scored_dists, marginals, strict=True)
-        if lp is not None and m is not None
-    ]
-    if not terms:
-        return torch.zeros(()), 0
-    return torch.stack(terms).sum(), len(terms)
-
-
-def _signalling_term(
-    scored_dists: Sequence[torch.Tensor | None],
-    batch: Sequence[Sample],
-    marginals: Marginals,
-    cfg: LossConfig,
-) -> tuple[torch.Tensor, int]:
-    """Sum of the bonus over the decisions it covers that have a marginal, and their count."""
-    terms = [
-        signalling_bonus(lp, marginals[s.decision.choice_ids], cfg.signalling_beta)
-        for lp, s in zip(scored_dists, batch, strict=True)
-        if lp is not None
-        and s.decision.choice_ids in marginals
-        and signals(s, cfg.signalling_seats)
-    ]
-    if not terms:
-        return torch.zeros(()), 0
-    return torch.stack(terms).sum(), len(terms)
-
-
-def _target_term(
-    scored_dists: Sequence[torch.Tensor | None], batch: Sequence[Sample]
-) -> tuple[torch.Tensor, int]:
-    """Sum over the samples with a target of the cross-entropy from it to the policy."""
-    terms = [
-        -(torch.tensor(s.target, device=lp.device) * lp).sum()
-        for lp, s in zip(scored_dists, batch, strict=True)
-        if lp is not None and s.target is not None
-    ]
-    if not terms:
-        return torch.zeros(()), 0
-    return torch.stack(terms).sum(), len(terms)
-
-
 def _behavior(decision) -> tuple[float, ...]:
     return decision.logprobs if decision.behavior_logprobs is None else decision.behavior_logprobs
 
@@ -287,84 +209,68 @@ def _behavior(decision) -> tuple[float, ...]:
 def _micro_step(
     learner: Learner,
     batch: Sequence[Sample],
+    start: int,
     denom: float,
-    cfg: LossConfig,
-    marginals: Marginals,
-    minibatch_size: int,
-    listening: Sequence[torch.Tensor | None] = (),
-) -> dict[str, float]:
+    size: int,
+    contexts: Mapping[str, Any],
+) -> Metrics:
     """Forward and backward of one micro-batch; gradients accumulate on the weights.
 
-    Replayed targets (``Sample.replay``) are scored in the same forward pass but count
-    only in the target term. ``listening`` is aligned with ``batch``
-    (``listening_marginals``), empty when off."""
+    Replayed targets (``Sample.replay``) are scored in the same forward pass, but only
+    the terms that read them (the policy-iteration target) count them."""
     scored = learner.policy.score([s.decision for s in batch])  # (B, T) each
     rows = [i for i, s in enumerate(batch) if not s.replay]
-    own = [batch[i] for i in rows]
-    dists = [scored.dists[i] for i in rows]
-    device = scored.logp.device
-    total, metrics = torch.zeros((), device=device), {}
-    if own:
-        total, metrics = _own_loss(learner, own, scored, rows, denom, cfg)
-    if marginals:
-        bonus, n = _signalling_term(dists, own, marginals, cfg)
-        # Divided by the minibatch's size, not the micro-batch's: accumulation stays exact.
-        total = total - cfg.signalling_coef * bonus.to(device) / minibatch_size
-        if n:
-            metrics["loss/signalling"] = float(bonus.detach()) / n
-    if cfg.policy_iteration_coef > 0:
-        ce, n = _target_term(dists, own)
-        replays = [s for s in batch if s.replay]
-        ce_replay, n_replay = _target_term(
-            [d for d, s in zip(scored.dists, batch, strict=True) if s.replay], replays
-        )
-        total = total + cfg.policy_iteration_coef * (ce + ce_replay).to(device) / minibatch_size
-        if n:
-            metrics["loss/policy_iteration"] = float(ce.detach()) / n
-        if n_replay:
-            metrics["loss/policy_iteration_replay"] = float(ce_replay.detach()) / n_replay
-    if listening:
-        bonus, n = _listening_term(scored.dists, listening)
-        total = total - cfg.listening_coef * bonus.to(device) / minibatch_size
-        if n:
-            metrics["loss/listening"] = float(bonus.detach()) / n
+    micro = Micro(
+        batch=batch,
+        start=start,
+        scored=scored,
+        rows=rows,
+        logp=scored.logp[rows],
+        mask=scored.mask[rows],
+        entropy=scored.entropy[rows],
+        aggregate=AGGREGATIONS[learner.loss.aggregation],
+        denom=denom,
+        size=size,
+    )
+    total, metrics = torch.zeros((), device=scored.logp.device), {}
+    if rows:
+        total, metrics = _own_loss(learner, micro, contexts)
+    for name, term in learner.terms.items():
+        if not term.per_unit:
+            value, term_metrics = term.loss(contexts[name], micro)
+            total = total if value is None else total + value
+            metrics |= term_metrics
     total.backward()
     return metrics
 
 
 def _own_loss(
-    learner: Learner,
-    batch: Sequence[Sample],
-    scored,
-    rows: Sequence[int],
-    denom: float,
-    cfg: LossConfig,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The composed policy loss of ``batch`` (``scored``'s ``rows``) and its metrics."""
-    decisions = [s.decision for s in batch]
-    logp, mask, entropy = scored.logp[rows], scored.mask[rows], scored.entropy[rows]
-    width, device = logp.shape[1], logp.device
-    ref_logp = None
-    if learner.reference is not None and cfg.kl_coef > 0:
-        with torch.no_grad():
-            ref = learner.reference.score(decisions).logp
-        # Replays in the micro-batch may have widened the scored rows (padding).
-        ref_logp = torch.nn.functional.pad(ref, (0, width - ref.shape[1]))
+    learner: Learner, micro: Micro, contexts: Mapping[str, Any]
+) -> tuple[torch.Tensor, Metrics]:
+    """The objective over the micro-batch's own samples plus the per-unit terms, and
+    their metrics (``loss/total`` is this sum, not the per-decision terms)."""
+    decisions = [s.decision for s in micro.own]
+    width, device = micro.logp.shape[1], micro.logp.device
     total, metrics = policy_loss(
-        cfg,
-        logp=logp,
+        learner.loss,
+        logp=micro.logp,
         old_logp=_pad([d.logprobs for d in decisions], width).to(device),
-        adv=torch.tensor([s.advantage for s in batch], device=device)[:, None],  # (B, 1)
-        mask=mask,
-        ref_logp=ref_logp,
-        entropy=entropy,
-        denom=denom,
+        adv=torch.tensor([s.advantage for s in micro.own], device=device)[:, None],  # (B, 1)
+        mask=micro.mask,
+        denom=micro.denom,
         # The behaviour policy is the recorded one unless exploration mixed in uniform
         # choices (``rollout.explore``); then the truncated weights pi_old / mixture
         # keep the update on the policy's own distribution.
         behavior_logp=_pad([_behavior(d) for d in decisions], width).to(device),
+        tis_cap=learner.tis_cap,
     )
-    metrics["loss/entropy"] = float((entropy.detach() * mask).sum() / mask.sum())
+    for name, term in learner.terms.items():
+        if term.per_unit:
+            value, term_metrics = term.loss(contexts[name], micro)
+            total = total if value is None else total + value
+            metrics |= term_metrics
+    metrics["loss/total"] = total.item()
+    metrics["loss/entropy"] = float((micro.entropy.detach() * micro.mask).sum() / micro.mask.sum())
     return total, metrics
 
 
@@ -376,62 +282,54 @@ def update(
         return {"loss/steps": 0.0}
     lr = learner.optimizer.param_groups[0]["lr"]
     # policy.version counts the updates so far and is restored on resume
-    loss = scheduled_loss(learner.loss, learner.policy.version, learner.iterations)
+    iteration = learner.policy.version
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     for _ in range(learner.epochs):
         order = rng.permutation(len(samples))
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
-            history.append(_minibatch_step(learner, minibatch, loss))
+            history.append(_minibatch_step(learner, minibatch, iteration))
     learner.policy.model.eval()
     learner.policy.version += 1
     if learner.scheduler is not None:
         learner.scheduler.step()
-    if learner.reference is not None and learner.reference_ema > 0:
-        move_magnet(learner.reference.model, learner.policy.model, learner.reference_ema)
+    after: Metrics = {}
+    for term in learner.terms.values():
+        after |= term.after_update(learner, iteration)
     keys = {k for h in history for k in h}
     out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
     out["loss/lr"] = lr
-    out["loss/entropy_coef"] = loss.entropy_coef
+    out |= learner.idle_metrics | after
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )
     return out
 
 
-@torch.no_grad()
-def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) -> None:
-    """magnet <- magnet + ema * (policy - magnet), parameter by parameter."""
-    for m, p in zip(magnet.parameters(), policy.parameters(), strict=True):
-        m.lerp_(p, ema)
-
-
-def _minibatch_step(
-    learner: Learner, minibatch: Sequence[Sample], loss: LossConfig
-) -> dict[str, float]:
+def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: int) -> Metrics:
     own = [s for s in minibatch if not s.replay]
     replays = [s for s in minibatch if s.replay]
     # Per-sample terms are divided by the minibatch's own samples, replays not counted,
     # so a memory adds target pulls without diluting the other terms.
     size = len(own) or len(replays)
     masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in own]
-    denom = global_denom(loss.aggregation, masks) if masks else 1.0
-    # The signalling bonus's marginals under the weights of this very step: held over
-    # several steps, a stale marginal would reward every choice moving away from it
-    # together (a collapse onto one symbol) instead of moving apart.
-    marginals, mi = choice_marginals(learner, own) if loss.signalling_coef > 0 else ({}, 0)
-    listening = listening_marginals(learner, own) if loss.listening_coef > 0 else []
-    listening = [*listening, *[None] * len(replays)] if listening else []
+    denom = global_denom(learner.loss.aggregation, masks) if masks else 1.0
+    # Each term's context under the weights of this very step (e.g. the signalling
+    # marginals), held fixed for its micro-batches.
+    contexts: dict[str, Any] = {}
+    prepared: Metrics = {}
+    with torch.no_grad():
+        for name, term in learner.terms.items():
+            contexts[name], term_metrics = term.prepare(learner, own, iteration)
+            prepared |= term_metrics
     ordered = [*own, *replays]  # replays share the micro-batches' forward passes
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
     for start in range(0, len(ordered), learner.micro_batch_size):
-        end = start + learner.micro_batch_size
-        micro = ordered[start:end]
-        step = _micro_step(learner, micro, denom, loss, marginals, size, listening[start:end])
-        parts.append((len(micro), step))
+        micro = ordered[start : start + learner.micro_batch_size]
+        parts.append((len(micro), _micro_step(learner, micro, start, denom, size, contexts)))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]
@@ -439,9 +337,7 @@ def _minibatch_step(
     learner.optimizer.step()
     metrics = _combine(parts)
     metrics["loss/grad_norm"] = float(grad_norm)
-    if loss.signalling_coef > 0:
-        metrics["loss/signalling_mi"] = mi
-    return metrics
+    return metrics | prepared
 
 
 def _combine(parts: list[tuple[int, dict[str, float]]]) -> dict[str, float]:

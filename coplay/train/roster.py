@@ -195,12 +195,17 @@ def _learner_member(name: str, policy: LMPolicy, entry: LearnerEntry, run_cfg: R
             f"learner {name!r}: estimator {algo.estimator!r} takes its baseline from the "
             "other games of a group: set rollout.group_size >= 2"
         )
-    iters = run_cfg.train.iterations
+    iters, tis_cap = run_cfg.train.iterations, run_cfg.rollout.tis_cap
     learner = (
-        make_adapter_learner(policy, loss, optim, iterations=iters)
+        make_adapter_learner(policy, loss, optim, iterations=iters, tis_cap=tis_cap)
         if lora
         else make_learner(
-            policy, loss, optim, iterations=iters, reference_ema=run_cfg.reference.ema
+            policy,
+            loss,
+            optim,
+            iterations=iters,
+            reference_ema=run_cfg.reference.ema,
+            tis_cap=tis_cap,
         )
     )
     return Member(name, policy, learner, est, est.init(), algo)

@@ -39,8 +39,7 @@ from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.state import load_state, save_state
 from coplay.train.config import AlgoConfig, RunConfig
 from coplay.train.critic import Critic, critic_update, fill_values, make_critic
-from coplay.train.learner import Learner, Sample, collect_samples, make_learner, update
-from coplay.train.target_memory import TargetMemory, remember_targets, replays
+from coplay.train.learner import Learner, Sample, collect_samples, make_learner, recall, update
 from coplay.types import Env, Episode, GameKind, GameSpec, Opening, Policy
 
 Progress = Callable[[int, dict[str, float]], None]
@@ -73,8 +72,6 @@ class Run:
     """Opponents drawn per game (league, PSRO); overrides ``opponent`` when set."""
     restarts: list[Start] = field(default_factory=list)
     """Positions of recently lost games that restarted groups start from."""
-    targets: TargetMemory = field(default_factory=dict)
-    """Latest policy-iteration target per position (``loss.policy_iteration_memory``)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +133,8 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
             cfg.optim,
             iterations=cfg.train.iterations,
             reference_ema=cfg.reference.ema,
+            tis_cap=cfg.rollout.tis_cap,
+            target=cfg.rollout.restart_target,
         ),
         opponent=opponent,
         estimator=est,
@@ -369,16 +368,13 @@ def learn(run: Run, episodes: Sequence[Episode]) -> dict[str, float]:
     est = run.estimator.estimate(episodes, run.adv_state)
     run.adv_state = est.state
     keep = informative_seats(episodes) if run.cfg.algo.filter_flat_groups else None
-    targets = opening_targets(episodes) if run.cfg.loss.policy_iteration_coef > 0 else None
+    targets = opening_targets(episodes) if run.cfg.rollout.restart_target is not None else None
     samples = collect_samples(episodes, est.advantages, learner_id, keep=keep, targets=targets)
-    memory = run.cfg.loss.policy_iteration_memory
-    replayed = replays(run.targets, samples) if memory else []
-    if memory:  # before the filter, which may drop a target whose advantage is 0
-        run.targets = remember_targets(run.targets, samples, memory)
+    # before the filter, which may drop a target whose advantage is 0
+    replayed, recalled = recall(run.learner, samples)
     samples, filtered = filter_samples(run.cfg.algo, samples, keep, episodes)
     metrics = {**est.metrics, **filtered, **update(run.learner, samples + replayed, run.rng)}
-    if memory:
-        metrics["loss/replayed_targets"] = float(len(replayed))
+    metrics |= recalled
     if run.critic is not None and est.value_targets is not None:
         turns, targets = learner_turns(episodes, est.value_targets, learner_id)
         metrics |= critic_update(run.critic, turns, targets, run.rng, epochs=run.cfg.optim.epochs)

@@ -1,10 +1,11 @@
-"""LossConfig validation, term composition, and micro-batch invariance (1 x 8 == 8 x 1)."""
+"""LossConfig validation, the objective's steps, and micro-batch invariance (1 x 8 == 8 x 1)."""
 
 import pytest
 import torch
 from pydantic import ValidationError
 
 from coplay.algos.losses import LossConfig, global_denom, policy_loss, ppo_clip, token_mean
+from coplay.algos.losses.compose import moved_key
 
 B, T, V = 8, 6, 11
 
@@ -14,20 +15,43 @@ B, T, V = 8, 6, 11
     [
         ("clip_low", 0.0, "greater than 0"),
         ("clip_high", -0.1, "greater than 0"),
-        ("kl_coef", -1.0, "greater than or equal to 0"),
-        ("entropy_coef", -1.0, "greater than or equal to 0"),
+        ("kl", {"coef": 0.0}, "greater than 0"),
+        ("entropy", {"coef": -1.0}, "greater than 0"),
+        ("entropy", {"coef": 0.1, "final_frac": -1.0}, "greater than or equal to 0"),
+        ("signalling", {"coef": 1.0, "beta": -1.0}, "greater than or equal to 0"),
+        ("listening", {}, "coef.*Field required"),
         ("aggregation", "median", "constant_norm.*sequence_mean.*token_mean"),
-        ("kl_estimator", "k9", "k1.*k2.*k3"),
+        ("kl", {"coef": 0.1, "estimator": "k9"}, "k1.*k2.*k3"),
         ("kl_coeff", 0.1, "Extra inputs"),
         ("dual_clip", 1.0, "greater than 1"),
         ("dual_clip", -3.0, "greater than 1"),
-        ("tis_cap", 0.0, "greater than 0"),
-        ("tis_cap", -2.0, "greater than 0"),
     ],
 )
 def test_config_errors_name_field_and_allowed_values(field, value, hint):
     with pytest.raises(ValidationError, match=f"(?s){field}.*{hint}"):
         LossConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "line"),
+    [
+        ("kl_coef", "loss.kl_coef is now loss.kl.coef"),
+        ("entropy_final_frac", "loss.entropy_final_frac is now loss.entropy.final_frac"),
+        ("signalling_seats", "loss.signalling_seats is now loss.signalling.seats"),
+        ("listening_coef", "loss.listening_coef is now loss.listening.coef"),
+        ("tis_cap", "loss.tis_cap is now rollout.tis_cap"),
+        ("policy_iteration_memory", "is now rollout.restart_target.memory"),
+    ],
+)
+def test_an_old_flat_key_names_its_new_place(key, line):
+    with pytest.raises(ValidationError, match=line):
+        LossConfig(**{key: 1.0})
+    assert moved_key("loss", key).endswith(line)
+
+
+def test_sections_are_off_by_default():
+    cfg = LossConfig()
+    assert (cfg.kl, cfg.entropy, cfg.signalling, cfg.listening) == (None, None, None, None)
 
 
 def make_batch(seed: int = 0):
@@ -57,40 +81,38 @@ def forward(logits, actions):
     return logp, entropy
 
 
-def loss_and_grad(cfg, rows, denom, batch):
+def loss_and_grad(cfg, rows, denom, batch, tis_cap=None):
     logits, actions, mask, old_logp, ref_logp, adv = batch
     logits.grad = None
-    logp, entropy = forward(logits[rows], actions[rows])
+    logp, _ = forward(logits[rows], actions[rows])
     loss, metrics = policy_loss(
         cfg,
         logp=logp,
         old_logp=old_logp[rows],
         adv=adv[rows],
         mask=mask[rows],
-        ref_logp=ref_logp[rows],
-        entropy=entropy,
         denom=denom,
         behavior_logp=behavior_of(old_logp)[rows],
+        tis_cap=tis_cap,
     )
     loss.backward()
     return loss.detach(), logits.grad.clone(), metrics
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "constant_norm", "sequence_mean"])
-@pytest.mark.parametrize("off_policy", [{}, {"dual_clip": 1.2, "tis_cap": 1.2}])
+@pytest.mark.parametrize("off_policy", [False, True])
 def test_micro_batches_of_one_equal_one_batch_of_eight(aggregation, off_policy):
-    cfg = LossConfig(
-        aggregation=aggregation, kl_coef=0.1, entropy_coef=0.01, clip_low=0.1, **off_policy
-    )
+    dual, tis_cap = (1.2, 1.2) if off_policy else (None, None)
+    cfg = LossConfig(aggregation=aggregation, clip_low=0.1, dual_clip=dual)
     batch = make_batch()
     mask = batch[2]
     micro = [slice(i, i + 1) for i in range(B)]
     denom = global_denom(aggregation, [mask[s] for s in micro], units_per_row=T)
     assert denom == global_denom(aggregation, [mask], units_per_row=T)
-    full_loss, full_grad, metrics = loss_and_grad(cfg, slice(0, B), denom, batch)
-    if off_policy:  # both terms must be active somewhere, or the check proves nothing
+    full_loss, full_grad, metrics = loss_and_grad(cfg, slice(0, B), denom, batch, tis_cap)
+    if off_policy:  # both steps must be active somewhere, or the check proves nothing
         assert metrics["loss/dual_clip_frac"] > 0 and metrics["loss/tis_capped_frac"] > 0
-    parts = [loss_and_grad(cfg, s, denom, batch) for s in micro]
+    parts = [loss_and_grad(cfg, s, denom, batch, tis_cap) for s in micro]
     assert sum(p[0] for p in parts).item() == pytest.approx(full_loss.item(), abs=1e-6)
     assert torch.allclose(sum(p[1] for p in parts), full_grad, atol=1e-6, rtol=0)
 
@@ -104,30 +126,16 @@ def test_local_token_mean_is_not_invariant():
     assert not torch.allclose(summed, full_grad, atol=1e-6)
 
 
-def test_terms_are_added_only_when_on_and_given():
-    logits, actions, mask, old_logp, ref_logp, adv = make_batch(1)
-    logp, entropy = forward(logits, actions)
-    kw = dict(logp=logp, old_logp=old_logp, adv=adv, mask=mask)
+def test_the_objective_is_the_aggregated_ppo_clip():
+    logits, actions, mask, old_logp, _, adv = make_batch(1)
+    logp, _ = forward(logits, actions)
     per_unit, _ = ppo_clip(logp, old_logp, adv, mask=mask)
     policy = token_mean(per_unit, mask)
-
-    loss, m = policy_loss(LossConfig(), ref_logp=ref_logp, entropy=entropy, **kw)
-    assert loss.item() == pytest.approx(policy.item())
-    assert "loss/kl" not in m and "loss/entropy" not in m
-
-    loss, m = policy_loss(LossConfig(kl_coef=0.5, entropy_coef=0.1), **kw)
-    assert loss.item() == pytest.approx(policy.item())  # coefficients on, inputs absent
-
-    cfg = LossConfig(kl_coef=0.5, entropy_coef=0.1, kl_estimator="k1")
-    loss, m = policy_loss(cfg, ref_logp=ref_logp, entropy=entropy, **kw)
-    kl = token_mean(logp - ref_logp, mask)
-    ent = token_mean(entropy, mask)
-    assert loss.item() == pytest.approx((policy + 0.5 * kl - 0.1 * ent).item())
-    assert m["loss/policy"] == pytest.approx(policy.item())
-    assert m["loss/kl"] == pytest.approx(kl.item())
-    assert m["loss/entropy"] == pytest.approx(ent.item())
-    assert m["loss/total"] == pytest.approx(loss.item())
+    loss, m = policy_loss(LossConfig(), logp=logp, old_logp=old_logp, adv=adv, mask=mask)
+    assert loss.item() == policy.item()
+    assert m["loss/policy"] == policy.item()
     assert {"loss/clip_frac", "loss/approx_kl"} <= set(m)
+    assert not {"loss/kl", "loss/entropy", "loss/total"} & set(m)  # the learner's terms
 
 
 def test_on_policy_gradient_is_minus_advantage_over_token_count():
@@ -153,7 +161,7 @@ def test_defaults_ignore_behavior_logp():
 def test_tis_without_behavior_logp_says_what_is_missing():
     logp = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="behavior_logp"):
-        policy_loss(LossConfig(tis_cap=2.0), logp=logp, old_logp=logp, adv=logp, mask=logp + 1)
+        policy_loss(LossConfig(), logp=logp, old_logp=logp, adv=logp, mask=logp + 1, tis_cap=2.0)
 
 
 def test_dual_clip_and_tis_compose_by_hand():
@@ -164,8 +172,10 @@ def test_dual_clip_and_tis_compose_by_hand():
     behavior = torch.log(torch.tensor([[1.0, 0.25, 2.0]], dtype=torch.float64))  # w = 1, 4->2, 0.5
     adv = torch.tensor([[-1.0, 1.0, -1.0]], dtype=torch.float64)
     mask = torch.ones(1, 3, dtype=torch.float64)
-    cfg = LossConfig(dual_clip=3.0, tis_cap=2.0)
-    loss, m = policy_loss(cfg, logp=logp, old_logp=old, adv=adv, mask=mask, behavior_logp=behavior)
+    cfg = LossConfig(dual_clip=3.0)
+    loss, m = policy_loss(
+        cfg, logp=logp, old_logp=old, adv=adv, mask=mask, behavior_logp=behavior, tis_cap=2.0
+    )
     loss.backward()
     # per unit: min(10, 3) * 1 = 3;  -1 * 2 = -2;  1 * 0.5 = 0.5
     assert loss.item() == pytest.approx((3.0 - 2.0 + 0.5) / 3)
@@ -175,3 +185,18 @@ def test_dual_clip_and_tis_compose_by_hand():
     assert m["loss/dual_clip_frac"] == pytest.approx(1 / 3)
     assert m["loss/tis_capped_frac"] == pytest.approx(1 / 3)
     assert m["loss/tis_weight_mean"] == pytest.approx(3.5 / 3)
+
+
+@pytest.mark.parametrize("cap", [0.0, -2.0])
+def test_a_tis_cap_must_be_positive(cap):
+    logp = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="greater than 0"):
+        policy_loss(
+            LossConfig(),
+            logp=logp,
+            old_logp=logp,
+            adv=logp,
+            mask=logp + 1,
+            behavior_logp=logp,
+            tis_cap=cap,
+        )

@@ -176,7 +176,7 @@ def test_save_then_load_restores_every_role_and_a_plain_base(tmp_path):
 
 def test_kl_reference_is_the_base_with_adapters_disabled():
     views = _views()
-    learner = make_adapter_learner(views["first"], LossConfig(kl_coef=0.1), OptimConfig())
+    learner = make_adapter_learner(views["first"], LossConfig(kl={"coef": 0.1}), OptimConfig())
     assert learner.reference is not None
     assert learner.reference.model is views["first"].model
 

@@ -54,8 +54,11 @@ def test_resolved_config_round_trips(tmp_path):
         (["rollout.group_size=1"], "rollout.group_size >= 2"),
         (["rollout.group_size=1", "algo.estimator=gigpo", "algo.params={}"], "group_size >= 2"),
         (["rollout.restart_explore=true"], "set rollout.restart_share > 0"),
-        (["loss.policy_iteration_coef=1"], "set rollout.restart_explore=true"),
-        (["loss.policy_iteration_memory=64"], "set loss.policy_iteration_coef > 0"),
+        (["rollout.restart_target={coef: 1}"], "set rollout.restart_explore=true"),
+        (["rollout.restart_target={memory: 64}"], "rollout.restart_target.coef: Field required"),
+        (["loss.kl_coef=0.1"], "loss.kl_coef is now loss.kl.coef"),
+        (["loss.policy_iteration_coef=1"], "is now rollout.restart_target.coef"),
+        (["loss.kl.coef=0"], "loss.kl.coef: Input should be greater than 0"),
         (
             ["rollout.restart_explore=true", "rollout.restart_share=0.5", "model.mode=text"],
             "restart_explore picks listed moves",

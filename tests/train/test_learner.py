@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from coplay.algos.losses.compose import LossConfig
+from coplay.algos.losses.regularizers import EntropyConfig, KLConfig
+from coplay.algos.losses.signalling import ListeningConfig, SignallingConfig
 from coplay.envs.registry import make_env
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
@@ -17,13 +19,16 @@ from coplay.rollout.engine import play_episodes
 from coplay.train.config import OptimConfig
 from coplay.train.learner import (
     Sample,
-    choice_marginals,
     collect_samples,
-    listening_marginals,
+    load_terms_state,
     make_learner,
-    scheduled_loss,
+    recall,
+    terms_state,
     update,
 )
+from coplay.train.parts.listening import listening_marginals
+from coplay.train.parts.policy_iteration import TargetConfig
+from coplay.train.parts.signalling import choice_marginals
 
 
 def _policy(mode="choice"):
@@ -51,11 +56,10 @@ def test_micro_batch_1x8_equals_8x1(mode, aggregation, signalling):
         policy = copy.deepcopy(base)
         optim = OptimConfig(lr=1e-2, minibatch_size=8, micro_batch_size=micro)
         loss = LossConfig(
-            entropy_coef=0.01,
-            kl_coef=0.1,
+            entropy=EntropyConfig(coef=0.01),
+            kl=KLConfig(coef=0.1),
             aggregation=aggregation,
-            signalling_coef=signalling,
-            signalling_beta=0.3,
+            signalling=SignallingConfig(coef=signalling, beta=0.3) if signalling else None,
         )
         learner = make_learner(policy, loss, optim)
         update(learner, samples, np.random.default_rng(0))
@@ -70,7 +74,9 @@ def test_signalling_bonus_alone_makes_choices_depend_on_the_observation():
     policy = _policy()
     samples = [Sample(s.decision, 0.0) for s in _samples(policy)]
     learner = make_learner(
-        policy, LossConfig(signalling_coef=1.0), OptimConfig(lr=1e-3, minibatch_size=8)
+        policy,
+        LossConfig(signalling=SignallingConfig(coef=1.0)),
+        OptimConfig(lr=1e-3, minibatch_size=8),
     )
     # A fresh tiny model answers every information state alike (MI about 1e-6 nats).
     before = choice_marginals(learner, samples)[1]
@@ -84,11 +90,12 @@ def test_signalling_bonus_alone_makes_choices_depend_on_the_observation():
     assert max(after) > 0.05 > 1000 * before
 
 
-def _updated(base, samples, losses):
+def _updated(base, samples, losses, **kw):
     """One learner per loss config, each on a copy of ``base`` after one update."""
     learners = []
     for loss in losses:
-        learner = make_learner(copy.deepcopy(base), loss, OptimConfig(lr=1e-3, minibatch_size=8))
+        optim = OptimConfig(lr=1e-3, minibatch_size=8)
+        learner = make_learner(copy.deepcopy(base), loss, optim, **kw)
         update(learner, samples, np.random.default_rng(0))
         learners.append(learner)
     return learners
@@ -114,13 +121,13 @@ def test_exploratory_turns_are_reweighted_by_policy_over_mixture():
     for batch in (samples, halved):
         # no gradient clipping: it would rescale both to the same norm
         optim = OptimConfig(lr=1e-3, minibatch_size=8, max_grad_norm=1e9)
-        learner = make_learner(copy.deepcopy(base), LossConfig(tis_cap=1.0), optim)
+        learner = make_learner(copy.deepcopy(base), LossConfig(), optim, tis_cap=1.0)
         metrics = update(learner, batch, np.random.default_rng(0))
         grads.append(_grad(learner))
     assert metrics["loss/tis_weight_mean"] == pytest.approx(0.5)
     assert grads[0].abs().max() > 0
     assert torch.allclose(grads[1], grads[0] / 2, atol=1e-9, rtol=1e-4)
-    # rollout.explore_correction=none leaves tis_cap unset: the mixture is not read
+    # rollout.explore_correction=none leaves rollout.tis_cap unset: the mixture is not read
     uncorrected = []
     for batch in (samples, halved):
         optim = OptimConfig(lr=1e-3, minibatch_size=8, max_grad_norm=1e9)
@@ -136,8 +143,8 @@ def test_signalling_bonus_covers_only_the_listed_seats():
     samples = [Sample(s.decision, s.advantage, player=1) for s in _samples(base)]
     losses = (
         LossConfig(),
-        LossConfig(signalling_coef=1.0, signalling_seats=[0]),
-        LossConfig(signalling_coef=1.0, signalling_seats=[1]),
+        LossConfig(signalling=SignallingConfig(coef=1.0, seats=[0])),
+        LossConfig(signalling=SignallingConfig(coef=1.0, seats=[1])),
     )
     grads = [_grad(learner) for learner in _updated(base, samples, losses)]
     assert torch.equal(grads[0], grads[1])  # seat 1's decisions are not covered
@@ -181,7 +188,7 @@ def test_listening_bonus_micro_batches_equal_one_batch(micro):
     for size in (8, micro):
         policy = copy.deepcopy(base)
         optim = OptimConfig(lr=1e-2, minibatch_size=8, micro_batch_size=size)
-        learner = make_learner(policy, LossConfig(listening_coef=0.7), optim)
+        learner = make_learner(policy, LossConfig(listening=ListeningConfig(coef=0.7)), optim)
         metrics = update(learner, samples, np.random.default_rng(0))
         grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
         assert "loss/listening" in metrics
@@ -190,7 +197,9 @@ def test_listening_bonus_micro_batches_equal_one_batch(micro):
 
 def test_listening_bonus_changes_the_receivers_update():
     base, samples = _receiver_samples()
-    plain, listening = _updated(base, samples, (LossConfig(), LossConfig(listening_coef=1.0)))
+    plain, listening = _updated(
+        base, samples, (LossConfig(), LossConfig(listening=ListeningConfig(coef=1.0)))
+    )
     assert not torch.allclose(_grad(plain), _grad(listening))
     assert _listening(listening, samples) > 0
 
@@ -198,7 +207,9 @@ def test_listening_bonus_changes_the_receivers_update():
 def test_listening_bonus_leaves_decisions_without_counterfactuals_alone():
     base = _policy()
     samples = _samples(base)  # Kuhn: no messages, no counterfactuals
-    plain, listening = _updated(base, samples, (LossConfig(), LossConfig(listening_coef=1.0)))
+    plain, listening = _updated(
+        base, samples, (LossConfig(), LossConfig(listening=ListeningConfig(coef=1.0)))
+    )
     assert torch.equal(_grad(plain), _grad(listening))
 
 
@@ -218,7 +229,7 @@ def test_policy_iteration_target_is_the_cross_entropy_to_the_policy():
         dists = base.score([s.decision for s in samples[:2]]).dists
     expected = -float(sum(lp[-1] for lp in dists)) / 2
     optim = OptimConfig(lr=1e-2, minibatch_size=8, epochs=1)
-    learner = make_learner(base, LossConfig(policy_iteration_coef=1.0), optim)
+    learner = make_learner(base, LossConfig(), optim, target=TargetConfig(coef=1.0))
     metrics = update(learner, samples, np.random.default_rng(0))
     assert metrics["loss/policy_iteration"] == pytest.approx(expected, rel=1e-5)
     with torch.no_grad():
@@ -233,7 +244,9 @@ def test_policy_iteration_target_micro_batches_equal_one_batch(micro):
     grads = []
     for size in (8, micro):
         optim = OptimConfig(lr=1e-3, minibatch_size=8, micro_batch_size=size)
-        learner = make_learner(copy.deepcopy(base), LossConfig(policy_iteration_coef=0.5), optim)
+        learner = make_learner(
+            copy.deepcopy(base), LossConfig(), optim, target=TargetConfig(coef=0.5)
+        )
         update(learner, samples, np.random.default_rng(0))
         grads.append(_grad(learner))
     assert grads[0].abs().max() > 0
@@ -289,7 +302,8 @@ def test_collect_samples_pairs_each_turn_with_its_advantage():
 def test_magnet_moves_toward_the_policy_by_ema(ema):
     policy = _policy()
     samples = _samples(policy)
-    learner = make_learner(policy, LossConfig(kl_coef=0.1), OptimConfig(lr=1e-2), reference_ema=ema)
+    loss = LossConfig(kl=KLConfig(coef=0.1))
+    learner = make_learner(policy, loss, OptimConfig(lr=1e-2), reference_ema=ema)
     ref0 = [p.detach().clone() for p in learner.reference.model.parameters()]
     update(learner, samples, np.random.default_rng(0))
     for r0, r1, p in zip(
@@ -323,13 +337,14 @@ def test_a_magnet_without_kl_only_averages_and_leaves_the_update_alone():
 
 def test_entropy_weight_anneals_linearly_and_follows_the_update_count():
     policy = _policy()
-    loss = LossConfig(entropy_coef=0.1, entropy_final_frac=0.2)
+    loss = LossConfig(entropy=EntropyConfig(coef=0.1, final_frac=0.2))
     learner = make_learner(policy, loss, OptimConfig(lr=1e-3), iterations=3)
     samples = _samples(policy)
     coefs = [update(learner, samples, np.random.default_rng(0))["loss/entropy_coef"] for _ in "abc"]
     assert coefs == pytest.approx([0.1, 0.06, 0.02])
-    assert scheduled_loss(loss, 99, 3).entropy_coef == pytest.approx(0.02)  # holds at the end
-    assert scheduled_loss(LossConfig(entropy_coef=0.1), 2, 3).entropy_coef == 0.1  # default
+    # Without the bonus the weight is logged as 0, so every run's log has the column.
+    plain = make_learner(policy, LossConfig(), OptimConfig(lr=1e-3))
+    assert update(plain, samples, np.random.default_rng(0))["loss/entropy_coef"] == 0.0
 
 
 def test_lr_schedule_decays_linearly_to_final_fraction():
@@ -345,7 +360,7 @@ def _replaying(base, samples, micro=16, coef=0.5):
     """A learner after one single-step update on ``samples`` (replays included)."""
     optim = OptimConfig(lr=1e-3, epochs=1, minibatch_size=16, micro_batch_size=micro)
     optim = optim.model_copy(update={"max_grad_norm": 1e6})  # compare raw gradients
-    learner = make_learner(copy.deepcopy(base), LossConfig(policy_iteration_coef=coef), optim)
+    learner = make_learner(copy.deepcopy(base), LossConfig(), optim, target=TargetConfig(coef=coef))
     update(learner, samples, np.random.default_rng(0))
     return learner
 
@@ -392,3 +407,21 @@ def test_a_minibatch_of_replays_alone_trains_toward_their_targets():
     with torch.no_grad():
         after = learner.policy.score([r.decision for r in replays]).dists
     assert all(a[-1] > b[-1] for a, b in zip(after, before, strict=True))
+
+
+def test_the_learner_recalls_and_saves_its_memory_of_targets():
+    base = _policy()
+    samples = _targeted(base)
+    optim = OptimConfig(lr=1e-3, minibatch_size=8)
+    learner = make_learner(base, LossConfig(), optim, target=TargetConfig(coef=1.0, memory=4))
+    assert recall(learner, samples) == ([], {"loss/replayed_targets": 0.0})
+    replayed, metrics = recall(learner, samples[2:])  # no fresh target at those positions
+    assert [r.decision for r in replayed] == [s.decision for s in samples[:2]]
+    assert metrics == {"loss/replayed_targets": 2.0}
+    state = terms_state(learner)
+    assert list(state) == ["target"]  # no other term is on
+    fresh = make_learner(base, LossConfig(), optim, target=TargetConfig(coef=1.0, memory=4))
+    load_terms_state(fresh, state)
+    assert recall(fresh, samples[2:])[0] == replayed
+    with pytest.raises(ValueError, match="'target' loss term, which this run has not"):
+        load_terms_state(make_learner(base, LossConfig(), optim), state)

@@ -44,7 +44,7 @@ def test_roster_must_seat_every_player_of_the_game(tmp_path):
 @pytest.mark.parametrize(
     ("over", "name"),
     [
-        (["rollout.explore=0.1", "loss.tis_cap=1"], "explore"),
+        (["rollout.explore=0.1", "rollout.tis_cap=1"], "explore"),
         (["rollout.restart_share=0.5"], "restart_share"),
     ],
 )

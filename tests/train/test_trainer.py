@@ -142,14 +142,13 @@ def test_grpo_moves_the_policy_toward_above_average_play(tmp_path):
         [],
         ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"],
         ["algo.estimator=gae", "algo.params={}", "critic.clip=0.2"],
-        ["loss.entropy_coef=0.1", "loss.entropy_final_frac=0.1"],  # the schedule resumes too
+        ["loss.entropy={coef: 0.1, final_frac: 0.1}"],  # the schedule resumes too
         ["rollout.restart_share=0.5", "rollout.group_size=2"],  # the restart buffer too
         [
             "rollout.restart_share=0.5",
             "rollout.group_size=2",
             "rollout.restart_explore=true",  # assigned first moves draw from the saved rng
-            "loss.policy_iteration_coef=1",
-            "loss.policy_iteration_memory=64",  # and the memory of targets is saved
+            "rollout.restart_target={coef: 1, memory: 64}",  # and the memory of targets is saved
         ],
     ],
 )
@@ -163,7 +162,7 @@ def test_resume_equals_uninterrupted(tmp_path, extra):
         "train.iterations=3",
         "train.eval_every=1",
         "train.save_every=0",
-        "loss.kl_coef=0.1",
+        "loss.kl.coef=0.1",
         "reference.ema=0.1",
         "optim.lr_schedule=linear",
         "train.eval_opponents=[random]",
@@ -294,18 +293,18 @@ def test_the_target_memory_replays_earlier_targets_in_later_updates(tmp_path):
     over = [
         *RESTARTS,
         "rollout.restart_explore=true",
-        "loss.policy_iteration_coef=1",
-        "loss.policy_iteration_memory=1",
+        "rollout.restart_target={coef: 1, memory: 1}",
     ]
     run = setup(build_config(overrides=over), tmp_path / "m")
+    memory = lambda: run.learner.terms["target"].memory  # noqa: E731
     seen, replayed = set(), []
     for it in range(1, 7):
         episodes, _ = collect(run, it)
-        stored = len(run.targets)
+        stored = len(memory())
         metrics = learn(run, episodes)
         replayed.append(metrics["loss/replayed_targets"])
-        seen |= set(run.targets)
-        assert len(run.targets) <= 1 and all(s.replay for s in run.targets.values())
+        seen |= set(memory())
+        assert len(memory()) <= 1 and all(s.replay for s in memory().values())
         assert metrics["loss/replayed_targets"] <= stored
     # Targets came, the newer replaced the older, and a stored one was replayed.
     assert len(seen) >= 2 and max(replayed) > 0
@@ -348,21 +347,22 @@ def test_final_policy_magnet_is_saved_and_evaluated(tmp_path):
     from coplay.train.checkpoints.safe_tree import load_tree
     from coplay.train.checkpoints.state import STATE_RECORDS
 
-    over = [*TINY, "loss.kl_coef=0.1", "reference.ema=0.5", "train.final_policy=magnet"]
+    over = [*TINY, "loss.kl.coef=0.1", "reference.ema=0.5", "train.final_policy=magnet"]
     summary = train(build_config(overrides=over), tmp_path / "m")
     row = json.loads((tmp_path / "m" / "metrics.jsonl").read_text().splitlines()[-1])
     assert row["eval/exploitability"] == summary["final/eval/exploitability"]
     assert "eval/learner/exploitability" in row
     blob = load_tree(tmp_path / "m" / "state", "trainer", records=STATE_RECORDS)
     saved = load_policy(tmp_path / "m").model.state_dict()
-    assert all(torch.equal(saved[k], v) for k, v in blob["magnet"].items())
+    magnet = blob["terms"]["kl"]["weights"]
+    assert all(torch.equal(saved[k], v) for k, v in magnet.items())
 
 
 def test_final_policy_magnet_needs_a_magnet():
     from coplay.train.config import ConfigError
 
     with pytest.raises(ConfigError, match="needs a magnet"):
-        build_config(overrides=[*TINY, "loss.kl_coef=0", "train.final_policy=magnet"])
+        build_config(overrides=[*TINY, "loss.kl=null", "train.final_policy=magnet"])
 
 
 def test_learner_keeps_its_seat_and_opponent_within_a_group(tmp_path):
@@ -425,7 +425,7 @@ def tic_tac_toe_eval(tmp_path_factory) -> dict:
         *TINY,
         "game.name=tic_tac_toe",
         "train.eval_opponents=[random, perfect]",
-        "loss.kl_coef=0",
+        "loss.kl=null",
         "reference.ema=0.5",
         "train.final_policy=magnet",
     ]
@@ -460,7 +460,7 @@ def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tic_tac_
 
 
 def test_exploration_marks_the_learners_training_turns_only(tmp_path):
-    over = [*TINY, "rollout.explore=0.5", "loss.tis_cap=1.0"]
+    over = [*TINY, "rollout.explore=0.5", "rollout.tis_cap=1.0"]
     run = setup(build_config(overrides=over), tmp_path)
     episodes, _ = collect(run, 1)
     turns = [t for e in episodes for t in e.turns]
@@ -473,12 +473,15 @@ def test_exploration_marks_the_learners_training_turns_only(tmp_path):
 @pytest.mark.parametrize(
     "over,match",
     [
-        (["rollout.explore=0.1"], "set loss.tis_cap"),
-        (["rollout.explore=0.1", "loss.tis_cap=1", "model.mode=text"], "needs model.mode=choice"),
-        (["rollout.explore=1.0", "loss.tis_cap=1"], "less than 1"),
+        (["rollout.explore=0.1"], "set rollout.tis_cap"),
         (
-            ["rollout.explore=0.1", "loss.tis_cap=1", "rollout.explore_correction=none"],
-            "leave loss.tis_cap unset",
+            ["rollout.explore=0.1", "rollout.tis_cap=1", "model.mode=text"],
+            "needs model.mode=choice",
+        ),
+        (["rollout.explore=1.0", "rollout.tis_cap=1"], "less than 1"),
+        (
+            ["rollout.explore=0.1", "rollout.tis_cap=1", "rollout.explore_correction=none"],
+            "leave rollout.tis_cap unset",
         ),
         (["rollout.explore=0.1", "rollout.explore_correction=maybe"], "explore_correction"),
     ],

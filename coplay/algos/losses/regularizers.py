@@ -1,7 +1,9 @@
 """Per-unit regularisers added to the policy loss: KL to a reference, entropy bonus.
 
 Inputs are (B, T) per-unit tensors; outputs are (B, T) per-unit losses to be
-aggregated like the policy term.
+aggregated like the policy term. ``KLConfig`` and ``EntropyConfig`` are their loss
+config sections (``loss.kl``, ``loss.entropy``); the learner's terms
+(``coplay.train.parts.kl``, ``.entropy``) apply them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import Tensor
 
 
@@ -46,3 +49,36 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, *, estimator: str = "k3") -> Tens
 def entropy_bonus(entropy: Tensor) -> Tensor:
     """-entropy per unit: adding it with a positive coefficient maximises entropy."""
     return -entropy
+
+
+class KLConfig(BaseModel):
+    """``loss.kl``: a KL penalty to the reference policy (a frozen copy of the initial
+    policy, or a magnet that trails the learner: ``reference.ema``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    coef: float = Field(gt=0.0)
+    """Weight of the KL penalty (leave the section out, loss.kl=null, to turn it off)."""
+    estimator: str = "k3"
+    """Per-unit KL estimator: k1, k2 or k3."""
+
+    @field_validator("estimator")
+    @classmethod
+    def _known_estimator(cls, v: str) -> str:
+        if v not in KL_ESTIMATORS:
+            raise ValueError(f"estimator must be one of {sorted(KL_ESTIMATORS)}, got {v!r}")
+        return v
+
+
+class EntropyConfig(BaseModel):
+    """``loss.entropy``: an entropy bonus, its weight on a linear schedule."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    coef: float = Field(gt=0.0)
+    """Weight of the entropy bonus at the first iteration (leave the section out,
+    loss.entropy=null, to turn it off)."""
+    final_frac: float = Field(1.0, ge=0.0)
+    """The weight decays linearly from coef to coef times this over the run's
+    iterations (1 keeps it constant): explore early, sharpen late, as a best response
+    must end near-deterministic."""

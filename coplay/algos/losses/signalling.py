@@ -42,7 +42,39 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
+
+
+class SignallingConfig(BaseModel):
+    """``loss.signalling``: the positive-signalling bonus (``signalling_bonus``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    coef: float = Field(gt=0.0)
+    """Weight of the bonus H(pi_bar) - beta * H(pi | x) over the minibatch's choices
+    among the same actions. For a speaker whose messages would otherwise collapse to
+    one symbol for every observation."""
+    beta: float = Field(1.0, ge=0.0)
+    """Weight of the conditional entropy: 1 makes the bonus the mutual information
+    between observation and choice (use 1; the module's docstring says how other
+    values fail)."""
+    seats: list[int] | None = None
+    """Seats whose decisions the bonus covers (the speakers); None covers every seat. A
+    listener given the bonus is pushed to answer each message deterministically before
+    it has learned what messages mean."""
+
+
+class ListeningConfig(BaseModel):
+    """``loss.listening``: the positive-listening bonus (``listening_bonus``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    coef: float = Field(gt=0.0)
+    """Weight of the L1 distance from a decision's choice distribution to its mean over
+    every message it could have received (the observation's ``counterfactuals``), so
+    a listener's answer depends on the message. Covers only decisions whose
+    observation lists counterfactuals."""
 
 
 def group_marginals(

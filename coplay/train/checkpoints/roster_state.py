@@ -4,8 +4,8 @@ The trainer's ``state.py`` does this for one learner; a roster has several, and
 LoRA learners share one model. The state is ``run/state/roster.json`` with its tensors
 in ``run/state/roster.safetensors`` (``safe_tree``, no pickle):
 
-* per learner: optimizer, schedule, magnet (when it has its own weights), estimator
-  state, update count and sampling generator;
+* per learner: optimizer, schedule, its loss terms' states (a magnet with its own
+  weights), estimator state, update count and sampling generator;
 * every model once (LoRA views share one; its state holds every adapter);
 * the sampling generators of frozen members, bots and evaluation opponents;
 * the loop's numpy and torch generators, and the evaluations so far.
@@ -33,6 +33,7 @@ from coplay.train.checkpoints.state import (
     restoring,
     set_generator_state,
 )
+from coplay.train.learner import load_terms_state, terms_state
 
 if TYPE_CHECKING:
     from coplay.train.roster import Member, RosterRun
@@ -67,18 +68,12 @@ def _model_owner(run: RosterRun) -> dict[str, str]:
     return {m.name: first.setdefault(id(m.policy.model), m.name) for m in run.roster.learners}
 
 
-def _own_magnet(member: Member) -> bool:
-    """A magnet with its own weights (LoRA learners' reference is the shared base)."""
-    ref = member.learner.reference
-    return ref is not None and ref.model is not member.policy.model
-
-
 def _learner_blob(member: Member) -> dict[str, Any]:
     learner = member.learner
     return {
         "optimizer": learner.optimizer.state_dict(),
         "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
-        "magnet": learner.reference.model.state_dict() if _own_magnet(member) else None,
+        "terms": terms_state(learner),
         "adv_state": member.adv_state,
         "version": member.policy.version,
         "rng": generator_state(member.policy),
@@ -108,8 +103,7 @@ def _restore_learner(member: Member, blob: dict[str, Any], source: Path) -> None
     learner.optimizer.load_state_dict(blob["optimizer"])
     if learner.scheduler and blob["scheduler"]:
         learner.scheduler.load_state_dict(blob["scheduler"])
-    if blob["magnet"] is not None and _own_magnet(member):
-        load_weights(learner.reference.model, blob["magnet"], source)
+    load_terms_state(learner, blob["terms"])
     member.adv_state = blob["adv_state"]
     member.policy.version = blob["version"]
     set_generator_state(member.policy, blob["rng"])

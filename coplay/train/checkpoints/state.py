@@ -5,7 +5,8 @@ state holds the learner's weights, optimizer and schedule, the magnet, the estim
 state, the restart positions, and every random generator the loop draws from.
 
     run/state/policy/             Hugging Face folder of the learner (plain transformers)
-    run/state/trainer.json        optimizer, schedule, magnet, estimator state, RNG states:
+    run/state/trainer.json        optimizer, schedule, loss terms' states (the magnet, the
+                                  memory of targets), estimator state, RNG states:
     run/state/trainer.safetensors   the structure, and its tensors (``safe_tree``)
 
 Nothing in it is a pickle, so resuming a run directory from someone else runs no code
@@ -26,7 +27,7 @@ from coplay.models.loading import CheckpointError, load_pretrained, save_policy
 from coplay.report.atomic import atomic_dir
 from coplay.rollout.restarts import Start
 from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
-from coplay.train.learner import Sample
+from coplay.train.learner import Sample, load_terms_state, terms_state
 from coplay.types import Decision
 
 if TYPE_CHECKING:
@@ -44,10 +45,9 @@ TRAINER_KEYS = (
     "evals",
     "optimizer",
     "scheduler",
-    "magnet",
+    "terms",
     "adv_state",
     "restarts",
-    "targets",
     "critic",
     "numpy_rng",
     "torch_rng",
@@ -89,10 +89,9 @@ def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> 
         "evals": evals,
         "optimizer": learner.optimizer.state_dict(),
         "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
-        "magnet": learner.reference.model.state_dict() if learner.reference else None,
+        "terms": terms_state(learner),
         "adv_state": run.adv_state,
         "restarts": run.restarts,
-        "targets": run.targets,
         "critic": (
             {"model": run.critic.model.state_dict(), "opt": run.critic.optimizer.state_dict()}
             if run.critic
@@ -188,11 +187,9 @@ def _restore(run: Run, blob: dict[str, Any], source: Path) -> None:
     learner.optimizer.load_state_dict(blob["optimizer"])
     if learner.scheduler and blob["scheduler"]:
         learner.scheduler.load_state_dict(blob["scheduler"])
-    if learner.reference and blob["magnet"] is not None:
-        load_weights(learner.reference.model, blob["magnet"], source)
+    load_terms_state(learner, blob["terms"])
     run.adv_state = blob["adv_state"]
     run.restarts = list(blob["restarts"])
-    run.targets = dict(blob["targets"])
     if run.critic is not None and blob["critic"] is not None:
         load_weights(run.critic.model, blob["critic"]["model"], source)
         run.critic.optimizer.load_state_dict(blob["critic"]["opt"])

@@ -36,7 +36,7 @@ def test_roster_resume_equals_uninterrupted(tmp_path, name):
         "train.eval_opponents=[random]",
         "rollout.group_size=2",
         "optim.lr_schedule=linear",
-        "loss.kl_coef=0.1",
+        "loss.kl.coef=0.1",
     ]
     if players == 3:  # three-player Kuhn; the magnet needs its own weights
         over += ["game.params={players: 3}", "reference.ema=0.1"]
