@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from transformers import AutoModelForCausalLM
 
 from coplay.models.loading import PlayedGame, load_policy, read_meta, save_policy, write_meta
-from coplay.policies.lm import LMPolicy, Scored
+from coplay.policies.lm import LMPolicy
+from coplay.train.scorer import Scored
 from coplay.types import Decision, Observation
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -1,4 +1,4 @@
-"""Language-model policy on Hugging Face ``transformers``, in two decision modes.
+"""Language-model policy over a generation backend, in two decision modes.
 
 * ``choice``: every legal action's tokens are scored after the prompt and the action
   is sampled from the distribution renormalised over the legal actions
@@ -16,52 +16,46 @@ valid; the game's ``parse_action`` turns it into the message it records (its own
 length and charset limits). With a legal list, the action is the last bracketed
 legal action in the text, or None (invalid).
 
-Rollout and learner share one scoring function per kind of decision, so the
-log-probs the learner recomputes equal the sampled ones up to float error; a
-decision is scored by its own kind (choice when it records ``choice_ids``), so
-batches may mix both.
+The policy renders prompts and samples; the backend (``coplay.backends``, Hugging
+Face ``transformers`` by default) runs the weights. The learner's ``Scorer``
+(``coplay.train.scorer``) recomputes the recorded log-probs with the backend's
+kernels, so they equal the sampled ones up to float error; a decision is scored by
+its own kind (choice when it records ``choice_ids``), so batches may mix both.
+Exploration is a view (``sampling``), not a setting of the policy.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
 from coplay.envs.actions import parse_action
-from coplay.policies.scoring import (
-    choice_sequence_logps,
-    fold_common_prefix,
-    sample_text,
-    token_logps,
-)
+from coplay.policies.scoring import fold_common_prefix
+from coplay.train.scorer import Scored, Scorer
 from coplay.types import Decision, Observation
+
+__all__ = ["ACTION_CUE", "LMPolicy", "Mode", "Scored", "explore_mixture"]
 
 Mode = Literal["choice", "text"]
 ACTION_CUE = "Action:"
 """Appended to a plain prompt; the action follows after one space."""
 
 
-@dataclass(frozen=True)
-class Scored:
-    """Per-unit log-probs and entropies of a batch of decisions, padded to (B, T)."""
-
-    logp: torch.Tensor  # (B, T)
-    entropy: torch.Tensor  # (B, T)
-    mask: torch.Tensor  # (B, T) float, 1 for real units
-    dists: tuple[torch.Tensor | None, ...] = ()
-    """Per row, the log-distribution over the decision's legal actions (choices only;
-    None for free text)."""
-
-
 class LMPolicy:
-    """A causal LM that acts in text games; the learner trains ``model`` in place."""
+    """The policy of a language model run by a backend (``coplay.backends``).
+
+    The policy renders prompts, draws samples from its own generator and builds
+    decisions; the backend scores and writes with the weights, which the learner
+    trains in place (``model``) or pushes in (``backend.load_weights``).
+    """
 
     def __init__(
         self,
@@ -73,27 +67,77 @@ class LMPolicy:
         temperature: float = 1.0,
         max_new_tokens: int = 24,
         seed: int = 0,
+        backend: str = "hf",
     ) -> None:
         if mode not in ("choice", "text"):
             raise ValueError(f"policy mode must be 'choice' or 'text', got {mode!r}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.model = model
-        self.tokenizer = tokenizer
+        self.backend: Backend = make_backend(
+            backend, model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens
+        )
         self.policy_id = policy_id
-        self.version = 0
         self.mode: Mode = mode
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.explore = 0.0
-        """Share of uniform choices mixed into sampling; set only inside ``exploring``."""
+        self._explore = 0.0
         self.generator = torch.Generator().manual_seed(seed)
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
         self._action_cache: dict[str, tuple[int, ...]] = {}
 
+    # ------------------------------------------------------- backend settings
+    @property
+    def model(self) -> PreTrainedModel:
+        """The Hugging Face model behind the backend (trained, copied and saved in place)."""
+        model = getattr(self.backend, "model", None)
+        if model is None:
+            raise AttributeError(f"a {type(self.backend).__name__} holds no model in this process")
+        return model
+
+    @model.setter
+    def model(self, model: PreTrainedModel) -> None:
+        # A copy of a policy (``copy.copy``) shares its backend; giving the copy its own
+        # weights (a frozen KL reference) must not swap the original's, so the copy
+        # gets a backend of its own, at the same settings and version.
+        self.backend = HFBackend(
+            model,
+            self.tokenizer,
+            temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens,
+            version=self.version,
+        )
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self.backend.tokenizer
+
+    @property
+    def temperature(self) -> float:
+        return self.backend.temperature
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.backend.max_new_tokens
+
+    @property
+    def version(self) -> int:
+        """Version of the weights (updates so far): the backend's, shared by every
+        sampling view of this policy."""
+        return self.backend.version
+
+    @version.setter
+    def version(self, version: int) -> None:
+        self.backend.version = version
+
+    @property
+    def explore(self) -> float:
+        """Share of uniform choices mixed into sampling (0 but in a ``sampling`` view)."""
+        return self._explore
+
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def scorer(self) -> Scorer:
+        """The learner's differentiable scoring of this policy's decisions."""
+        return Scorer(self.model, self.temperature, self.tokenizer.pad_token_id or 0)
 
     # ----------------------------------------------------------------- prompts
     def observation_key(self, obs: Observation) -> tuple:
@@ -151,14 +195,14 @@ class LMPolicy:
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         """Exact constrained distribution over legal actions (choice mode semantics)."""
         items = [self._choice_item(o) for o in observations]
-        logps = self._choice_logps(items)
+        logps = self.backend.choice_logps(items)
         out = []
         for obs, lp in zip(observations, logps, strict=True):
             probs = lp.exp().tolist()
             out.append(dict(zip(obs.legal_actions or (), probs, strict=True)))
         return out
 
-    def _choice_item(self, obs: Observation) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    def _choice_item(self, obs: Observation) -> ChoiceItem:
         if not obs.legal_actions:
             raise ValueError(
                 f"a choice needs at least one legal action, but the observation of player "
@@ -195,8 +239,8 @@ class LMPolicy:
         if not observations:
             return []
         items = [self._choice_item(o) for o in observations]
-        logps = self._choice_logps(items)
-        explore = self.explore if forced is None else 0.0  # a told move is not explored
+        logps = self.backend.choice_logps(items)
+        explore = self._explore if forced is None else 0.0  # a told move is not explored
         decisions = []
         for i, (obs, (prompt, choices), lp) in enumerate(
             zip(observations, items, logps, strict=True)
@@ -224,20 +268,29 @@ class LMPolicy:
             )
         return decisions
 
+    def sampling(self, explore: float = 0.0) -> LMPolicy:
+        """A view of this policy that draws its choices from (1 - explore) * policy +
+        explore * uniform over the legal actions, each decision recording the mixture's
+        log-prob as ``behavior_logprobs`` (none when ``explore`` is 0).
+
+        The view shares this policy's backend (weights and version), generator, prompt
+        caches and id, so sampling from it draws what the policy itself would draw;
+        the policy stays on-policy for evaluation."""
+        _check_explore(explore, self.mode)
+        view = copy.copy(self)
+        view._explore = explore
+        return view
+
     @contextmanager
     def exploring(self, epsilon: float):
-        """Within the block, choices are drawn from (1 - epsilon) * policy + epsilon *
-        uniform over the legal actions, each decision recording the mixture's
-        log-prob as ``behavior_logprobs``; evaluation outside it stays on-policy."""
-        if not 0.0 <= epsilon < 1.0:
-            raise ValueError(f"exploration epsilon must be in [0, 1), got {epsilon}")
-        if epsilon and self.mode != "choice":
-            raise ValueError("exploration mixes uniform choices: it needs model.mode=choice")
-        saved, self.explore = self.explore, epsilon
+        """Within the block, this policy samples as ``sampling(epsilon)`` does; outside
+        it, on-policy again. Prefer ``sampling``, which changes no state."""
+        _check_explore(epsilon, self.mode)
+        saved, self._explore = self._explore, epsilon
         try:
             yield self
         finally:
-            self.explore = saved
+            self._explore = saved
 
     def _counterfactual_prompts(
         self, obs: Observation, choices: tuple[tuple[int, ...], ...]
@@ -264,15 +317,7 @@ class LMPolicy:
         if not observations:
             return []
         prompts = [self.prompt_ids(o) for o in observations]
-        responses = sample_text(
-            self.model,
-            prompts,
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            eos_id=self.tokenizer.eos_token_id,
-            pad_id=self.tokenizer.pad_token_id,
-            generator=self.generator,
-        )
+        responses = self.backend.generate(prompts, generator=self.generator)
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -291,76 +336,17 @@ class LMPolicy:
         return decisions
 
     # ----------------------------------------------------------------- scoring
-    def _choice_logps(self, items) -> list[torch.Tensor]:
-        """Constrained log-probs per item: log softmax over each item's actions."""
-        return _rows(self._choice_table(items), items)
-
-    def _choice_table(self, items) -> torch.Tensor:
-        """(B, K) constrained log-probs, row i over item i's actions, -inf past its last.
-
-        One padded log-softmax instead of one per item: the per-item ops (and their
-        backward nodes) cost more than the model on small games."""
-        seq_lp = choice_sequence_logps(
-            self.model, items, temperature=self.temperature, pad_id=self.tokenizer.pad_token_id or 0
-        )  # (N,) over all items' actions, flattened
-        sizes = torch.tensor([len(cs) for _, cs in items])
-        rows = torch.repeat_interleave(torch.arange(len(items)), sizes)
-        cols = torch.arange(len(rows)) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
-        table = seq_lp.new_full((len(items), int(sizes.max())), -math.inf)
-        table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
-        return F.log_softmax(table, dim=1)
-
     def score(self, decisions: Sequence[Decision]) -> Scored:
-        """Differentiable per-unit log-probs and entropies of recorded decisions.
-
-        Each decision is scored as it was sampled: a constrained choice (it records
-        ``choice_ids``) as one unit, free text as one unit per generated token. Rows
-        keep the order of ``decisions``; units are left-aligned, padded to (B, T).
-        """
-        listed = [bool(d.choice_ids) for d in decisions]
-        choice = self._score_choice([d for d, c in zip(decisions, listed, strict=True) if c])
-        text = self._score_text([d for d, c in zip(decisions, listed, strict=True) if not c])
-        parts = [p for p in (choice, text) if p is not None]
-        if not parts:
-            raise ValueError("score needs at least one decision")
-        width = max(p.logp.shape[1] for p in parts)
-        # Rows of both kinds stacked [choices; texts], then put back in batch order.
-        order = [i for i, c in enumerate(listed) if c] + [i for i, c in enumerate(listed) if not c]
-        back = torch.argsort(torch.tensor(order, device=parts[0].logp.device))
-        logp, ent, mask = (
-            torch.cat([F.pad(getattr(p, f), (0, width - p.logp.shape[1])) for p in parts])[back]
-            for f in ("logp", "entropy", "mask")
-        )
-        stacked = [d for p in parts for d in (p.dists or (None,) * len(p.logp))]
-        return Scored(
-            logp=logp, entropy=ent, mask=mask, dists=tuple(stacked[i] for i in back.tolist())
-        )
-
-    def _score_choice(self, decisions: Sequence[Decision]) -> Scored | None:
-        if not decisions:
-            return None
-        items = [(d.prompt_ids, d.choice_ids) for d in decisions]
-        table = self._choice_table(items)  # (B, K)
-        rows = torch.arange(len(decisions), device=table.device)
-        index = torch.tensor([d.choice_index for d in decisions], device=table.device)
-        chosen = table[rows, index]
-        # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.
-        ent = -(table.exp() * table.masked_fill(table.isinf(), 0.0)).sum(1)
-        ones = torch.ones(len(decisions), 1, device=chosen.device)
-        dists = tuple(_rows(table, items))
-        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
-
-    def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
-        if not decisions:
-            return None
-        pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
-        logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
-        return Scored(logp=logp, entropy=ent, mask=mask)
+        """Differentiable per-unit log-probs and entropies of recorded decisions
+        (``Scorer.score`` under this policy's model)."""
+        return self.scorer.score(decisions)
 
 
-def _rows(table: torch.Tensor, items) -> list[torch.Tensor]:
-    """Each item's row of a padded choice table, cut to its own actions."""
-    return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
+def _check_explore(epsilon: float, mode: Mode) -> None:
+    if not 0.0 <= epsilon < 1.0:
+        raise ValueError(f"exploration epsilon must be in [0, 1), got {epsilon}")
+    if epsilon and mode != "choice":
+        raise ValueError("exploration mixes uniform choices: it needs model.mode=choice")
 
 
 def explore_mixture(logp: torch.Tensor, epsilon: float) -> torch.Tensor:

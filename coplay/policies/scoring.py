@@ -8,6 +8,7 @@ padding, so a sequence scores the same whatever it is batched with.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -249,6 +250,35 @@ def choice_sequence_logps(
     )
     merged = torch.cat(parts)
     return merged.new_zeros(int(starts[-1])).index_copy(0, where, merged)
+
+
+def choice_table(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    temperature: float,
+    pad_id: int,
+) -> torch.Tensor:
+    """(B, K) constrained log-probs, row i over item i's actions, -inf past its last.
+
+    One padded log-softmax instead of one per item: the per-item ops (and their
+    backward nodes) cost more than the model on small games."""
+    seq_lp = choice_sequence_logps(
+        model, items, temperature=temperature, pad_id=pad_id
+    )  # (N,) over all items' actions, flattened
+    sizes = torch.tensor([len(cs) for _, cs in items])
+    rows = torch.repeat_interleave(torch.arange(len(items)), sizes)
+    cols = torch.arange(len(rows)) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
+    table = seq_lp.new_full((len(items), int(sizes.max())), -math.inf)
+    table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
+    return F.log_softmax(table, dim=1)
+
+
+def table_rows(
+    table: torch.Tensor, items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]
+) -> list[torch.Tensor]:
+    """Each item's row of a padded choice table, cut to its own actions."""
+    return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
 
 
 def _choice_group(

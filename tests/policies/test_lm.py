@@ -331,3 +331,46 @@ def test_counterfactuals_with_a_chat_form_are_refused(tiny):
     obs = replace(_observations(1)[0], counterfactuals=("x",), messages=(("user", "x"),))
     with pytest.raises(ValueError, match="chat form must be None"):
         policy.act([obs])
+
+
+def test_a_sampling_view_without_exploration_draws_what_the_policy_draws(tiny):
+    model, tok = tiny
+    obs = _mixed()
+    alone = LMPolicy(model, tok, max_new_tokens=5, seed=12)
+    first, second = alone.act(obs), alone.act(obs)
+    assert first != second
+    policy = LMPolicy(model, tok, max_new_tokens=5, seed=12)
+    view = policy.sampling(explore=0.0)
+    assert view is not policy and view.generator is policy.generator
+    assert view.act(obs) == first
+    assert all(d.behavior_logprobs is None for d in first)
+    # The next draws continue the shared generator, on either object.
+    assert policy.act(obs) == second
+
+
+def test_a_sampling_view_explores_and_records_the_mixture(tiny):
+    model, tok = tiny
+    policy = LMPolicy(model, tok, seed=3)
+    obs = _observations(1)[0]
+    probs = policy.action_probs([obs])[0]
+    view = policy.sampling(explore=0.6)
+    decisions = view.act([obs] * 2000)
+    assert (view.explore, policy.explore) == (0.6, 0.0)
+    for action, p in probs.items():
+        mixed = 0.4 * p + 0.6 / len(probs)
+        picks = [d for d in decisions if d.action == action]
+        assert len(picks) / len(decisions) == pytest.approx(mixed, abs=0.04)
+        assert picks[0].behavior_logprobs[0] == pytest.approx(math.log(mixed), abs=1e-5)
+        assert picks[0].logprobs[0] == pytest.approx(math.log(p), abs=1e-5)
+    assert policy.act([obs])[0].behavior_logprobs is None
+    policy.version = 4  # the learner's update is the view's too
+    assert view.act([obs])[0].policy_version == 4
+
+
+def test_a_sampling_view_refuses_what_exploring_refuses(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+        LMPolicy(model, tok).sampling(explore=1.0)
+    with pytest.raises(ValueError, match="needs model.mode=choice"):
+        LMPolicy(model, tok, mode="text").sampling(explore=0.1)
+    assert LMPolicy(model, tok, mode="text").sampling().explore == 0.0

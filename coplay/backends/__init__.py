@@ -1,0 +1,37 @@
+"""Generation backends: the engines a language-model policy runs its model on.
+
+A backend is named by a key of ``BACKENDS``; ``make_backend`` builds one over a
+Hugging Face model and tokenizer. Adding an engine (say vLLM) is one class that
+follows the ``Backend`` protocol and one entry here: the policy, the rollout and the
+learner do not change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coplay.backends.base import Backend, BackendFactory, ChoiceItem, Generation
+from coplay.backends.hf import HFBackend
+
+BACKENDS: dict[str, BackendFactory] = {"hf": HFBackend}
+"""Backend factories by name."""
+
+
+def make_backend(
+    name: str, model: Any, tokenizer: Any, *, temperature: float, max_new_tokens: int
+) -> Backend:
+    """The backend ``name`` over ``model`` and ``tokenizer``."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown model backend {name!r}: use one of {', '.join(BACKENDS)}")
+    return BACKENDS[name](model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens)
+
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendFactory",
+    "ChoiceItem",
+    "Generation",
+    "HFBackend",
+    "make_backend",
+]

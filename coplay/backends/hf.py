@@ -1,0 +1,73 @@
+"""The Hugging Face backend: a ``transformers`` causal LM run in this process.
+
+Choices are scored with one prompt pass plus short continuations
+(``choice_sequence_logps``) and renormalised over each decision's legal actions;
+free text is sampled token by token from softmax(logits / temperature)
+(``sample_text``). Both run the kernels the learner's ``Scorer`` runs with
+gradients, so its recomputed log-probs equal these up to float error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from coplay.backends.base import ChoiceItem, Generation
+from coplay.policies.scoring import choice_table, sample_text, table_rows
+
+
+class HFBackend:
+    """``model`` and ``tokenizer`` on the model's device; the learner trains ``model``
+    in place, so its weights are always the latest (``load_weights`` is for weights
+    that come from elsewhere)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        temperature: float = 1.0,
+        max_new_tokens: int = 24,
+        version: int = 0,
+    ) -> None:
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.version = version
+
+    @property
+    def pad_id(self) -> int:
+        """Id that pads scored prompts (the tokenizer's, else 0); masked out."""
+        return self.tokenizer.pad_token_id or 0
+
+    @torch.no_grad()
+    def choice_logps(self, items: Sequence[ChoiceItem]) -> list[torch.Tensor]:
+        """Constrained log-probs per item: log softmax over each item's actions."""
+        table = choice_table(self.model, items, temperature=self.temperature, pad_id=self.pad_id)
+        return table_rows(table, items)
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], *, generator: torch.Generator
+    ) -> list[Generation]:
+        """Ancestral sampling, each answer ending at EOS or ``max_new_tokens``."""
+        answers = sample_text(
+            self.model,
+            prompts,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            eos_id=self.tokenizer.eos_token_id,
+            pad_id=self.tokenizer.pad_token_id,
+            generator=generator,
+        )
+        return [Generation(ids, lps) for ids, lps in answers]
+
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy ``state_dict`` into the model (every key must match) and take its version."""
+        self.model.load_state_dict(state_dict)
+        self.version = version

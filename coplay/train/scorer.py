@@ -1,0 +1,92 @@
+"""The learner's differentiable scoring of recorded decisions.
+
+A ``Scorer`` recomputes, with gradients, the log-probs a backend sampled with: the
+same kernels (``coplay.policies.scoring``) on the same token ids at the same
+temperature, so a decision scored right after it was sampled gets its recorded
+log-probs back up to float error. Each decision is scored by its own kind: a
+constrained choice (it records ``choice_ids``) as one unit, free text as one unit
+per generated token, so one batch may mix both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+
+from coplay.policies.scoring import choice_table, table_rows, token_logps
+from coplay.types import Decision
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Per-unit log-probs and entropies of a batch of decisions, padded to (B, T)."""
+
+    logp: torch.Tensor  # (B, T)
+    entropy: torch.Tensor  # (B, T)
+    mask: torch.Tensor  # (B, T) float, 1 for real units
+    dists: tuple[torch.Tensor | None, ...] = ()
+    """Per row, the log-distribution over the decision's legal actions (choices only;
+    None for free text)."""
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """Scores decisions under ``model`` at ``temperature``, with gradients."""
+
+    model: PreTrainedModel
+    temperature: float
+    pad_id: int = 0
+    """Id that pads choice prompts (the tokenizer's pad id, else 0); masked out."""
+
+    def score(self, decisions: Sequence[Decision]) -> Scored:
+        """Differentiable per-unit log-probs and entropies of recorded decisions.
+
+        Rows keep the order of ``decisions``; units are left-aligned, padded to (B, T).
+        """
+        listed = [bool(d.choice_ids) for d in decisions]
+        choice = self._score_choice([d for d, c in zip(decisions, listed, strict=True) if c])
+        text = self._score_text([d for d, c in zip(decisions, listed, strict=True) if not c])
+        parts = [p for p in (choice, text) if p is not None]
+        if not parts:
+            raise ValueError("score needs at least one decision")
+        width = max(p.logp.shape[1] for p in parts)
+        # Rows of both kinds stacked [choices; texts], then put back in batch order.
+        order = [i for i, c in enumerate(listed) if c] + [i for i, c in enumerate(listed) if not c]
+        back = torch.argsort(torch.tensor(order, device=parts[0].logp.device))
+        logp, ent, mask = (
+            torch.cat([F.pad(getattr(p, f), (0, width - p.logp.shape[1])) for p in parts])[back]
+            for f in ("logp", "entropy", "mask")
+        )
+        stacked = [d for p in parts for d in (p.dists or (None,) * len(p.logp))]
+        return Scored(
+            logp=logp, entropy=ent, mask=mask, dists=tuple(stacked[i] for i in back.tolist())
+        )
+
+    def _score_choice(self, decisions: Sequence[Decision]) -> Scored | None:
+        if not decisions:
+            return None
+        items = [(d.prompt_ids, d.choice_ids) for d in decisions]
+        table = choice_table(
+            self.model, items, temperature=self.temperature, pad_id=self.pad_id
+        )  # (B, K)
+        rows = torch.arange(len(decisions), device=table.device)
+        index = torch.tensor([d.choice_index for d in decisions], device=table.device)
+        chosen = table[rows, index]
+        # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.
+        ent = -(table.exp() * table.masked_fill(table.isinf(), 0.0)).sum(1)
+        ones = torch.ones(len(decisions), 1, device=chosen.device)
+        dists = tuple(table_rows(table, items))
+        return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
+
+    def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
+        if not decisions:
+            return None
+        pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
+        # Text rows pad with id 0 whatever ``pad_id`` is, as the learner always has:
+        # padding is masked out, and keeping the id keeps every recomputed number.
+        logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
+        return Scored(logp=logp, entropy=ent, mask=mask)

@@ -1,0 +1,86 @@
+"""The Hugging Face backend: the policy's choice distribution, sampled text with its
+exact log-probs, new weights with a version, and the registry."""
+
+import copy
+
+import pytest
+import torch
+
+from coplay.backends import BACKENDS, Generation, HFBackend, make_backend
+from coplay.models.tiny import TinyModelConfig, build_tiny_model
+from coplay.policies.lm import LMPolicy
+from coplay.policies.scoring import token_logps
+
+
+def test_choice_logps_are_the_log_of_the_policys_action_probs(tiny, observations):
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    backend = HFBackend(model, tok)
+    items = [policy._choice_item(o) for o in observations]
+    logps = backend.choice_logps(items)
+    for lp, probs in zip(logps, policy.action_probs(observations), strict=True):
+        assert not lp.requires_grad and lp.shape == (len(probs),)
+        assert lp.exp().tolist() == list(probs.values())
+        assert lp.exp().sum().item() == pytest.approx(1.0, abs=1e-6)
+    # The untrained model does not answer uniformly, so the comparison above has teeth.
+    assert logps[0].max() - logps[0].min() > 1e-3
+
+
+def test_temperature_flattens_the_choice_distribution(tiny, observations):
+    model, tok = tiny
+    items = [LMPolicy(model, tok)._choice_item(o) for o in observations[:1]]
+    cold = HFBackend(model, tok, temperature=1.0).choice_logps(items)[0]
+    hot = HFBackend(model, tok, temperature=4.0).choice_logps(items)[0]
+    assert hot.max() - hot.min() < cold.max() - cold.min()
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        HFBackend(model, tok, temperature=0.0)
+
+
+def test_generate_records_the_log_probs_the_tokens_were_sampled_with(tiny, observations):
+    model, tok = tiny
+    backend = HFBackend(model, tok, max_new_tokens=5)
+    prompts = [LMPolicy(model, tok).prompt_ids(o) for o in observations]
+    answers = backend.generate(prompts, generator=torch.Generator().manual_seed(0))
+    again = backend.generate(prompts, generator=torch.Generator().manual_seed(0))
+    assert answers == again and all(isinstance(a, Generation) for a in answers)
+    pairs = [(p, a.ids) for p, a in zip(prompts, answers, strict=True)]
+    logp, _, mask = token_logps(model, pairs, temperature=1.0)
+    for i, a in enumerate(answers):
+        assert 1 <= len(a.ids) == len(a.logprobs) <= 5 and mask[i].sum() == len(a.ids)
+        assert torch.allclose(logp[i, : len(a.ids)], torch.tensor(a.logprobs), atol=1e-5)
+
+
+def test_load_weights_runs_the_new_weights_as_their_version(tiny, observations):
+    model, tok = tiny
+    items = [LMPolicy(model, tok)._choice_item(o) for o in observations]
+    other = build_tiny_model(TinyModelConfig(vocab_size=320), vocab_size=len(tok), seed=1).eval()
+    backend = HFBackend(copy.deepcopy(model), tok)
+    before = backend.choice_logps(items)
+    backend.load_weights(other.state_dict(), version=7)
+    after = backend.choice_logps(items)
+    assert backend.version == 7
+    assert not torch.allclose(before[0], after[0], atol=1e-4)
+    for got, want in zip(after, HFBackend(other, tok).choice_logps(items), strict=True):
+        assert torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="Missing key"):
+        backend.load_weights({}, version=8)
+
+
+def test_the_policy_version_is_its_backends(tiny, observations):
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    policy.backend.load_weights(model.state_dict(), version=3)
+    assert policy.version == 3 and policy.act(observations[:1])[0].policy_version == 3
+    policy.version += 1
+    assert policy.backend.version == 4
+
+
+def test_backends_are_registered_by_name(tiny):
+    model, tok = tiny
+    assert list(BACKENDS)[0] == "hf" and BACKENDS["hf"] is HFBackend
+    backend = make_backend("hf", model, tok, temperature=0.5, max_new_tokens=3)
+    assert (type(backend), backend.temperature, backend.max_new_tokens) == (HFBackend, 0.5, 3)
+    with pytest.raises(ValueError, match="unknown model backend 'nope': use one of hf"):
+        make_backend("nope", model, tok, temperature=1.0, max_new_tokens=3)
+    with pytest.raises(ValueError, match="unknown model backend"):
+        LMPolicy(model, tok, backend="nope")
