@@ -41,6 +41,13 @@ class ScriptedPolicy:
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         raise NotImplementedError
 
+    def sampler_state(self) -> dict:
+        """Its sampling generator's state, which a resumed run restores."""
+        return self._rng.bit_generator.state
+
+    def load_sampler_state(self, state: dict) -> None:
+        self._rng.bit_generator.state = state
+
     def act(self, observations: Sequence[Observation]) -> list[Decision]:
         decisions = []
         for probs in self.action_probs(observations):

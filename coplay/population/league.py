@@ -21,7 +21,6 @@ whole history).
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,20 +34,17 @@ from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import outcome
 from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
 from coplay.eval.ratings import elo_ratings
+from coplay.models.loading import load_policy
 from coplay.population.metagame import exact_game, exact_payoffs, freeze, sampled_payoffs
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import sinks
+from coplay.train.checkpoints import rundir
 from coplay.train.config import RunConfig
-from coplay.train.trainer import (
-    Progress,
-    Run,
-    collect,
-    evaluate,
-    final_policy,
-    learn,
-    save_checkpoint,
-    setup,
-)
+from coplay.train.evaluate import evaluate, final_policy
+from coplay.train.hooks import Hook, Progress
+from coplay.train.loop import Run
+from coplay.train.parts.seating import FromPool
+from coplay.train.trainer import check_weights, checkpoint, drive, setup
 from coplay.types import Episode, Policy
 
 
@@ -79,6 +75,9 @@ class LeagueConfig(BaseModel):
     """League games since the last snapshot before the threshold is read."""
     bots: list[str] = Field(default_factory=list)
     """Scripted members (random, nash, perfect) that join at the start."""
+    seat_weights: list[float] | None = None
+    """Share of the learner's game groups per seat against league members (see
+    train.opponent.seat_weights); None rotates seats evenly."""
     meta_episodes: int = Field(64, gt=0)
     """Games per pairing for the 'meta' sampler's meta-game where it is not exact."""
 
@@ -213,6 +212,8 @@ SAMPLERS: dict[str, Sampler] = {
     "pfsp": pfsp_sampler,
     "meta": meta_sampler,
 }
+SAMPLERS_NEED_PAYOFF = {"meta": True}
+"""Samplers that read the members' meta-game, which a snapshot then refreshes."""
 
 
 def snapshot_reason(iteration: int, cfg: LeagueConfig, since: Tally) -> str | None:
@@ -257,55 +258,131 @@ class _League:
     tables: list | None = None
 
 
+@dataclass
+class LeagueHook(Hook):
+    """The league as a hook of the training loop: before each iteration the sampler
+    sets the pool's probabilities; after it the learner's games are tallied and a
+    snapshot may join. Its state (snapshots, tallies, meta-game) is saved with the
+    run's, and the snapshots reload from their folders, so a league resumes."""
+
+    cfg: LeagueConfig
+    pool: OpponentPool
+    league: _League
+    bots: int = 0
+    name: str | None = "league"
+
+    def before(self, run: Run, it: int) -> dict[str, float]:
+        league = self.league
+        view = PoolView(league.tally.grown(len(league.members)).win_rates(), league.payoff)
+        self.pool.members, self.pool.probs = (
+            list(league.members),
+            SAMPLERS[self.cfg.sampler](view, self.cfg),
+        )
+        return view.metrics
+
+    def after(self, run, it, batch, metrics):
+        league = self.league
+        learner_id = run.trainees[0].name
+        new = tally_games(batch.episodes, learner_id, [m.policy_id for m in league.members])
+        league.tally, league.since = league.tally + new, league.since + new
+        out = {"league/score": new.score(), "league/members": len(league.members)}
+        if reason := snapshot_reason(it, self.cfg, league.since):
+            _add_snapshot(self.cfg, run, league, it, reason)
+        return out
+
+    def state(self) -> dict:
+        t, s = self.league.tally, self.league.since
+        return {
+            "snapshots": [list(x) for x in self.league.snapshots],
+            "tally": [t.wins, t.draws, t.games],
+            "since": [s.wins, s.draws, s.games],
+        }
+
+    def load(self, tree: dict) -> None:
+        league = self.league
+        del league.members[self.bots :]
+        league.snapshots, league.tables = [], None
+        for it, reason in tree["snapshots"]:
+            league.members.append(_reload(self.cfg, self.run_out, int(it)))
+            league.snapshots.append((int(it), str(reason)))
+        league.tally = Tally(*(np.asarray(x, np.int64) for x in tree["tally"]))
+        league.since = Tally(*(np.asarray(x, np.int64) for x in tree["since"]))
+        self.register(league.members)
+        if SAMPLERS_NEED_PAYOFF.get(self.cfg.sampler):
+            league.payoff = _member_payoff(self.cfg, league, league.snapshots[-1][0])
+
+    run_out: Path = Path()
+    policies: dict | None = None
+
+    def register(self, members: Sequence[Policy]) -> None:
+        if self.policies is not None:
+            self.policies.update({m.policy_id: m for m in members})
+
+
+def _snapshot_folder(out: Path, it: int) -> Path:
+    return out / "snapshots" / f"iter_{it:06d}"
+
+
+def _reload(cfg: LeagueConfig, out: Path, it: int) -> Policy:
+    """A snapshot member as ``freeze`` made it, from its folder."""
+    frozen = load_policy(_snapshot_folder(out, it), seed=cfg.run.train.seed + it)
+    frozen.model.requires_grad_(False)
+    frozen.policy_id = f"snap:{it}"
+    return frozen
+
+
 def run_league(
-    cfg: LeagueConfig, out: str | Path, *, progress: Progress | None = None
+    cfg: LeagueConfig,
+    out: str | Path,
+    *,
+    progress: Progress | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
 ) -> LeagueResult:
     """Train ``cfg.run``'s learner in a league of its own snapshots; see the module
-    docstring. ``progress(iteration, metrics)`` is called after every iteration."""
+    docstring. Saves and resumes like any run (``resume``, ``stop_after``)."""
     out = Path(out)
-    run = setup(cfg.run, out)
+    if resume:
+        rundir.check_resume(cfg.run, out)
+    run = setup(cfg.run, out, fresh=not resume)
     g = cfg.run.game
     bots = [
         build_opponent(b, g.name, seed=cfg.run.train.seed + 7 + i, params=g.params)
         for i, b in enumerate(cfg.bots)
     ]
     league = _League(bots, [], Tally.empty(len(bots)), Tally.empty(len(bots)))
-    _add_snapshot(cfg, run, league, 0, "initial")
-    run.pool = OpponentPool(list(league.members), self_play=cfg.self_play)
-    start, last = time.perf_counter(), {}
-    learner_id = run.learner.policy.policy_id
-    for it in range(1, cfg.run.train.iterations + 1):
-        view = PoolView(league.tally.grown(len(league.members)).win_rates(), league.payoff)
-        run.pool.members, run.pool.probs = list(league.members), SAMPLERS[cfg.sampler](view, cfg)
-        episodes, metrics = collect(run, it)
-        metrics |= learn(run, episodes) | view.metrics
-        new = tally_games(episodes, learner_id, [m.policy_id for m in league.members])
-        league.tally, league.since = league.tally + new, league.since + new
-        metrics |= {"league/score": new.score(), "league/members": len(league.members)}
-        if reason := snapshot_reason(it, cfg, league.since):
-            _add_snapshot(cfg, run, league, it, reason)
-        if it % cfg.run.train.eval_every == 0 or it == cfg.run.train.iterations:
-            last = evaluate(run, it)
-            metrics |= last
-        metrics["perf/elapsed_s"] = time.perf_counter() - start
-        sinks.append_metrics(out / "metrics.jsonl", it, metrics)
-        if progress:
-            progress(it, metrics)
-    save_checkpoint(final_policy(run), out / "checkpoints" / "final", game=cfg.run.game.played())
-    return _finish(out, league, last, time.perf_counter() - start)
+    pool = OpponentPool(list(league.members), self_play=cfg.self_play)
+    hook = LeagueHook(cfg, pool, league, bots=len(bots), run_out=out, policies=run.policies)
+    hook.register(bots)
+    if not resume:
+        _add_snapshot(cfg, run, league, 0, "initial")
+    seat_weights = check_weights(cfg.seat_weights, run.spec)
+    run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, seat_weights)
+    end, ev, wall = drive(
+        run,
+        evaluate=evaluate,
+        save=checkpoint,
+        final=checkpoint,
+        progress=progress,
+        resume=resume,
+        stop_after=stop_after,
+        extra=[hook],
+    )
+    return _finish(out, league, ev.evals["last"], wall)
 
 
 def _add_snapshot(cfg: LeagueConfig, run: Run, league: _League, it: int, reason: str) -> None:
-    """Freeze the learner (or its magnet, as ``train.final_policy`` says) as a new member;
+    """Freeze the learner (or its magnet, as ``magnet.final`` says) as a new member;
     refresh the meta-game for the meta sampler."""
-    folder = run.out / "snapshots" / f"iter_{it:06d}"
+    folder = _snapshot_folder(run.out, it)
     seed, game = cfg.run.train.seed + it, cfg.run.game.played()
     snap = freeze(final_policy(run), folder, f"snap:{it}", seed=seed, game=game)
     league.members.append(snap)
+    run.policies[snap.policy_id] = snap
     league.snapshots.append((it, reason))
     league.since = Tally.empty(len(league.members))
     league.tally = league.tally.grown(len(league.members))
-    if cfg.sampler == "meta":
+    if SAMPLERS_NEED_PAYOFF.get(cfg.sampler):
         league.payoff = _member_payoff(cfg, league, it)
 
 

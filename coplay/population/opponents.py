@@ -74,8 +74,10 @@ class OpponentPool:
             raise ValueError("probs must not all be zero")
         return p / p.sum()
 
-    def sample(self, rng: np.random.Generator, n: int) -> list[Policy | None]:
-        """One opponent per game; None marks a self-play game."""
+    def sample(self, rng: np.random.Generator, seats: Sequence[int]) -> list[Policy | None]:
+        """One opponent per group, whose learner sits in ``seats[g]``; None marks a
+        self-play group."""
+        n = len(seats)
         if self.self_play >= 1.0 or not self.members:
             if not self.members and self.self_play < 1.0:
                 raise ValueError("the opponent pool is empty")

@@ -64,13 +64,11 @@ from coplay.population.metagame import (
 from coplay.population.opponents import OpponentPool
 from coplay.report import atomic, sinks
 from coplay.train.config import RunConfig
-from coplay.train.trainer import (
-    collect,
-    final_policy,
-    game_text,
-    learn,
-    setup,
-)
+from coplay.train.evaluate import final_policy
+from coplay.train.hooks import Log
+from coplay.train.loop import run_loop
+from coplay.train.parts.seating import FromPool
+from coplay.train.trainer import check_weights, game_text, setup
 from coplay.types import Policy
 
 CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
@@ -98,6 +96,10 @@ class PsroConfig(BaseModel):
     oracle: Literal["lm", "exact"] = "lm"
     """Best-response oracle: the language-model trainer, or OpenSpiel's exact best
     response to the mixture (games with exact evaluation; a control for the LM oracle)."""
+    seat_weights: list[float] | None = None
+    """Share of each response's game groups per seat (see train.opponent.seat_weights);
+    each group's opponent is drawn from the meta-strategy of the seat it faces. None
+    rotates seats evenly."""
     restarts: int = Field(1, gt=0)
     """LM responses trained per iteration, each with its own seed; the one with the
     highest value against the meta-strategy (exact where the game allows, else sampled
@@ -108,11 +110,6 @@ class PsroConfig(BaseModel):
         if self.meta_solver not in META_SOLVERS:
             raise ValueError(
                 f"unknown meta_solver {self.meta_solver!r}; available: {', '.join(META_SOLVERS)}"
-            )
-        if self.run.train.seat_weights is not None:
-            raise ValueError(
-                "PSRO draws each seat's opponent from that seat's meta-strategy and rotates "
-                "the response's seats evenly: drop train.seat_weights"
             )
         if not names_user_factory(self.run.game.name):
             check_game_fits(self)  # a user's game is imported only when run_psro builds it
@@ -168,18 +165,16 @@ class SeatedPool(OpponentPool):
     """An opponent pool whose distribution depends on the learner's seat.
 
     ``by_seat[s]`` is the distribution over ``members`` of the opponent when the
-    learner sits in seat s. The trainer draws one opponent per group of games and
-    seats the learner in seat ``g % n`` of group g (``trainer.seatings``), so group g's
-    opponent is drawn from ``by_seat[g % n]``.
+    learner sits in seat s; the seating decides the seat first (evenly or by seat
+    weights) and draws the opponent for it.
     """
 
     by_seat: tuple[np.ndarray, ...] = field(default_factory=tuple)
 
-    def sample(self, rng: np.random.Generator, n: int) -> list[Policy | None]:
-        k = len(self.by_seat)
-        if not self.members or k == 0:
+    def sample(self, rng: np.random.Generator, seats: Sequence[int]) -> list[Policy | None]:
+        if not self.members or not self.by_seat:
             raise ValueError("a seated pool needs members and one distribution per seat")
-        picks = [rng.choice(len(self.members), p=self.by_seat[i % k]) for i in range(n)]
+        picks = [rng.choice(len(self.members), p=self.by_seat[s]) for s in seats]
         return [self.members[i] for i in picks]
 
 
@@ -208,15 +203,16 @@ def response_config(cfg: PsroConfig, index: int, warm: Path | None, restart: int
     return run.model_copy(update=update)
 
 
-def train_response(cfg: RunConfig, out: Path, pool: OpponentPool) -> Policy:
-    """Run the trainer's collect -> learn loop against ``pool``; return what the trainer
-    would save (``train.final_policy``: the learner, or its magnet)."""
+def train_response(
+    cfg: RunConfig, out: Path, pool: OpponentPool, seat_weights: Sequence[float] | None = None
+) -> Policy:
+    """Train a best response against ``pool`` with the training loop; return what the
+    trainer would save (``magnet.final``: the learner's magnet, else the learner)."""
     run = setup(cfg, out)
-    run.pool = pool
-    for it in range(1, cfg.train.iterations + 1):
-        episodes, metrics = collect(run, it)
-        metrics |= learn(run, episodes)
-        sinks.append_metrics(out / "metrics.jsonl", it, metrics)
+    run.policies.update({m.policy_id: m for m in pool.members})
+    weights = check_weights(seat_weights, run.spec)
+    run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, weights)
+    run_loop(run, [Log()], start=0, end=cfg.train.iterations)
     return final_policy(run)
 
 
@@ -305,7 +301,7 @@ def _respond(
     for r in range(cfg.restarts):
         run_cfg = response_config(cfg, index, warm, restart=r)
         sub = out / "responses" / (f"{index:02d}" if cfg.restarts == 1 else f"{index:02d}-r{r}")
-        tries.append(train_response(run_cfg, sub, pool))
+        tries.append(train_response(run_cfg, sub, pool, cfg.seat_weights))
         values.append(_response_value(cfg, tries[-1], members, by_seat, opponent))
         sinks.write_summary(
             sub / "summary.json", {"value": _finite(values[-1]), "best": _finite(best)}

@@ -14,7 +14,7 @@ state or any seeded ``Env`` is rebuilt by replaying the recorded joint actions.
 With ``rollout.restart_explore`` the copies of a group each play a different assigned
 first move, so the group also estimates every move at the restart position;
 ``opening_targets`` turns those estimates into a policy-iteration target (the best
-move), which the learner's policy-iteration term (``rollout.restart_target``) trains toward.
+move), which the learner's policy-iteration term (``rollout.restarts.exploring_starts.target``) trains toward.
 
 Everything here is a pure function of episodes, a buffer and a generator; the engine
 replays a ``Start`` (``play_episodes(prefixes=...)``) and the trainer decides how many
@@ -23,7 +23,7 @@ groups restart (``rollout.restart_share``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +33,14 @@ from coplay.types import Episode, JointAction, Turn
 
 @dataclass(frozen=True)
 class Start:
-    """A position to restart from: the game's seed, the learner's seat there, and the
-    joint actions that lead to it from ``reset(seed)``."""
+    """A position to restart from: the game's seed, the learner's seat there, the
+    joint actions that lead to it from ``reset(seed)``, and who sat where (policy ids),
+    so the restarted games seat the same players."""
 
     seed: int
     seat: int
     prefix: tuple[JointAction, ...]
+    seats: tuple[str, ...] = ()
 
 
 def history(episode: Episode, step: int) -> tuple[JointAction, ...]:
@@ -70,14 +72,14 @@ def lost(episode: Episode, seat: int, best: float) -> bool:
 
 def lost_starts(
     episodes: Sequence[Episode],
-    learner_id: str,
+    learners: Collection[str],
     best: float,
     rng: np.random.Generator,
     *,
     fresh_only: bool = True,
 ) -> list[Start]:
-    """One start per (episode, seat) the learner lost (see ``lost``): the history
-    before one of its turns in that seat, picked uniformly among them.
+    """One start per (episode, seat) a learner (a policy id in ``learners``) lost (see
+    ``lost``): the history before one of its turns in that seat, picked uniformly.
 
     With ``fresh_only`` only games played from the initial state count. A restarted
     game that is lost again mostly lost at its start position or, with exploring
@@ -92,10 +94,11 @@ def lost_starts(
         if fresh_only and ep.prefix:
             continue
         for seat, traj in enumerate(ep.trajectories):
-            if traj.policy_id != learner_id or not traj.turns or not lost(ep, seat, best):
+            if traj.policy_id not in learners or not traj.turns or not lost(ep, seat, best):
                 continue
             turn = traj.turns[int(rng.integers(len(traj.turns)))]
-            starts.append(Start(seed=ep.seed, seat=seat, prefix=history(ep, turn.step)))
+            prefix = history(ep, turn.step)
+            starts.append(Start(seed=ep.seed, seat=seat, prefix=prefix, seats=ep.seats))
     return starts
 
 

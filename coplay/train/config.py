@@ -20,7 +20,7 @@ from coplay.algos.losses.compose import LossConfig, moved_key
 from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
-from coplay.train.parts.policy_iteration import TargetConfig
+from coplay.train.parts.planning import ExploreConfig, RestartsConfig
 
 
 class ConfigError(ValueError):
@@ -60,43 +60,12 @@ class RolloutConfig(_Strict):
     """Episodes played per training iteration."""
     group_size: int = Field(1, gt=0)
     """Episodes sharing one seed (same chance outcomes); GRPO needs at least 2."""
-    explore: float = Field(0.0, ge=0.0, lt=1.0)
-    """Share of uniform choices mixed into the learner's sampling during training
-    rollouts (choice mode; evaluation stays on-policy), so a policy that has collapsed
-    onto a losing move still tries the others. The update reweights each turn by the
-    truncated ratio policy / mixture, so it needs rollout.tis_cap (see explore_correction)."""
-    tis_cap: float | None = Field(None, gt=0.0)
-    """Cap of the truncated importance weights policy / mixture of explored turns
-    (rollout.explore with explore_correction=tis), e.g. 1.0; None is off."""
-    explore_correction: Literal["tis", "none"] = "tis"
-    """How explored moves are trained: 'tis' reweights by policy / mixture (unbiased, but
-    a move the policy gives probability p moves its logit by about p: a near-certain
-    habit is never unlearned); 'none' trains them as if the policy had chosen them
-    (Monte Carlo with exploring moves: biased toward moves better than the mixture's
-    average, which suits games with a pure optimum, not mixed equilibria)."""
-    restart_share: float = Field(0.0, ge=0.0, lt=1.0)
-    """Share of each iteration's groups that restart, as a whole group, from a position
-    of a recently lost game (the history just before one of the learner's turns there;
-    ``coplay.rollout.restarts``), so rare positions where the learner goes wrong get
-    groups of their own. Against a fixed opponent or in self-play."""
-    restart_buffer: int = Field(512, gt=0)
-    """How many of the latest lost-game positions restarts are drawn from."""
-    restart_sources: Literal["fresh", "all"] = "fresh"
-    """Which lost games give restart positions: 'fresh' only those played from the
-    initial state, 'all' restarted ones too (whose positions after an exploring move
-    are often lost already and crowd the buffer; see ``lost_starts``)."""
-    restart_explore: bool = False
-    """Assign the learner's first move in restarted games instead of sampling it: the
-    copies of a group take the legal moves in turn, each trained as the policy's own
-    (Monte Carlo exploring starts), so a move the policy has all but ruled out at a
-    position it keeps losing from is tried and compared with its habit there. Needs
-    restart_share > 0 and model.mode=choice."""
-    restart_target: TargetConfig | None = None
-    """The policy-iteration target at restart positions, e.g. {coef: 1.0, memory: 256}:
-    the cross-entropy from the best-scoring first moves of each restarted group
-    (``opening_targets``) to the policy there, and how many positions' latest targets
-    are trained toward again at every update (``coplay.train.parts.policy_iteration``).
-    Needs restart_explore; None is off."""
+    explore: ExploreConfig | None = None
+    """Mix uniform choices into the learners' sampling (``coplay.train.parts.planning``);
+    None: off. Needs model.mode=choice."""
+    restarts: RestartsConfig | None = None
+    """Restart some groups from positions of recently lost games, optionally with
+    exploring starts and a policy-iteration target there; None: off."""
 
 
 class AlgoConfig(_Strict):
@@ -137,14 +106,41 @@ class OptimConfig(_Strict):
     """Turns per forward/backward pass; gradients accumulate exactly across them."""
 
 
-class ReferenceConfig(_Strict):
-    ema: float = Field(0.0, ge=0.0, le=1.0)
-    """0 keeps the initial policy as the KL reference; > 0 turns it into a *magnet* that
-    moves toward the learner by this fraction of the gap after every iteration
-    (magnetic mirror descent, Sokota et al. 2023), for last-iterate convergence in
-    two-player zero-sum self-play. Without loss.kl nothing pulls toward it: it is
-    then only an exponential average of the learner's weights (Polyak averaging),
-    which train.final_policy=magnet evaluates and saves."""
+class MagnetConfig(_Strict):
+    ema: float = Field(gt=0.0, le=1.0)
+    """The KL reference (loss.kl) becomes a *magnet* that moves toward the learner by
+    this fraction of the gap after every iteration (magnetic mirror descent, Sokota et
+    al. 2023), for last-iterate convergence in two-player zero-sum self-play. Without
+    loss.kl nothing pulls toward it: it is then only an exponential average of the
+    learner's weights (Polyak averaging)."""
+    final: bool = False
+    """Evaluate and save the magnet as the run's policy instead of the learner's last
+    iterate (an average of recent iterates sits closer to equilibrium in two-player
+    zero-sum self-play; measured in docs/results.md). The learner is always what
+    trains."""
+
+
+class OpponentConfig(_Strict):
+    name: str
+    """A scripted bot (random, nash, perfect, optimal) or a checkpoint path."""
+    seat_weights: list[float] | None = None
+    """Share of the learner's game groups per seat, e.g. [1, 3]: a quarter of the
+    groups in seat 0, three quarters in seat 1 (a seat it has already mastered teaches
+    nothing: every return there is the same). None rotates seats evenly. One
+    non-negative weight per seat, not all 0."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        # ``train.opponent=random`` names the opponent alone: the common case.
+        return {"name": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _seat_weights_valid(self) -> OpponentConfig:
+        w = self.seat_weights
+        if w is not None and (any(x < 0 for x in w) or sum(w) <= 0):
+            raise ValueError(f"seat_weights must be >= 0 and not all 0, got {w}")
+        return self
 
 
 class TrainConfig(_Strict):
@@ -152,9 +148,10 @@ class TrainConfig(_Strict):
     """Training iterations (collect, learn, maybe evaluate)."""
     seed: int = 0
     """Seeds the model initialisation, game deals and sampling."""
-    opponent: str = "self"
-    """'self' for shared-weight self-play, a scripted bot (random, nash, perfect) or a
-    checkpoint path for training against a fixed opponent."""
+    opponent: OpponentConfig | None = None
+    """None (unset) for shared-weight self-play; else the fixed opponent the learner
+    trains against: a name (``train.opponent=perfect``) or a section with seat weights
+    (``{name: perfect, seat_weights: [1, 3]}``)."""
     eval_every: int = Field(10, gt=0)
     """Iterations between evaluations (exploitability where exact, matches otherwise)."""
     eval_episodes: int = Field(200, gt=0)
@@ -178,71 +175,57 @@ class TrainConfig(_Strict):
     reports probabilities (scripted bots, checkpoints) in any OpenSpiel game; false
     (or off) never. Logged next to the sampled match as eval/<opponent>/exact_loss_seat<i>
     (and greedy_loss_seat<i>, the argmax policy, in perfect-information games)."""
-    final_policy: Literal["learner", "magnet"] = "learner"
-    """What the run evaluates and saves as its policy: the learner's last iterate, or
-    the magnet (an EMA of the learner's weights, i.e. an average of recent iterates,
-    which sits closer to equilibrium than the last iterate in two-player zero-sum
-    self-play; measured in docs/results.md). The learner is always what trains."""
     transcripts: int = Field(4, ge=0)
     """Sample episodes written as JSONL transcripts at each evaluation."""
-    seat_weights: list[float] | None = None
-    """Share of the learner's game groups per seat when it plays a fixed opponent or a
-    league, e.g. [1, 3]: a quarter of the groups in seat 0, three quarters in seat 1
-    (a seat it has already mastered teaches nothing: every return there is the same).
-    None rotates seats evenly. One non-negative weight per seat, not all 0."""
 
-    @model_validator(mode="after")
-    def _seat_weights_valid(self) -> TrainConfig:
-        w = self.seat_weights
-        if w is not None and (any(x < 0 for x in w) or sum(w) <= 0):
-            raise ValueError(f"train.seat_weights must be >= 0 and not all 0, got {w}")
-        return self
+
+RENAMED = {
+    "rollout.explore_correction": "rollout.explore.tis_cap (null: uncorrected)",
+    "rollout.restart_share": "rollout.restarts.share",
+    "rollout.restart_buffer": "rollout.restarts.buffer",
+    "rollout.restart_sources": "rollout.restarts.sources",
+    "rollout.restart_explore": "rollout.restarts.exploring_starts",
+    "rollout.restart_target": "rollout.restarts.exploring_starts.target",
+    "rollout.tis_cap": "rollout.explore.tis_cap",
+    "reference.ema": "magnet.ema",
+    "train.final_policy": "magnet.final",
+    "train.seat_weights": "train.opponent.seat_weights",
+}
+"""Keys of earlier versions -> where their setting lives now, for a one-line error."""
 
 
 class RunConfig(_Strict):
-    @model_validator(mode="after")
-    def _magnet_exists(self) -> RunConfig:
-        if self.train.final_policy == "magnet" and not self.reference.ema > 0:
-            raise ValueError(
-                "train.final_policy=magnet needs a magnet: set reference.ema > 0 (with "
-                "loss.kl it also pulls the learner; without it only averages)"
-            )
-        return self
+    """A run: one section per component; a part is on when its section is set.
+
+    Two rules cross sections and stay validators, as no nesting can say them: modes
+    of the model that a planning part needs, and group sizes that an estimator needs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in RENAMED.items():
+                section, _, key = old.partition(".")
+                if isinstance(data.get(section), dict) and key in data[section]:
+                    raise ValueError(f"{old} is now {new}")
+            if (data.get("train") or {}).get("opponent") == "self":
+                raise ValueError("train.opponent: self-play is now the default: leave it unset")
+            if (data.get("rollout") or {}).get("explore") in (0, 0.0):
+                raise ValueError("rollout.explore is now a section: leave it unset to turn it off")
+        return data
 
     @model_validator(mode="after")
-    def _restart_explore_has_restarts(self) -> RunConfig:
-        if self.rollout.restart_explore and not self.rollout.restart_share:
-            raise ValueError(
-                "rollout.restart_explore assigns first moves in restarted games: "
-                "set rollout.restart_share > 0 as well"
-            )
-        if self.rollout.restart_target is not None and not self.rollout.restart_explore:
-            raise ValueError(
-                "rollout.restart_target trains toward the best assigned first move of "
-                "restarted groups: set rollout.restart_explore=true (and restart_share > 0)"
-            )
-        if self.rollout.restart_explore and self.model.mode != "choice":
-            raise ValueError(
-                "rollout.restart_explore picks listed moves: it needs model.mode=choice"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _exploration_is_corrected(self) -> RunConfig:
-        if self.rollout.explore and self.model.mode != "choice":
-            raise ValueError("rollout.explore mixes uniform choices: it needs model.mode=choice")
-        corrected = self.rollout.explore_correction == "tis"
-        if self.rollout.explore and corrected and self.rollout.tis_cap is None:
-            raise ValueError(
-                "rollout.explore samples off-policy: set rollout.tis_cap (e.g. 1.0) so the "
-                "update reweights each turn by policy / mixture, or "
-                "rollout.explore_correction=none to train explored moves uncorrected"
-            )
-        if self.rollout.explore and not corrected and self.rollout.tis_cap is not None:
-            raise ValueError(
-                "rollout.explore_correction=none trains explored moves uncorrected, but "
-                "rollout.tis_cap would reweight them: leave rollout.tis_cap unset"
-            )
+    def _choice_parts_have_choices(self) -> RunConfig:
+        # The model's decision mode is the model's own setting; exploration and
+        # exploring starts pick among listed moves, which only choice mode lists.
+        r = self.rollout
+        starts = r.restarts is not None and r.restarts.exploring_starts is not None
+        for on, key in (
+            (r.explore is not None, "rollout.explore"),
+            (starts, "rollout.restarts.exploring_starts"),
+        ):
+            if on and self.model.mode != "choice":
+                raise ValueError(f"{key} picks listed moves: it needs model.mode=choice")
         return self
 
     @model_validator(mode="after")
@@ -264,7 +247,8 @@ class RunConfig(_Strict):
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
-    reference: ReferenceConfig = Field(default_factory=ReferenceConfig)
+    magnet: MagnetConfig | None = None
+    """A moving KL reference / average of the learner's weights; None: off."""
     critic: CriticConfig = Field(default_factory=CriticConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
 

@@ -119,7 +119,13 @@ def make_learner(
 
 
 def make_adapter_learner(
-    view, loss: LossConfig, optim, *, iterations: int = 1, tis_cap: float | None = None
+    view,
+    loss: LossConfig,
+    optim,
+    *,
+    iterations: int = 1,
+    tis_cap: float | None = None,
+    target: TargetConfig | None = None,
 ) -> Learner:
     """A learner for one LoRA role view (``coplay.models.lora``): its AdamW holds only
     the view's adapter; the KL reference, when the loss has one, is the frozen base
@@ -134,6 +140,7 @@ def make_adapter_learner(
         params=view.adapter_parameters(),
         reference=base_view,
         tis_cap=tis_cap,
+        target=target,
     )
 
 

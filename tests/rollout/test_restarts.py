@@ -120,7 +120,7 @@ def test_lost_starts_take_the_learners_lost_seats_only():
     for ep in eps:  # seat 0 is "me", seat 1 someone else
         ep.trajectories[0].policy_id = "me"
     rng = np.random.default_rng(0)
-    starts = lost_starts(eps, "me", best=1.0, rng=rng)
+    starts = lost_starts(eps, {"me"}, best=1.0, rng=rng)
     lost_seeds = [e.seed for e in eps if e.returns[0] < e.returns[1]]
     assert [s.seed for s in starts] == lost_seeds and lost_seeds
     for st in starts:
@@ -145,11 +145,11 @@ def test_lost_starts_skip_restarted_games_unless_asked_for_them():
         ep.trajectories[0].policy_id = "me"
     lost_again = [e for e in again if e.returns[0] < e.returns[1]]
     assert lost_again
-    assert lost_starts(again, "me", best=1.0, rng=np.random.default_rng(0)) == []
-    kept = lost_starts(again, "me", best=1.0, rng=np.random.default_rng(0), fresh_only=False)
+    assert lost_starts(again, {"me"}, best=1.0, rng=np.random.default_rng(0)) == []
+    kept = lost_starts(again, {"me"}, best=1.0, rng=np.random.default_rng(0), fresh_only=False)
     assert [s.seed for s in kept] == [e.seed for e in lost_again]
     assert all(s.prefix[:2] == history(fresh[s.seed], 2) for s in kept)
-    mixed = lost_starts([*fresh, *again], "me", best=1.0, rng=np.random.default_rng(0))
+    mixed = lost_starts([*fresh, *again], {"me"}, best=1.0, rng=np.random.default_rng(0))
     assert len(mixed) == sum(e.returns[0] < e.returns[1] for e in fresh)
 
 

@@ -36,9 +36,9 @@ MOVED_KEYS: dict[str, str] = {
     "signalling_beta": ".signalling.beta",
     "signalling_seats": ".signalling.seats",
     "listening_coef": ".listening.coef",
-    "tis_cap": "rollout.tis_cap",
-    "policy_iteration_coef": "rollout.restart_target.coef",
-    "policy_iteration_memory": "rollout.restart_target.memory",
+    "tis_cap": "rollout.explore.tis_cap",
+    "policy_iteration_coef": "rollout.restarts.exploring_starts.target.coef",
+    "policy_iteration_memory": "rollout.restarts.exploring_starts.target.memory",
 }
 """Flat keys of the loss config before its terms became sections -> where each is now:
 '.x.y' inside the loss section, otherwise a key of the run config."""

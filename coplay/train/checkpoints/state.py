@@ -1,13 +1,13 @@
 """Save and restore everything a run needs to continue exactly where it stopped.
 
-A resumed run produces the same metrics and weights as one that never stopped: the
-state holds the learner's weights, optimizer and schedule, the magnet, the estimator
-state, the restart positions, and every random generator the loop draws from.
+A resumed run produces the same metrics and weights as one that never stopped. The
+state is written by walking the run's parts, each of which gives its own state: every
+learner (weights, optimizer, schedule, magnet, estimator state, critic: ``Trainee``),
+every planning part (restart positions), every hook with state (evaluations, a
+league), the sampling generator of every policy, and the loop's generators.
 
-    run/state/policy/             Hugging Face folder of the learner (plain transformers)
-    run/state/trainer.json        optimizer, schedule, loss terms' states (the magnet, the
-                                  memory of targets), estimator state, RNG states:
-    run/state/trainer.safetensors   the structure, and its tensors (``safe_tree``)
+    run/state/run.json          the structure of that tree,
+    run/state/run.safetensors     and its tensors (``safe_tree``)
 
 Nothing in it is a pickle, so resuming a run directory from someone else runs no code
 from it; a missing, corrupt or mismatched file is one ``StateError`` naming the file.
@@ -15,7 +15,7 @@ from it; a missing, corrupt or mismatched file is one ``StateError`` naming the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,90 +23,28 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from coplay.algos.advantages.base import EmptyState
-from coplay.models.loading import CheckpointError, load_pretrained, save_policy
+from coplay.models.loading import CheckpointError
 from coplay.report.atomic import atomic_dir
-from coplay.rollout.restarts import Start
 from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
-from coplay.train.learner import Sample, load_terms_state, terms_state
+from coplay.train.parts.planning import RECORDS as PLANNING_RECORDS
+from coplay.train.parts.term import Sample
 from coplay.types import Decision
 
 if TYPE_CHECKING:
-    from coplay.train.trainer import Run
+    from coplay.train.loop import Run
 
 STATE_DIR = "state"
-TRAINER_STATE = "trainer"
+RUN_STATE = "run"
 
-STATE_RECORDS = records_of(EmptyState, Start, Sample, Decision)
-"""The record types a state may hold (estimator states, restart positions, the memory
-of targets); a state file naming any other type is refused."""
+STATE_RECORDS = records_of(EmptyState, Sample, Decision, *PLANNING_RECORDS)
+"""The record types a state may hold (estimator states, the memory of targets, the
+planning parts' states); a state file naming any other type is refused."""
 
-TRAINER_KEYS = (
-    "iteration",
-    "evals",
-    "optimizer",
-    "scheduler",
-    "terms",
-    "adv_state",
-    "restarts",
-    "critic",
-    "numpy_rng",
-    "torch_rng",
-    "policy_rng",
-    "opponent_rng",
-    "eval_rngs",
-)
+RUN_KEYS = ("iteration", "models", "trainees", "planning", "hooks", "samplers", "rngs")
 
 
 class StateError(ValueError):
     """A saved state that cannot be resumed; the message names the file and the fault."""
-
-
-def generator_state(policy: Any) -> Any:
-    """The sampling generator of a policy, whichever kind it is (None if it has none)."""
-    if hasattr(policy, "generator"):
-        return policy.generator.get_state()
-    if hasattr(policy, "_rng"):
-        return policy._rng.bit_generator.state
-    return None
-
-
-def set_generator_state(policy: Any, state: Any) -> None:
-    if state is None:
-        return
-    if hasattr(policy, "generator"):
-        policy.generator.set_state(state)
-    elif hasattr(policy, "_rng"):
-        policy._rng.bit_generator.state = state
-
-
-def save_state(run: Run, iteration: int, evals: dict[str, dict[str, float]]) -> Path:
-    """Write the run's full state after ``iteration``; replaces the previous state in
-    renames (``atomic_dir``), so an interruption never leaves a half-written state; one
-    between the two renames is undone on resume (``rundir.repair``)."""
-    learner = run.learner
-    blob = {
-        "iteration": iteration,
-        "evals": evals,
-        "optimizer": learner.optimizer.state_dict(),
-        "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
-        "terms": terms_state(learner),
-        "adv_state": run.adv_state,
-        "restarts": run.restarts,
-        "critic": (
-            {"model": run.critic.model.state_dict(), "opt": run.critic.optimizer.state_dict()}
-            if run.critic
-            else None
-        ),
-        "numpy_rng": run.rng.bit_generator.state,
-        "torch_rng": torch.get_rng_state(),
-        "policy_rng": generator_state(learner.policy),
-        "opponent_rng": generator_state(run.opponent) if run.opponent else None,
-        "eval_rngs": {k: generator_state(p) for k, p in run.eval_opponents.items()},
-    }
-    with atomic_dir(run.out / STATE_DIR) as tmp:
-        save_policy(learner.policy, tmp / "policy")
-        save_tree(blob, tmp, TRAINER_STATE, records=STATE_RECORDS)
-    return run.out / STATE_DIR
 
 
 def read_state(out: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -168,36 +106,70 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], sour
         module.load_state_dict(weights)
 
 
-def load_state(run: Run) -> tuple[int, dict[str, dict[str, float]]]:
-    """Restore a run from ``run.out/state``; returns (iteration, saved evaluations)."""
-    folder = run.out / STATE_DIR
-    blob = read_state(run.out, TRAINER_STATE, TRAINER_KEYS)
-    learner = run.learner
-    saved = load_pretrained(type(learner.policy.model), folder / "policy")
-    load_weights(learner.policy.model, saved.state_dict(), folder / "policy")
-    source = folder / f"{TRAINER_STATE}.json"
+def sampler_states(run: Run) -> dict[str, Any]:
+    """The sampling generator of every policy that has one (learners, opponents,
+    pool members, evaluation opponents), by policy id."""
+    policies = {**run.eval_opponents, **run.policies}
+    return {k: p.sampler_state() for k, p in policies.items() if hasattr(p, "sampler_state")}
+
+
+def models(run: Run) -> dict[str, dict[str, torch.Tensor]]:
+    """Each learner's weights, stored once per model under the first learner that
+    holds it (LoRA learners share one model, whose state holds every adapter)."""
+    out, seen = {}, set()
+    for t in run.trainees:
+        if id(t.policy.model) not in seen:
+            seen.add(id(t.policy.model))
+            out[t.name] = t.policy.model.state_dict()
+    return out
+
+
+def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
+    """Write the run's full state after ``iteration``, walking its parts; replaces the
+    previous state in renames (``atomic_dir``), so an interruption never leaves a
+    half-written state; one between the two renames is undone on resume (``rundir.repair``)."""
+    tree = {
+        "iteration": iteration,
+        "models": models(run),
+        "trainees": {t.name: t.state() for t in run.trainees},
+        "planning": dict(run.plan_states),
+        "hooks": {h.name: h.state() for h in hooks if h.name},
+        "samplers": sampler_states(run),
+        "rngs": {"numpy": run.rng.bit_generator.state, "torch": torch.get_rng_state()},
+    }
+    with atomic_dir(run.out / STATE_DIR) as tmp:
+        save_tree(tree, tmp, RUN_STATE, records=STATE_RECORDS)
+    return run.out / STATE_DIR
+
+
+def load_state(run: Run, hooks: Sequence[Any]) -> int:
+    """Restore a run from ``run.out/state`` by walking the same parts; returns the
+    iteration it was saved after."""
+    tree = read_state(run.out, RUN_STATE, RUN_KEYS)
+    source = run.out / STATE_DIR / f"{RUN_STATE}.json"
+    names = {t.name for t in run.trainees}
+    if set(tree["trainees"]) != names:
+        raise StateError(
+            f"{source} has learners {sorted(tree['trainees'])} but the run has {sorted(names)}"
+        )
     with restoring(source):
-        _restore(run, blob, source)
-    return blob["iteration"], blob["evals"]
+        _restore(run, hooks, tree, source)
+    return tree["iteration"]
 
 
-def _restore(run: Run, blob: dict[str, Any], source: Path) -> None:
-    learner = run.learner
-    learner.policy.version = int(blob["iteration"])
-    learner.optimizer.load_state_dict(blob["optimizer"])
-    if learner.scheduler and blob["scheduler"]:
-        learner.scheduler.load_state_dict(blob["scheduler"])
-    load_terms_state(learner, blob["terms"])
-    run.adv_state = blob["adv_state"]
-    run.restarts = list(blob["restarts"])
-    if run.critic is not None and blob["critic"] is not None:
-        load_weights(run.critic.model, blob["critic"]["model"], source)
-        run.critic.optimizer.load_state_dict(blob["critic"]["opt"])
-    run.rng.bit_generator.state = blob["numpy_rng"]
-    torch.set_rng_state(blob["torch_rng"])
-    set_generator_state(learner.policy, blob["policy_rng"])
-    if run.opponent is not None:
-        set_generator_state(run.opponent, blob["opponent_rng"])
-    for name, state in blob["eval_rngs"].items():
-        if name in run.eval_opponents:
-            set_generator_state(run.eval_opponents[name], state)
+def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path) -> None:
+    for name, weights in tree["models"].items():
+        model = next(t.policy.model for t in run.trainees if t.name == name)
+        load_weights(model, weights, source)
+    for t in run.trainees:
+        t.load(tree["trainees"][t.name], source)
+    run.plan_states.update(tree["planning"])
+    for hook in hooks:
+        if hook.name and hook.name in tree["hooks"]:
+            hook.load(tree["hooks"][hook.name])
+    policies = {**run.eval_opponents, **run.policies}
+    for pid, state in tree["samplers"].items():
+        if pid in policies:
+            policies[pid].load_sampler_state(state)
+    run.rng.bit_generator.state = tree["rngs"]["numpy"]
+    torch.set_rng_state(tree["rngs"]["torch"])

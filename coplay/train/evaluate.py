@@ -1,0 +1,181 @@
+"""Evaluation of a run's policies: exact exploitability where the game allows it,
+matches against each evaluation opponent, exact match outcomes, self-play welfare.
+
+``evaluate`` judges one learner (its final policy: the learner or its magnet);
+``evaluate_roster`` a roster's seated profile and each of its learners. Pure
+functions of the run: the ``Evaluate`` hook logs what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coplay.envs.registry import game_metrics
+from coplay.eval.exact import exploitability
+from coplay.eval.exact_match import exact_outcomes, sampled_and_greedy_outcomes
+from coplay.eval.matches import play_match
+from coplay.eval.welfare import welfare_report
+from coplay.policies.lm import LMPolicy
+from coplay.rollout.engine import play_episodes
+from coplay.train.loop import Run
+from coplay.train.trainee import Trainee
+from coplay.types import GameKind, Observation, Policy
+
+
+def final_policy(run: Run) -> LMPolicy:
+    """The policy the run evaluates and saves: the learner, or its magnet."""
+    learner = run.trainees[0].learner
+    magnet = run.cfg.magnet
+    if magnet is not None and magnet.final and learner.reference is not None:
+        return learner.reference
+    return learner.policy
+
+
+def evaluate(run: Run, iteration: int) -> dict[str, float]:
+    """Exact exploitability where the game allows it, and matches against each opponent,
+    of ``final_policy(run)`` (with the learner's own exploitability when that differs)."""
+    cfg, policy = run.cfg, final_policy(run)
+    m: dict[str, float] = {}
+    if run.exact:
+        res = exploitability(policy, cfg.game.name, params=cfg.game.params)
+        m["eval/exploitability"] = res.exploitability
+        m["eval/nash_conv"] = res.nash_conv
+        if policy is not run.trainees[0].policy:
+            own = exploitability(run.trainees[0].policy, cfg.game.name, params=cfg.game.params)
+            m["eval/learner/exploitability"] = own.exploitability
+    n = run.spec.num_players
+    if run.spec.kind != GameKind.ZERO_SUM:
+        m |= selfplay_metrics(run)
+    for i, (name, opp) in enumerate(run.eval_opponents.items()):
+        res = play_match(
+            run.game.make,
+            policy,
+            [opp] * (n - 1),
+            episodes=cfg.train.eval_episodes,
+            seed=10_000 + i,
+            invalid=cfg.game.invalid,
+        )
+        m[f"eval/{name}/win"] = res.win.value
+        m[f"eval/{name}/draw"] = res.draw.value
+        m[f"eval/{name}/loss"] = res.loss.value
+        m[f"eval/{name}/mean_return"] = res.mean_return.value
+        for seat, loss in enumerate(res.loss_by_seat):
+            m[f"eval/{name}/loss_seat{seat}"] = loss.value
+        if name in run.exact_matches:
+            m |= exact_match_metrics(run, policy, name, opp)
+            if policy is not run.trainees[0].policy:
+                own = exact_match_metrics(run, run.trainees[0].policy, name, opp)
+                m |= {k.replace("eval/", "eval/learner/", 1): v for k, v in own.items()}
+    return m
+
+
+def exact_match_metrics(run: Run, policy: Policy, name: str, opp: Policy) -> dict[str, float]:
+    """The policy's exact outcome from each seat against ``opp`` (no sampling noise),
+    and in perfect-information games that of its greedy version too."""
+    game, params = run.cfg.game.name, run.cfg.game.params
+    if run.spec.perfect_information:
+        sampled, greedy = sampled_and_greedy_outcomes(policy, opp, game, params=params)
+    else:  # an argmax is no candidate for equilibrium play here: skip its walk
+        sampled, greedy = exact_outcomes(policy, opp, game, params=params), ()
+    m: dict[str, float] = {}
+    for o in sampled:
+        m[f"eval/{name}/exact_win_seat{o.seat}"] = o.win
+        m[f"eval/{name}/exact_loss_seat{o.seat}"] = o.loss
+        m[f"eval/{name}/exact_return_seat{o.seat}"] = o.mean_return
+    m |= {f"eval/{name}/greedy_loss_seat{o.seat}": o.loss for o in greedy}
+    return m
+
+
+def selfplay_metrics(run: Run) -> dict[str, float]:
+    """The learner in every seat, on fixed evaluation seeds: what general-sum and
+    cooperative games are judged by (each seat's return and their sum, the welfare)."""
+    cfg = run.cfg
+    me = final_policy(run)
+    episodes = play_episodes(
+        run.game.make,
+        [[me] * run.spec.num_players] * cfg.train.eval_episodes,
+        [20_000 + i for i in range(cfg.train.eval_episodes)],
+        invalid=cfg.game.invalid,
+        max_turns=cfg.game.max_turns,
+    )
+    report = welfare_report(episodes, min_return=run.spec.min_return)
+    m = {f"eval/selfplay/return_seat{s}": r.value for s, r in enumerate(report.returns_by_seat)}
+    m["eval/selfplay/welfare"] = report.welfare.value
+    if run.spec.num_players > 1:
+        m["eval/selfplay/fairness_jain"] = report.fairness.jain
+    if report.cooperation_rate is not None:
+        m["eval/selfplay/cooperation_rate"] = report.cooperation_rate
+    scores = game_metrics(cfg.game.name)
+    if scores is not None:
+        m |= {f"eval/selfplay/{k}": float(v) for k, v in scores(episodes).items()}
+    return m
+
+
+def evaluate_roster(run: Run) -> dict[str, float]:
+    """Exact exploitability of the seated profile (and of every learner that plays all
+    seats) where the game allows it; matches of every learner against each opponent."""
+    m: dict[str, float] = {}
+    seating, game = run.seating, run.cfg.game
+    n = run.spec.num_players
+    if run.exact:
+        profile = [run.policies[p] for p in seating.rows(1, run.rng)[0]]
+        res = exploitability(SeatedPolicy(profile), game.name, params=game.params)
+        m["eval/exploitability"], m["eval/nash_conv"] = res.exploitability, res.nash_conv
+        for seat, v in enumerate(res.on_policy_values):
+            m[f"eval/value_seat{seat}"] = v
+    for member in run.trainees:
+        if run.exact and (seating.rotate or set(seating.seats) == {member.name}):
+            res = exploitability(member.policy, game.name, params=game.params)
+            m[f"eval/{member.name}/exploitability"] = res.exploitability
+        for i, (opp_name, opp) in enumerate(run.eval_opponents.items()):
+            if run.exact:
+                m |= exact_values(run, member, opp, opp_name)
+            match = play_match(
+                run.game.make,
+                member.policy,
+                [opp] * (n - 1),
+                episodes=run.cfg.train.eval_episodes,
+                seed=10_000 + i,
+                invalid=game.invalid,
+            )
+            m[f"eval/{member.name}/{opp_name}/mean_return"] = match.mean_return.value
+            for seat, ret in enumerate(match.mean_return_by_seat):
+                m[f"eval/{member.name}/{opp_name}/return_seat{seat}"] = ret
+    return m
+
+
+def exact_values(run: Run, member: Trainee, opp: Policy, opp_name: str) -> dict[str, float]:
+    """Exact expected return of ``member`` in each seat it holds (unrotated seating)
+    with ``opp`` in every other seat: no match noise."""
+    m, game, n = {}, run.cfg.game, run.spec.num_players
+    for seat in sorted({s for s, name in enumerate(run.seating.seats) if name == member.name}):
+        profile = [opp] * n
+        profile[seat] = member.policy
+        res = exploitability(SeatedPolicy(profile), game.name, params=game.params)
+        m[f"eval/{member.name}/{opp_name}/exact_value_seat{seat}"] = res.on_policy_values[seat]
+    return m
+
+
+class SeatedPolicy:
+    """A joint policy answering each observation with the policy of its player's seat:
+    the strategy profile that exact evaluation reads (each information state belongs
+    to one player)."""
+
+    def __init__(self, seats: Sequence[Policy]) -> None:
+        missing = [p.policy_id for p in seats if not hasattr(p, "action_probs")]
+        if missing:
+            raise TypeError(f"policy {missing[0]!r} cannot report action probabilities")
+        self.seats = list(seats)
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        out: list[dict[str, float] | None] = [None] * len(observations)
+        for seat, policy in enumerate(self.seats):
+            idx = [i for i, o in enumerate(observations) if o.player == seat]
+            if idx:
+                answers = policy.action_probs([observations[i] for i in idx])
+                for i, probs in zip(idx, answers, strict=True):
+                    out[i] = probs
+        for obs, probs in zip(observations, out, strict=True):
+            if probs is None:
+                raise ValueError(f"player {obs.player} has no seat among {len(self.seats)}")
+        return out  # type: ignore[return-value]

@@ -1,0 +1,132 @@
+"""The one training loop: plan -> rollout -> advantages -> update -> hooks.
+
+Every scheme runs this loop. Self-play, a fixed opponent and a roster differ only in
+their seating and in how many learners the run holds; a league changes the opponent
+pool between iterations from a hook; evaluation, the metric log and the checkpoints
+are hooks too. Parts own their state (planning states in ``Run.plan_states``, each
+learner's in its ``Trainee``, hooks their own), which ``checkpoints.state`` saves by
+walking them, so every scheme saves and resumes alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from coplay.envs.gameref import GameRef
+from coplay.rollout.source import Batch, EpisodeSource, Plan
+from coplay.train.metrics import rollout_metrics, scoped
+from coplay.train.parts.planning import PlanContext, PlanFeature
+from coplay.train.parts.seating import Seating
+from coplay.train.trainee import Trainee
+from coplay.types import GameSpec, Policy
+
+
+@dataclass
+class Run:
+    """Everything a run holds between iterations: its parts and their states."""
+
+    cfg: Any
+    """The ``RunConfig`` the parts were built from."""
+    out: Path
+    game: GameRef
+    spec: GameSpec
+    source: EpisodeSource
+    seating: Seating
+    trainees: list[Trainee]
+    """The learners; a roster has several, each with its own policy id."""
+    policies: dict[str, Policy]
+    """Every policy that may be seated, by id: learners, opponents, pool members."""
+    rng: np.random.Generator
+    planning: dict[str, PlanFeature] = field(default_factory=dict)
+    plan_states: dict[str, Any] = field(default_factory=dict)
+    eval_opponents: dict[str, Policy] = field(default_factory=dict)
+    exact: bool = False
+    """Whether evaluations compute exact exploitability (``train.exact``)."""
+    exact_matches: tuple[str, ...] = ()
+    """Evaluation opponents also matched exactly (``train.exact_matches``)."""
+    scope: bool = False
+    """Name each learner's metrics (``loss/<name>/kl``): a roster's several learners."""
+
+    @property
+    def learner_ids(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.trainees)
+
+
+class Hook(Protocol):
+    """Runs around each iteration: before the plan, and after the update with the
+    batch and the metrics so far; returns metrics to add. A hook with state has
+    ``state()`` / ``load(tree)`` and a ``name`` (``checkpoints.state`` walks them)."""
+
+    def before(self, run: Run, it: int) -> dict[str, float]: ...
+
+    def after(
+        self, run: Run, it: int, batch: Batch, metrics: Mapping[str, float]
+    ) -> dict[str, float]: ...
+
+
+def run_loop(run: Run, hooks: Sequence[Hook], *, start: int, end: int) -> None:
+    """Iterations ``start + 1 .. end``: each plans its games, plays them, lets every
+    learner estimate advantages and update, then runs the hooks in order."""
+    for it in range(start + 1, end + 1):
+        metrics: dict[str, float] = {}
+        for hook in hooks:
+            metrics |= hook.before(run, it)
+        plan, planned = make_plan(run, it)
+        batch = run.source.play(plan, run.policies)
+        metrics |= rollout_report(run, batch) | planned | observe(run, batch)
+        for trainee in run.trainees:
+            learned = trainee.learn(batch.episodes, run.rng)
+            metrics |= scoped(learned, trainee.name) if run.scope else learned
+        for hook in hooks:
+            metrics |= hook.after(run, it, batch, metrics)
+
+
+def context(run: Run) -> PlanContext:
+    return PlanContext(run.learner_ids, run.spec, run.cfg.rollout.group_size, run.rng)
+
+
+def make_plan(run: Run, it: int) -> tuple[Plan, dict[str, float]]:
+    """The seating's games (group ``g`` has seed ``base + g``), then every planning
+    part's reshaping in turn; returns the plan and the parts' metrics."""
+    r = run.cfg.rollout
+    base = (run.cfg.train.seed * 1_000_003 + it) * r.games_per_iter
+    rows = run.seating.rows(-(-r.games_per_iter // r.group_size), run.rng)
+    games = range(r.games_per_iter)
+    seeds = tuple(base + i // r.group_size for i in games)
+    plan = Plan(
+        seatings=tuple(rows[i // r.group_size] for i in games),
+        seeds=seeds,
+        group_ids=seeds,
+        prefixes=((),) * r.games_per_iter,
+        openings=(None,) * r.games_per_iter,
+    )
+    metrics: dict[str, float] = {}
+    for name, part in run.planning.items():
+        plan, run.plan_states[name], m = part.plan(run.plan_states[name], plan, context(run))
+        metrics |= m
+    return plan, metrics
+
+
+def observe(run: Run, batch: Batch) -> dict[str, float]:
+    """Every planning part reads the played batch (restarts keep lost positions)."""
+    metrics: dict[str, float] = {}
+    for name, part in run.planning.items():
+        run.plan_states[name], m = part.observe(run.plan_states[name], batch, context(run))
+        metrics |= m
+    return metrics
+
+
+def rollout_report(run: Run, batch: Batch) -> dict[str, float]:
+    """Each learner's rollout metrics (named per learner in a roster)."""
+    if not run.scope:
+        return rollout_metrics(batch.episodes, run.trainees[0].name, batch.seconds)
+    metrics = {"perf/rollout_s": batch.seconds}
+    for trainee in run.trainees:
+        m = rollout_metrics(batch.episodes, trainee.name, batch.seconds)
+        metrics |= scoped(m, trainee.name)
+    return metrics

@@ -1,0 +1,148 @@
+"""One learner's side of the loop: its estimator, sample filters, update and critic.
+
+A run holds one ``Trainee`` per learning policy (a roster several). ``learn`` turns a
+played batch into that policy's update: values from its critic where the estimator
+reads them, advantages (with the estimator's own small state), the samples of its
+own decisions, the filters, the policy update (``learner.update``) and the critic's
+regression. ``state`` / ``load`` give what a resumed run needs of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coplay.algos.advantages import Advantages, Estimator
+from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
+from coplay.policies.lm import LMPolicy
+from coplay.rollout.restarts import opening_targets
+from coplay.train.checkpoints.state import load_weights
+from coplay.train.critic import Critic, critic_update, fill_values
+from coplay.train.learner import (
+    Learner,
+    Sample,
+    collect_samples,
+    load_terms_state,
+    recall,
+    terms_state,
+    update,
+)
+from coplay.types import Episode
+
+
+@dataclass
+class Trainee:
+    """A learning policy with everything that updates it."""
+
+    name: str
+    """Its policy id in episodes."""
+    learner: Learner
+    estimator: Estimator
+    adv_state: Any
+    algo: Any
+    """Its ``AlgoConfig`` (estimator and sample filters)."""
+    critic: Critic | None = None
+    """Value model, present when the estimator reads per-turn values (GAE)."""
+
+    @property
+    def policy(self) -> LMPolicy:
+        return self.learner.policy
+
+    def learn(self, episodes: Sequence[Episode], rng: np.random.Generator) -> dict[str, float]:
+        """Advantages, then the policy (and critic) update; ``adv/*``, ``loss/*`` and
+        ``critic/*`` metrics."""
+        t0 = time.perf_counter()
+        if self.critic is not None:
+            fill_values(self.critic, episodes)
+        est = self.estimator.estimate(episodes, self.adv_state)
+        self.adv_state = est.state
+        keep = informative_seats(episodes) if self.algo.filter_flat_groups else None
+        targets = opening_targets(episodes) if "target" in self.learner.terms else None
+        samples = collect_samples(episodes, est.advantages, self.name, keep=keep, targets=targets)
+        # before the filter, which may drop a target whose advantage is 0
+        replayed, recalled = recall(self.learner, samples)
+        samples, filtered = filter_samples(self.algo, samples, keep, episodes)
+        metrics = {**est.metrics, **filtered, **update(self.learner, samples + replayed, rng)}
+        metrics |= recalled
+        if self.critic is not None and est.value_targets is not None:
+            turns, targets = learner_turns(episodes, est.value_targets, self.name)
+            metrics |= critic_update(self.critic, turns, targets, rng, epochs=self.learner.epochs)
+        metrics["perf/update_s"] = time.perf_counter() - t0
+        return metrics
+
+    def state(self) -> dict[str, Any]:
+        """What a resumed run needs of this learner besides its weights (saved once
+        per model by the run): optimizer, schedule, loss terms (the magnet, the memory
+        of targets), estimator state and critic."""
+        learner, critic = self.learner, self.critic
+        return {
+            "version": learner.policy.version,
+            "optimizer": learner.optimizer.state_dict(),
+            "scheduler": learner.scheduler.state_dict() if learner.scheduler else None,
+            "terms": terms_state(learner),
+            "adv_state": self.adv_state,
+            "critic": (
+                {"model": critic.model.state_dict(), "opt": critic.optimizer.state_dict()}
+                if critic is not None
+                else None
+            ),
+        }
+
+    def load(self, tree: dict[str, Any], source: Path) -> None:
+        """Restore what ``state`` gave; ``source`` names the file in errors."""
+        learner = self.learner
+        learner.policy.version = int(tree["version"])
+        learner.optimizer.load_state_dict(tree["optimizer"])
+        if learner.scheduler is not None and tree["scheduler"] is not None:
+            learner.scheduler.load_state_dict(tree["scheduler"])
+        load_terms_state(learner, tree["terms"])
+        self.adv_state = tree["adv_state"]
+        if self.critic is not None and tree["critic"] is not None:
+            load_weights(self.critic.model, tree["critic"]["model"], source)
+            self.critic.optimizer.load_state_dict(tree["critic"]["opt"])
+
+
+def informative_seats(episodes: Sequence[Episode]) -> set[tuple[int, int]]:
+    """(episode index, seat) pairs whose group (same game, group id and seat) has
+    returns that are not all equal; the others carry no group-relative signal."""
+    pairs = [(i, seat) for i, e in enumerate(episodes) for seat in range(len(e.returns))]
+    keys = [(episodes[i].game, episodes[i].group_id, seat) for i, seat in pairs]
+    rets = [episodes[i].returns[seat] for i, seat in pairs]
+    keep = informative_groups(keys, rets)
+    return {pair for pair, k in zip(pairs, keep, strict=True) if k}
+
+
+def filter_samples(
+    algo: Any,
+    samples: list[Sample],
+    keep: set[tuple[int, int]] | None,
+    episodes: Sequence[Episode],
+) -> tuple[list[Sample], dict[str, float]]:
+    """Apply the zero-advantage filter; report what each filter dropped."""
+    metrics: dict[str, float] = {}
+    if keep is not None:
+        total = sum(len(e.returns) for e in episodes)
+        metrics["adv/flat_group_dropped_frac"] = 1.0 - len(keep) / max(1, total)
+    if algo.filter_zero_advantage:
+        mask = nonzero_advantage_mask([s.advantage for s in samples])
+        metrics |= filter_metrics(zero_adv=mask)
+        samples = [s for s, k in zip(samples, mask, strict=True) if k]
+    return samples, metrics
+
+
+def learner_turns(
+    episodes: Sequence[Episode], targets: Advantages, learner_id: str
+) -> tuple[list, list[float]]:
+    """The learner's turns and their value targets, for the critic's regression."""
+    turns, out = [], []
+    for ep, ep_targets in zip(episodes, targets, strict=True):
+        for traj, seat_targets in zip(ep.trajectories, ep_targets, strict=True):
+            if traj.policy_id == learner_id:
+                turns.extend(traj.turns)
+                out.extend(seat_targets)
+    return turns, out
