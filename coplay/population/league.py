@@ -362,16 +362,19 @@ def run_league(
         _add_snapshot(cfg, run, league, 0, "initial")
     seat_weights = check_weights(cfg.seat_weights, run.spec)
     run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, seat_weights)
-    end, ev, wall = drive(
-        run,
-        evaluate=evaluate,
-        save=checkpoint,
-        final=checkpoint,
-        progress=progress,
-        resume=resume,
-        stop_after=stop_after,
-        extra=[hook],
-    )
+    try:
+        end, ev, wall = drive(
+            run,
+            evaluate=evaluate,
+            save=checkpoint,
+            final=checkpoint,
+            progress=progress,
+            resume=resume,
+            stop_after=stop_after,
+            extra=[hook],
+        )
+    except rundir.RunInterrupted as stop:
+        raise rundir.RunInterrupted(out, stop.saved, "league") from None
     return _finish(out, league, ev.evals["last"], wall)
 
 

@@ -331,13 +331,20 @@ def run_psro(
         sinks.keep_until(out / "psro.jsonl", len(outer.steps) - 1)
     else:
         out.mkdir(parents=True, exist_ok=True)
+        rundir.write_config(out, cfg.run)
         atomic.write_text(out / "psro.yaml", _settings_yaml(cfg))
         (out / "psro.jsonl").write_text("")
         outer = _Outer([initial_member(cfg, out)], None, [])
+        save_outer(out, outer)  # a run stopped during its first response resumes too
     members, steps, payoffs = outer.members, outer.steps, outer.payoffs
     tables: list[os_policy.Policy] = []
     start = time.perf_counter() - (steps[-1].elapsed_s if steps else 0.0)
     last = cfg.iterations if stop_after is None else min(stop_after, cfg.iterations)
+    if len(steps) > last:
+        raise ValueError(
+            f"{out} has already run its {len(steps)} PSRO iterations (iterations 0..{last}); "
+            "nothing is left to resume"
+        )
     for k in range(len(steps), last + 1):
         t0 = time.perf_counter()
         if game is not None:
@@ -355,7 +362,14 @@ def run_psro(
         train_s, value, best = 0.0, float("nan"), float("nan")
         if k < cfg.iterations:
             t1 = time.perf_counter()
-            member, value, best = _respond(cfg, out, k + 1, members, tables, game, solution)
+            try:
+                member, value, best = _respond(cfg, out, k + 1, members, tables, game, solution)
+            except rundir.RunInterrupted:
+                # The response saved its own state and the outer loop its own before it.
+                raise KeyboardInterrupt(
+                    f"interrupted during PSRO iteration {k}; continue with: "
+                    f"coplay psro --resume {out}"
+                ) from None
             members.append(member)
             train_s = time.perf_counter() - t1
         step = PsroStep(
