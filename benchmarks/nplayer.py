@@ -42,7 +42,7 @@ EVAL_SEED = 50_000
 def selfplay(run: Run, policy: Policy, episodes: int) -> WelfareResult:
     """``policy`` in every seat for ``episodes`` games on fixed seeds."""
     eps = play_episodes(
-        run.make_env,
+        run.game.make,
         [[policy] * run.spec.num_players] * episodes,
         [EVAL_SEED + i for i in range(episodes)],
         invalid=run.cfg.game.invalid,
@@ -76,7 +76,7 @@ def bench(
         wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))  # the initial policy: same seed, no training
-    before = measure(run, run.learner.policy, episodes)
+    before = measure(run, run.trainees[0].policy, episodes)
     after = measure(run, load_policy(run_dir / "checkpoints" / "final"), episodes)
     name = f"{preset} (league)" if league else preset
     return {"preset": name, "wall_s": wall, "before": before, "after": after}

@@ -3,8 +3,9 @@
 Game prompts open with the same rules text; ``coplay.policies.scoring`` groups the
 prompts of a batch by shared prefix and runs each group's prefix once
 (``prefix_groups``, ``forward_shared``). This benchmark times one preset's rollout
-(``collect``) and learner update (``learn``) both ways in one process, on the same
-episodes, alternating the two modes so drift on a noisy machine hits both alike.
+(the training loop's plan and play, ``collect``) and learner update (``learn``) both
+ways in one process, on the same episodes, alternating the two modes so drift on a
+noisy machine hits both alike.
 "Off" is the plain path: one left-padded batch, every row run in full.
 
     python benchmarks/prefix_sharing.py --preset tictactoe-perfect --repeats 5
@@ -26,7 +27,20 @@ import torch
 
 from coplay.policies import scoring
 from coplay.train.config import build_config
-from coplay.train.trainer import collect, learn, setup
+from coplay.train.loop import Run, make_plan
+from coplay.train.trainer import setup
+from coplay.types import Episode
+
+
+def collect(run: Run, it: int) -> list[Episode]:
+    """One iteration's games, planned and played as the training loop does."""
+    plan, _ = make_plan(run, it)
+    return run.source.play(plan, run.policies).episodes
+
+
+def learn(run: Run, episodes: list[Episode]) -> None:
+    """The learner's advantages and update on ``episodes``."""
+    run.trainees[0].learn(episodes, run.rng)
 
 
 @contextlib.contextmanager
@@ -60,7 +74,7 @@ def main() -> None:
     cfg = build_config(preset=args.preset)
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))
-        episodes, _ = collect(run, 1)
+        episodes = collect(run, 1)
         times: dict[str, dict[str, list[float]]] = {
             m: {"collect": [], "learn": []} for m in ("on", "off")
         }

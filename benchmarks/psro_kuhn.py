@@ -31,7 +31,7 @@ from coplay.train.trainer import train
 
 BR_RECIPE = [
     "loss.kl=null",
-    "train.final_policy=learner",
+    "magnet.final=false",
     "loss.entropy={coef: 0.1, final_frac: 0.1}",
     "optim.lr=0.0003",
     "optim.lr_schedule=constant",

@@ -45,7 +45,7 @@ def play(run: Run, seats: list[list[Policy]]) -> list:
     """Episodes of ``seats`` (one seating per game) on the fixed evaluation seeds."""
     cfg = run.cfg
     return play_episodes(
-        run.make_env,
+        run.game.make,
         seats,
         [EVAL_SEED + i for i in range(len(seats))],
         invalid=cfg.game.invalid,
@@ -90,7 +90,7 @@ def bench(
         wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))
-    initial = run.learner.policy
+    initial = run.trainees[0].policy
     initial.policy_id = "initial"
     trained = load_policy(run_dir / "checkpoints" / "final", seed=cfg.train.seed + 1)
     trained.policy_id = "trained"

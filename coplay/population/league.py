@@ -1,7 +1,8 @@
 """A league: one learner trains against frozen snapshots of itself (and optional bots).
 
-The trainer's collect -> learn loop runs with ``run.pool`` holding the league. Before
-every iteration an opponent sampler (registry ``SAMPLERS``) sets the members'
+The one training loop (``coplay.train.loop``) runs with a ``FromPool`` seating drawing
+each group's opponents from the league, and the league as a hook (``LeagueHook``):
+before every iteration an opponent sampler (registry ``SAMPLERS``) sets the members'
 probabilities; a ``self_play`` share of games stays plain shared-weight self-play.
 A snapshot of the learner joins the league every ``snapshot_every`` iterations, or as
 soon as its score against the league since the last snapshot reaches ``win_threshold``.
@@ -16,7 +17,8 @@ P[learner beats member] is estimated from the episodes the learner played agains
 member (``Episode.seats`` names each seat's policy): (wins + draws / 2 + 1/2) / (games + 1),
 one half-won pseudo-game, so an unplayed member starts at 1/2. Elo ratings of the
 learner and every member come from the same games (the learner's rating pools its
-whole history).
+whole history). The league's state is saved with the run's, so a stopped league
+continues (``coplay league --resume DIR``, with the settings saved in ``league.yaml``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ member is a frozen policy that can sit in either. Each PSRO iteration:
      can evaluate (each member's tabular policy, ``expected_game_score.policy_value``),
      else sampled cross-play;
   2. meta-strategy: a solver from ``coplay.eval.metasolvers`` (Nash by default);
-  3. best response: the normal trainer (collect -> learn) with ``run.pool`` drawing,
-     per game, the opponent of the learner's seat from the meta-strategy. With
+  3. best response: the one training loop (``coplay.train.loop``) with a ``FromPool``
+     seating drawing, per game group, the opponent of the learner's seat from the
+     meta-strategy (the learner's seat rotates, or follows ``seat_weights``). With
      ``restarts`` > 1 several responses (different seeds) are trained and the one with
      the highest value against the meta-strategy joins: an RL oracle is a noisy
      optimiser, and one that collapses early to a deterministic policy never recovers;
@@ -24,7 +25,9 @@ oracle is perfect, so a shortfall of the LM oracle can be told from one of PSRO.
 Logged per iteration (``psro.jsonl``): meta-game size, the exploitability of the
 meta-strategy's mixture (exact games; ``coplay.eval.mixture``), the value of the new
 response against the meta-strategy next to the exact best response's value (their
-difference is the oracle's shortfall) and wall time.
+difference is the oracle's shortfall) and wall time. The population is saved after
+every iteration and each response saves its own state like any run, so a stopped run
+continues (``coplay psro --resume DIR``, with the settings saved in ``psro.yaml``).
 """
 
 from __future__ import annotations

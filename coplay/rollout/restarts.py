@@ -11,14 +11,16 @@ often but not always the last one). The idea is the restart distribution of Kaka
 Langford (2002) and "reverse curriculum" starts (Florensa et al., 2017); an OpenSpiel
 state or any seeded ``Env`` is rebuilt by replaying the recorded joint actions.
 
-With ``rollout.restart_explore`` the copies of a group each play a different assigned
-first move, so the group also estimates every move at the restart position;
+With ``rollout.restarts.exploring_starts`` the copies of a group each play a different
+assigned first move, so the group also estimates every move at the restart position;
 ``opening_targets`` turns those estimates into a policy-iteration target (the best
-move), which the learner's policy-iteration term (``rollout.restarts.exploring_starts.target``) trains toward.
+move), which the learner's policy-iteration term
+(``rollout.restarts.exploring_starts.target``) trains toward.
 
 Everything here is a pure function of episodes, a buffer and a generator; the engine
-replays a ``Start`` (``play_episodes(prefixes=...)``) and the trainer decides how many
-groups restart (``rollout.restart_share``).
+replays a ``Start`` (``play_episodes(prefixes=...)``) and the restarts planning part
+(``coplay.train.parts.planning``) decides how many groups restart
+(``rollout.restarts.share``).
 """
 
 from __future__ import annotations

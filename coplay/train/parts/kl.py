@@ -1,10 +1,10 @@
 """KL to a reference policy: a frozen copy of the initial policy, or a moving magnet.
 
 ``loss.kl`` adds ``coef * agg(KL(pi || ref))`` per unit, aggregated like the objective.
-With ``reference.ema`` > 0 the reference is a *magnet* that moves toward the learner
-by that fraction of the gap after every update (magnetic mirror descent, Sokota et
+With a ``magnet`` section the reference is a *magnet* that moves toward the learner
+by ``magnet.ema`` of the gap after every update (magnetic mirror descent, Sokota et
 al., 2023); without a KL section the magnet still exists and is then only an
-exponential average of the learner's weights (``train.final_policy=magnet``).
+exponential average of the learner's weights (``magnet.final: true`` outputs it).
 """
 
 from __future__ import annotations
