@@ -31,7 +31,7 @@ def final_policy(run: Run) -> LMPolicy:
     return learner.policy
 
 
-def evaluate(run: Run, iteration: int) -> dict[str, float]:
+def evaluate(run: Run) -> dict[str, float]:
     """Exact exploitability where the game allows it, and matches against each opponent,
     of ``final_policy(run)`` (with the learner's own exploitability when that differs)."""
     cfg, policy = run.cfg, final_policy(run)
