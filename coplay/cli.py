@@ -148,12 +148,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+POPULATION_RESUME_HELP = (
+    "continue a stopped run from its saved state, with the settings it saved (the other "
+    "options are ignored; key=value overrides still apply to the trainer)"
+)
+
+
 def _population_parsers(sub) -> None:
     ps = sub.add_parser("psro", help="PSRO/JPSRO: grow a population of LM best responses")
     ps.add_argument("--preset", default=None, help=f"trainer {PRESET_HELP}")
     ps.add_argument("--config", default=None, help="YAML file merged over the preset")
     ps.add_argument("--out", default="runs/psro", help="run directory (a new one: see --force)")
     ps.add_argument("--force", action="store_true", help=FORCE_HELP)
+    ps.add_argument("--resume", metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
     ps.add_argument("--iterations", type=int, default=8, help="best responses to add")
     ps.add_argument("--meta-solver", default="nash", help="nash, uniform, prd, alpharank, ce, cce")
     ps.add_argument("--initial", default="lm", choices=["lm", "random"], help="first member")
@@ -168,6 +175,7 @@ def _population_parsers(sub) -> None:
     lg.add_argument("--config", default=None, help="YAML file merged over the preset")
     lg.add_argument("--out", default="runs/league", help="run directory (a new one: see --force)")
     lg.add_argument("--force", action="store_true", help=FORCE_HELP)
+    lg.add_argument("--resume", metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
     lg.add_argument("--sampler", default="pfsp", help="uniform, pfsp or meta")
     lg.add_argument("--snapshot-every", type=int, default=20, help="0: only on the threshold")
     lg.add_argument("--win-threshold", type=float, default=0.7)
@@ -632,14 +640,20 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def _population_config(kind, args: argparse.Namespace, **fields):
     """A PSRO or league config from the trainer preset, file and overrides; one-line errors."""
-    from pydantic import ValidationError
-
-    from coplay.train.config import ConfigError, base_preset, build_config, format_validation_error
+    from coplay.train.config import base_preset, build_config
 
     preset = base_preset(args.preset, args.config)
     run = build_config(preset=preset, file=args.config, overrides=args.overrides)
+    return _validated(kind, run=run, **fields)
+
+
+def _validated(kind, **fields):
+    from pydantic import ValidationError
+
+    from coplay.train.config import ConfigError, format_validation_error
+
     try:
-        return kind(run=run, **fields)
+        return kind(**fields)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err)) from None
 
@@ -647,8 +661,9 @@ def _population_config(kind, args: argparse.Namespace, **fields):
 def cmd_psro(args: argparse.Namespace) -> int:
     from coplay.population.psro import PsroConfig, run_psro
 
-    cfg = _population_config(
+    cfg, out = _population_run(
         PsroConfig,
+        "psro",
         args,
         iterations=args.iterations,
         meta_solver=args.meta_solver,
@@ -657,11 +672,15 @@ def cmd_psro(args: argparse.Namespace) -> int:
         oracle=args.oracle,
         restarts=args.restarts,
     )
-    _claim(Path(args.out), args.force, resumable=False)
-    console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {args.out}")
+    console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {out}")
     with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
-        res = run_psro(cfg, args.out, progress=lambda step: _psro_step(step, advance))
-    console.print(f"members: {' '.join(res.members)}; run directory: {args.out}")
+        res = run_psro(
+            cfg,
+            out,
+            progress=lambda step: _psro_step(step, advance),
+            resume=bool(args.resume),
+        )
+    console.print(f"members: {' '.join(res.members)}; run directory: {out}")
     return 0
 
 
@@ -678,8 +697,9 @@ def _psro_step(s, advance) -> None:
 def cmd_league(args: argparse.Namespace) -> int:
     from coplay.population.league import LeagueConfig, run_league
 
-    cfg = _population_config(
+    cfg, out = _population_run(
         LeagueConfig,
+        "league",
         args,
         sampler=args.sampler,
         snapshot_every=args.snapshot_every,
@@ -687,16 +707,42 @@ def cmd_league(args: argparse.Namespace) -> int:
         self_play=args.self_play,
         bots=args.bots,
     )
-    _claim(Path(args.out), args.force, resumable=False)
-    console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {args.out}")
+    console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {out}")
     with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:
-        res = run_league(cfg, args.out, progress=lambda it, m: advance(it, _status(m)))
+        res = run_league(
+            cfg,
+            out,
+            progress=lambda it, m: advance(it, _status(m)),
+            resume=bool(args.resume),
+        )
     console.print(f"snapshots: {', '.join(f'{it} ({why})' for it, why in res.snapshots)}")
     for name, elo in zip(("learner", *res.members), res.elo, strict=True):
         rating = "not rated (no games)" if elo is None else f"Elo {elo:7.1f}"
         console.print(f"  {name:>12}  {rating}")
-    console.print(f"run directory: {args.out}")
+    console.print(f"run directory: {out}")
     return 0
+
+
+def _population_run(kind, name: str, args: argparse.Namespace, **fields):
+    """A league's or PSRO's config and run directory: from the options for a new run
+    (claiming ``--out``), or from what a stopped run saved (``--resume``)."""
+    from coplay.train.config import ConfigError, build_config, load_yaml
+
+    if not args.resume:
+        cfg = _population_config(kind, args, **fields)
+        _claim(Path(args.out), args.force)
+        return cfg, Path(args.out)
+    if args.force:
+        raise ValueError("--force starts a new run; it cannot go with --resume")
+    out = Path(args.resume)
+    settings = out / f"{name}.yaml"
+    if not settings.is_file() or not (out / "config.yaml").is_file():
+        raise ConfigError(
+            f"{out} holds no {name} run to resume (it has no {settings.name} and config.yaml); "
+            f"start one with --out {out}"
+        )
+    run = build_config(file=out / "config.yaml", overrides=args.overrides)
+    return _validated(kind, run=run, **load_yaml(settings)), out
 
 
 COMMANDS = {

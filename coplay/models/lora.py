@@ -35,7 +35,7 @@ from transformers import AutoModelForCausalLM
 
 from coplay.models.loading import PlayedGame, load_policy, read_meta, save_policy, write_meta
 from coplay.policies.lm import LMPolicy
-from coplay.train.scorer import Scored
+from coplay.policies.scorer import Scored
 from coplay.types import Decision, Observation
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -18,7 +18,7 @@ legal action in the text, or None (invalid).
 
 The policy renders prompts and samples; the backend (``coplay.backends``, Hugging
 Face ``transformers`` by default) runs the weights. The learner's ``Scorer``
-(``coplay.train.scorer``) recomputes the recorded log-probs with the backend's
+(``coplay.policies.scorer``) recomputes the recorded log-probs with the backend's
 kernels, so they equal the sampled ones up to float error; a decision is scored by
 its own kind (choice when it records ``choice_ids``), so batches may mix both.
 Exploration is a view (``sampling``), not a setting of the policy.
@@ -38,8 +38,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
 from coplay.envs.actions import parse_action
+from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import fold_common_prefix
-from coplay.train.scorer import Scored, Scorer
 from coplay.types import Decision, Observation
 
 __all__ = ["ACTION_CUE", "LMPolicy", "Mode", "Scored", "explore_mixture"]

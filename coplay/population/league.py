@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.eval.exact import to_openspiel_policy
@@ -37,7 +38,7 @@ from coplay.eval.ratings import elo_ratings
 from coplay.models.loading import load_policy
 from coplay.population.metagame import exact_game, exact_payoffs, freeze, sampled_payoffs
 from coplay.population.opponents import OpponentPool, build_opponent
-from coplay.report import sinks
+from coplay.report import atomic, sinks
 from coplay.train.checkpoints import rundir
 from coplay.train.config import RunConfig
 from coplay.train.evaluate import evaluate, final_policy
@@ -262,13 +263,14 @@ class _League:
 class LeagueHook(Hook):
     """The league as a hook of the training loop: before each iteration the sampler
     sets the pool's probabilities; after it the learner's games are tallied and a
-    snapshot may join. Its state (snapshots, tallies, meta-game) is saved with the
-    run's, and the snapshots reload from their folders, so a league resumes."""
+    snapshot may join. Its state (snapshots, tallies, the members' meta-game) is saved
+    with the run's and the snapshots reload from their folders, so a league resumes."""
 
     cfg: LeagueConfig
     pool: OpponentPool
     league: _League
-    bots: int = 0
+    bots: int
+    """How many of the league's first members are scripted bots (never snapshots)."""
     name: str | None = "league"
 
     def before(self, run: Run, it: int) -> dict[str, float]:
@@ -296,27 +298,28 @@ class LeagueHook(Hook):
             "snapshots": [list(x) for x in self.league.snapshots],
             "tally": [t.wins, t.draws, t.games],
             "since": [s.wins, s.draws, s.games],
+            "payoff": self.league.payoff,
         }
 
-    def load(self, tree: dict) -> None:
+    def load(self, tree: dict, run: Run) -> None:
+        """Restore the tallies and meta-game, and reload every snapshot from its folder
+        into the league and the run's policies (whose sampling states load after)."""
         league = self.league
         del league.members[self.bots :]
         league.snapshots, league.tables = [], None
         for it, reason in tree["snapshots"]:
-            league.members.append(_reload(self.cfg, self.run_out, int(it)))
+            snap = _reload(self.cfg, run.out, int(it))
+            league.members.append(snap)
+            run.policies[snap.policy_id] = snap
             league.snapshots.append((int(it), str(reason)))
         league.tally = Tally(*(np.asarray(x, np.int64) for x in tree["tally"]))
         league.since = Tally(*(np.asarray(x, np.int64) for x in tree["since"]))
-        self.register(league.members)
-        if SAMPLERS_NEED_PAYOFF.get(self.cfg.sampler):
-            league.payoff = _member_payoff(self.cfg, league, league.snapshots[-1][0])
+        league.payoff = None if tree["payoff"] is None else np.asarray(tree["payoff"])
 
-    run_out: Path = Path()
-    policies: dict | None = None
 
-    def register(self, members: Sequence[Policy]) -> None:
-        if self.policies is not None:
-            self.policies.update({m.policy_id: m for m in members})
+def settings_yaml(cfg: LeagueConfig) -> str:
+    """The league's own settings (``league.yaml``); the trainer's are in ``config.yaml``."""
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"run"}), sort_keys=False)
 
 
 def _snapshot_folder(out: Path, it: int) -> Path:
@@ -351,23 +354,27 @@ def run_league(
         for i, b in enumerate(cfg.bots)
     ]
     league = _League(bots, [], Tally.empty(len(bots)), Tally.empty(len(bots)))
+    run.policies.update({b.policy_id: b for b in bots})
     pool = OpponentPool(list(league.members), self_play=cfg.self_play)
-    hook = LeagueHook(cfg, pool, league, bots=len(bots), run_out=out, policies=run.policies)
-    hook.register(bots)
+    hook = LeagueHook(cfg, pool, league, bots=len(bots))
     if not resume:
+        atomic.write_text(out / "league.yaml", settings_yaml(cfg))
         _add_snapshot(cfg, run, league, 0, "initial")
     seat_weights = check_weights(cfg.seat_weights, run.spec)
     run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, seat_weights)
-    end, ev, wall = drive(
-        run,
-        evaluate=evaluate,
-        save=checkpoint,
-        final=checkpoint,
-        progress=progress,
-        resume=resume,
-        stop_after=stop_after,
-        extra=[hook],
-    )
+    try:
+        end, ev, wall = drive(
+            run,
+            evaluate=evaluate,
+            save=checkpoint,
+            final=checkpoint,
+            progress=progress,
+            resume=resume,
+            stop_after=stop_after,
+            extra=[hook],
+        )
+    except rundir.RunInterrupted as stop:
+        raise rundir.RunInterrupted(out, stop.saved, "league") from None
     return _finish(out, league, ev.evals["last"], wall)
 
 

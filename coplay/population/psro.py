@@ -32,12 +32,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import pyspiel
+import yaml
 from open_spiel.python import policy as os_policy
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -48,7 +49,7 @@ from coplay.eval.metasolvers import (
     MetaSolution,
 )
 from coplay.eval.mixture import tables_exploitability
-from coplay.models.loading import build_policy
+from coplay.models.loading import build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population.metagame import (
     exact_best_response,
@@ -63,13 +64,23 @@ from coplay.population.metagame import (
 )
 from coplay.population.opponents import OpponentPool
 from coplay.report import atomic, sinks
+from coplay.train.checkpoints import rundir
+from coplay.train.checkpoints.safe_tree import save_tree
+from coplay.train.checkpoints.state import (
+    RUN_STATE,
+    STATE_DIR,
+    StateError,
+    read_state,
+    restoring,
+)
 from coplay.train.config import RunConfig
 from coplay.train.evaluate import final_policy
-from coplay.train.hooks import Log
-from coplay.train.loop import run_loop
 from coplay.train.parts.seating import FromPool
-from coplay.train.trainer import check_weights, game_text, setup
+from coplay.train.trainer import check_weights, drive, game_text, setup
 from coplay.types import Policy
+
+PSRO_STATE = "psro"
+"""The outer loop's state: ``out/state/psro.json`` and ``psro.safetensors``."""
 
 CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
 """Solvers whose best responses train against the conditional distribution (JPSRO(CE));
@@ -204,36 +215,137 @@ def response_config(cfg: PsroConfig, index: int, warm: Path | None, restart: int
 
 
 def train_response(
-    cfg: RunConfig, out: Path, pool: OpponentPool, seat_weights: Sequence[float] | None = None
+    cfg: RunConfig,
+    out: Path,
+    pool: OpponentPool,
+    seat_weights: Sequence[float] | None = None,
 ) -> Policy:
-    """Train a best response against ``pool`` with the training loop; return what the
+    """Train a best response against ``pool`` in the run directory ``out`` with the
+    training loop, saving its state like any run; a response whose state ``out``
+    already holds (a PSRO run killed during it) continues from there. Returns what the
     trainer would save (``magnet.final``: the learner's magnet, else the learner)."""
-    run = setup(cfg, out)
+    resume = (out / STATE_DIR / f"{RUN_STATE}.json").is_file()
+    if resume:
+        rundir.check_resume(cfg, out)
+    run = setup(cfg, out, fresh=not resume)
     run.policies.update({m.policy_id: m for m in pool.members})
     weights = check_weights(seat_weights, run.spec)
     run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, weights)
-    run_loop(run, [Log()], start=0, end=cfg.train.iterations)
+    # PSRO judges a response by its value against the meta-strategy, measured after
+    # it is trained: no evaluation hook, and no checkpoint but the frozen member.
+    drive(
+        run,
+        evaluate=lambda run: {},
+        save=None,
+        final=lambda run, folder: None,
+        progress=None,
+        resume=resume,
+        stop_after=None,
+    )
     return final_policy(run)
+
+
+# --- the outer state ---------------------------------------------------------------
+
+
+@dataclass
+class _Outer:
+    """What the PSRO loop holds between iterations: the population, its meta-game and
+    what each iteration measured. Saved after every iteration (``save_outer``)."""
+
+    members: list[Policy]
+    payoffs: tuple[np.ndarray, np.ndarray] | None
+    steps: list[PsroStep]
+
+
+def save_outer(out: Path, outer: _Outer) -> None:
+    """The population's ids and sampling generators, the meta-game and the steps, in
+    renames (``atomic_dir``): a kill leaves the previous iteration's state whole."""
+    tree = {
+        "members": [m.policy_id for m in outer.members],
+        "samplers": {m.policy_id: m.sampler_state() for m in outer.members},
+        "payoffs": list(outer.payoffs) if outer.payoffs is not None else None,
+        "steps": [asdict(s) for s in outer.steps],
+    }
+    with atomic.atomic_dir(out / STATE_DIR) as tmp:
+        save_tree(tree, tmp, PSRO_STATE, records={})
+
+
+def load_outer(cfg: PsroConfig, out: Path) -> _Outer:
+    """The state ``save_outer`` wrote, its members reloaded from their folders."""
+    atomic.recover_dir(out / STATE_DIR)  # a state a kill cut off while replacing it
+    tree = read_state(out, PSRO_STATE, ("members", "samplers", "payoffs", "steps"))
+    source = out / STATE_DIR / f"{PSRO_STATE}.json"
+    with restoring(source):
+        members = [_reload_member(cfg, out, i) for i in range(len(tree["members"]))]
+        if [m.policy_id for m in members] != list(tree["members"]):
+            raise StateError(f"{source} lists members {tree['members']}, which {out} lacks")
+        for m in members:
+            m.load_sampler_state(tree["samplers"][m.policy_id])
+        steps = [_step(d) for d in tree["steps"]]
+        payoffs = tree["payoffs"]
+    return _Outer(members, tuple(np.asarray(p) for p in payoffs) if payoffs else None, steps)
+
+
+def _step(d: dict) -> PsroStep:
+    return PsroStep(**{**d, "marginals": tuple(tuple(float(x) for x in m) for m in d["marginals"])})
+
+
+def _reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
+    """Member ``index`` as it joined: the random first member, an exact oracle's table,
+    or a frozen LM reloaded from its folder with the seed ``freeze`` gave it."""
+    name, folder = f"psro:{index:02d}", out / "members" / f"{index:02d}"
+    seed = cfg.run.train.seed + index
+    if index == 0 and cfg.initial == "random":
+        return RandomPolicy(seed=cfg.run.train.seed, policy_id=name)
+    if (folder / "table.json").is_file():
+        return TablePolicy(json.loads((folder / "table.json").read_text()), policy_id=name)
+    frozen = load_policy(folder, seed=cfg.run.train.seed if index == 0 else seed)
+    frozen.model.requires_grad_(False)
+    frozen.policy_id = name
+    return frozen
 
 
 # --- the loop ----------------------------------------------------------------------
 
 
 def run_psro(
-    cfg: PsroConfig, out: str | Path, *, progress: Callable[[PsroStep], None] | None = None
+    cfg: PsroConfig,
+    out: str | Path,
+    *,
+    progress: Callable[[PsroStep], None] | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
 ) -> PsroResult:
-    """Grow a population by best responses to its meta-strategy; see the module docstring."""
+    """Grow a population by best responses to its meta-strategy; see the module docstring.
+
+    The state is saved after every iteration and each response is a run that saves
+    its own, so ``resume`` continues a killed run into the same result as one that
+    never stopped. ``stop_after`` ends after that iteration, as a job with a time limit
+    would."""
     check_game_fits(cfg)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "psro.jsonl").write_text("")
     game = exact_game(cfg.run)
-    members = [initial_member(cfg, out)]
+    if resume:
+        outer = load_outer(cfg, out)
+        sinks.keep_until(out / "psro.jsonl", len(outer.steps) - 1)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        rundir.write_config(out, cfg.run)
+        atomic.write_text(out / "psro.yaml", _settings_yaml(cfg))
+        (out / "psro.jsonl").write_text("")
+        outer = _Outer([initial_member(cfg, out)], None, [])
+        save_outer(out, outer)  # a run stopped during its first response resumes too
+    members, steps, payoffs = outer.members, outer.steps, outer.payoffs
     tables: list[os_policy.Policy] = []
-    payoffs = None
-    steps: list[PsroStep] = []
-    start = time.perf_counter()
-    for k in range(cfg.iterations + 1):
+    start = time.perf_counter() - (steps[-1].elapsed_s if steps else 0.0)
+    last = cfg.iterations if stop_after is None else min(stop_after, cfg.iterations)
+    if len(steps) > last:
+        raise ValueError(
+            f"{out} has already run its {len(steps)} PSRO iterations (iterations 0..{last}); "
+            "nothing is left to resume"
+        )
+    for k in range(len(steps), last + 1):
         t0 = time.perf_counter()
         if game is not None:
             tables += [
@@ -250,7 +362,14 @@ def run_psro(
         train_s, value, best = 0.0, float("nan"), float("nan")
         if k < cfg.iterations:
             t1 = time.perf_counter()
-            member, value, best = _respond(cfg, out, k + 1, members, tables, game, solution)
+            try:
+                member, value, best = _respond(cfg, out, k + 1, members, tables, game, solution)
+            except rundir.RunInterrupted:
+                # The response saved its own state and the outer loop its own before it.
+                raise KeyboardInterrupt(
+                    f"interrupted during PSRO iteration {k}; continue with: "
+                    f"coplay psro --resume {out}"
+                ) from None
             members.append(member)
             train_s = time.perf_counter() - t1
         step = PsroStep(
@@ -268,11 +387,18 @@ def run_psro(
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
         sinks.append_metrics(out / "psro.jsonl", k, _step_metrics(step) | fallback)
+        save_outer(out, _Outer(members, payoffs, steps))
         if progress:
             progress(step)
     result = PsroResult(tuple(m.policy_id for m in members), payoffs, solution, tuple(steps))
-    sinks.write_summary(out / "summary.json", _summary(result))
+    if len(steps) == cfg.iterations + 1:
+        sinks.write_summary(out / "summary.json", _summary(result))
     return result
+
+
+def _settings_yaml(cfg: PsroConfig) -> str:
+    """The outer loop's settings (``psro.yaml``); the trainer's are in ``config.yaml``."""
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"run"}), sort_keys=False)
 
 
 def _respond(

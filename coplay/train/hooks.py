@@ -25,7 +25,9 @@ class Hook:
     """A hook that does nothing: subclasses override what they need."""
 
     name: str | None = None
-    """Set by hooks with state, under which the run's saved state keeps it."""
+    """Set by hooks with state, under which the run's saved state keeps it; such a
+    hook also has ``state()`` (a tree of plain data, arrays and tensors) and
+    ``load(tree, run)``."""
 
     def before(self, run: Run, it: int) -> dict[str, float]:
         return {}
@@ -64,7 +66,7 @@ class Evaluate(Hook):
     def state(self) -> dict[str, Any]:
         return self.evals
 
-    def load(self, tree: dict[str, Any]) -> None:
+    def load(self, tree: dict[str, Any], run: Run) -> None:
         self.evals = tree
 
 

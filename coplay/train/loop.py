@@ -60,7 +60,7 @@ class Run:
 class Hook(Protocol):
     """Runs around each iteration: before the plan, and after the update with the
     batch and the metrics so far; returns metrics to add. A hook with state has
-    ``state()`` / ``load(tree)`` and a ``name`` (``checkpoints.state`` walks them)."""
+    ``state()`` / ``load(tree, run)`` and a ``name`` (``checkpoints.state`` walks them)."""
 
     def before(self, run: Run, it: int) -> dict[str, float]: ...
 

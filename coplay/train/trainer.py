@@ -198,7 +198,8 @@ def begin(run: Run, hooks: Sequence[Hook], ev: Evaluate, log: Log, resume: bool)
             run.out, run.cfg, LOGS, lambda: (load_state(run, hooks), ev.evals)
         )
         return done
-    sinks.append_metrics(run.out / "metrics.jsonl", 0, ev.initial(run))
+    if initial := ev.initial(run):  # row 0; a run without evaluations has none
+        sinks.append_metrics(run.out / "metrics.jsonl", 0, initial)
     return 0
 
 

@@ -14,3 +14,6 @@ def tiny():
     tok = train_tokenizer(corpus, vocab_size=320)
     model = build_tiny_model(TinyModelConfig(vocab_size=320), vocab_size=len(tok), seed=0)
     return model.eval(), tok
+
+
+from tests.train.conftest import tiny_policy  # noqa: E402, F401  (a fixture, found by name)

@@ -1,6 +1,7 @@
 """League of frozen snapshots: samplers, results, snapshot schedule and immutability."""
 
 import hashlib
+import json
 
 import numpy as np
 import pytest
@@ -40,7 +41,7 @@ def league_cfg(**kwargs) -> LeagueConfig:
 def draw_shares(probs, n=40_000, seed=0) -> np.ndarray:
     """Empirical member shares of ``n`` draws through the trainer's OpponentPool."""
     members = [type("M", (), {"policy_id": str(i)})() for i in range(len(probs))]
-    draws = OpponentPool(members, probs=probs).sample(np.random.default_rng(seed), n)
+    draws = OpponentPool(members, probs=probs).sample(np.random.default_rng(seed), [0] * n)
     return np.bincount([int(d.policy_id) for d in draws], minlength=len(probs)) / n
 
 
@@ -179,17 +180,62 @@ def test_bad_league_settings_are_refused(kwargs, match):
 
 def test_snapshot_member_keeps_its_weights_while_the_learner_trains(tmp_path):
     from coplay.population.league import _add_snapshot, _League
-    from coplay.train.trainer import collect, learn, setup
+    from coplay.train.loop import make_plan
+    from coplay.train.parts.seating import FromPool
+    from coplay.train.trainer import setup
 
     cfg = league_cfg()
     run = setup(cfg.run, tmp_path)
     league = _League([], [], Tally.empty(0), Tally.empty(0))
     _add_snapshot(cfg, run, league, 0, "initial")
     snap = league.members[0]
+    assert run.policies["snap:0"] is snap
     before = {k: v.clone() for k, v in snap.model.state_dict().items()}
-    run.pool = OpponentPool(league.members)
-    learn(run, collect(run, 1)[0])
-    after, learner = snap.model.state_dict(), run.learner.policy.model.state_dict()
+    run.seating = FromPool(run.trainees[0].name, OpponentPool(league.members), 2)
+    plan, _ = make_plan(run, 1)
+    assert all("snap:0" in row for row in plan.seatings)
+    run.trainees[0].learn(run.source.play(plan, run.policies).episodes, run.rng)
+    after, learner = snap.model.state_dict(), run.trainees[0].policy.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not all(torch.equal(before[k], learner[k]) for k in before)  # the learner moved
     assert snap.policy_id == "snap:0" and league.tally.games.tolist() == [0]
+
+
+def _rows(out):
+    return [
+        {k: v for k, v in json.loads(x).items() if not k.startswith("perf/")}
+        for x in (out / "metrics.jsonl").read_text().splitlines()
+    ]
+
+
+@pytest.mark.parametrize("sampler", ["pfsp", "meta"])
+def test_league_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypatch, sampler):
+    from coplay.train import hooks
+
+    cfg = league_cfg(sampler=sampler, snapshot_every=2, win_threshold=None, bots=["random"])
+    run = cfg.run.model_copy(
+        update={"train": cfg.run.train.model_copy(update={"save_every": 1, "eval_every": 2})}
+    )
+    cfg = cfg.model_copy(update={"run": run})
+    whole = run_league(cfg, tmp_path / "whole")
+    # A job that stops after iteration 2, then a Ctrl-C during iteration 4 (the state of
+    # iteration 3 saved), each resumed.
+    run_league(cfg, tmp_path / "split", stop_after=2)
+    real = hooks.Log.after
+
+    def killed(self, run, it, batch, metrics):
+        if it == 4:
+            raise KeyboardInterrupt
+        return real(self, run, it, batch, metrics)
+
+    monkeypatch.setattr(hooks.Log, "after", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_league(cfg, tmp_path / "split", resume=True)
+    monkeypatch.setattr(hooks.Log, "after", real)
+    split = run_league(cfg, tmp_path / "split", resume=True)
+    assert split.snapshots == whole.snapshots == ((0, "initial"), (2, "schedule"), (4, "schedule"))
+    assert split.tally.games.tolist() == whole.tally.games.tolist()
+    assert _rows(tmp_path / "split") == _rows(tmp_path / "whole")
+    assert [r["iteration"] for r in _rows(tmp_path / "split")] == [0, 1, 2, 3, 4]
+    for sub in ("snapshots/iter_000004", "checkpoints/final"):
+        assert digest(tmp_path / "split" / sub) == digest(tmp_path / "whole" / sub)

@@ -111,12 +111,12 @@ def test_solved_opponents_refuse_changed_games():
 def test_pool_samples_members_by_probability_and_self_play():
     a, b = RandomPolicy(policy_id="a"), RandomPolicy(policy_id="b")
     pool = OpponentPool([a, b], probs=[3.0, 1.0], self_play=0.5)
-    draws = pool.sample(np.random.default_rng(0), 20_000)
+    draws = pool.sample(np.random.default_rng(0), [0] * 20_000)
     share = {k: sum((d.policy_id if d else None) == k for d in draws) / 20_000 for k in "ab"}
     assert draws.count(None) / 20_000 == pytest.approx(0.5, abs=0.02)
     assert share["a"] == pytest.approx(0.375, abs=0.02)
     assert share["b"] == pytest.approx(0.125, abs=0.02)
-    assert OpponentPool([a], self_play=1.0).sample(np.random.default_rng(0), 3) == [None] * 3
+    assert OpponentPool([a], self_play=1.0).sample(np.random.default_rng(0), [0, 1, 0]) == [None] * 3
 
 
 @pytest.mark.parametrize(
@@ -132,4 +132,4 @@ def test_pool_samples_members_by_probability_and_self_play():
 def test_pool_rejects_bad_settings(kwargs, match):
     members = kwargs.pop("members", [RandomPolicy(), RandomPolicy(seed=1)])
     with pytest.raises(ValueError, match=match):
-        OpponentPool(members, **kwargs).sample(np.random.default_rng(0), 4)
+        OpponentPool(members, **kwargs).sample(np.random.default_rng(0), [0] * 4)

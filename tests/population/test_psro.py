@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pyspiel
@@ -25,7 +24,7 @@ from coplay.population.psro import (
 )
 from coplay.report import sinks
 from coplay.train.config import build_config
-from coplay.train.trainer import seatings
+from coplay.train.parts.seating import FromPool
 
 TINY = [
     "model.tiny.hidden_size=32",
@@ -118,22 +117,21 @@ def test_opponents_face_the_other_players_marginal_or_conditional():
 def test_seated_pool_draws_the_opponent_of_the_learners_seat():
     a, b = RandomPolicy(policy_id="a"), RandomPolicy(policy_id="b")
     pool = SeatedPool(members=[a, b], by_seat=(np.array([1.0, 0.0]), np.array([0.25, 0.75])))
-    learner = RandomPolicy(policy_id="learner")
-    run = SimpleNamespace(
-        spec=SimpleNamespace(num_players=2),
-        learner=SimpleNamespace(policy=learner),
-        pool=pool,
-        opponent=None,
-        rng=np.random.default_rng(0),
-        cfg=SimpleNamespace(
-            rollout=SimpleNamespace(group_size=2), train=SimpleNamespace(seat_weights=None)
-        ),
-    )
-    games = seatings(run, 4000)
-    seat0 = [g[1] for g in games if g[0] is learner]
-    seat1 = [g[0] for g in games if g[1] is learner]
-    assert all(o is a for o in seat0)
-    assert sum(o is b for o in seat1) / len(seat1) == pytest.approx(0.75, abs=0.03)
+    seating = FromPool("learner", pool, players=2)
+    rows = seating.rows(4000, np.random.default_rng(0))
+    seat0 = [r[1] for r in rows if r[0] == "learner"]
+    seat1 = [r[0] for r in rows if r[1] == "learner"]
+    assert len(seat0) == len(seat1) == 2000
+    assert set(seat0) == {"a"}
+    assert seat1.count("b") / len(seat1) == pytest.approx(0.75, abs=0.03)
+
+
+def test_seat_weights_draw_each_opponent_for_the_seat_it_faces():
+    # Refused before the loop was one: the pool now draws after the seat is decided.
+    a, b = RandomPolicy(policy_id="a"), RandomPolicy(policy_id="b")
+    pool = SeatedPool(members=[a, b], by_seat=(np.array([1.0, 0.0]), np.array([0.0, 1.0])))
+    rows = FromPool("learner", pool, 2, seat_weights=(1.0, 3.0)).rows(400, np.random.default_rng(0))
+    assert rows.count(("learner", "a")) == 100 and rows.count(("b", "learner")) == 300
 
 
 @pytest.mark.parametrize(
@@ -148,10 +146,32 @@ def test_bad_psro_settings_are_refused(kwargs, match):
         tiny_psro(**kwargs)
 
 
-def test_psro_refuses_seat_weights():
-    # the seated pool draws group g's opponent for seat g % 2
-    with pytest.raises(ValueError, match="drop train.seat_weights"):
-        PsroConfig(run=build_config(overrides=["train.seat_weights=[1, 3]"]))
+def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path, monkeypatch):
+    from coplay.population import psro
+
+    seen: list[tuple[str, ...]] = []
+
+    class Spy(FromPool):
+        def rows(self, groups, rng):
+            out = super().rows(groups, rng)
+            seen.extend(out)
+            return out
+
+    monkeypatch.setattr(psro, "FromPool", Spy)
+    res = run_psro(tiny_psro(iterations=1, initial="random", seat_weights=[1, 3]), tmp_path)
+    assert res.members == ("psro:00", "psro:01")
+    # 2 iterations of 4 groups (16 games, groups of 4): a quarter with the learner in seat 0
+    assert len(seen) == 8
+    assert sum(r[0] == "learner" for r in seen) == 2
+    assert sum(r[1] == "learner" for r in seen) == 6
+    assert all("psro:00" in r for r in seen)
+    rows = (tmp_path / "responses" / "01" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["iteration"] for r in rows] == [1, 2]
+
+
+def test_psro_seat_weights_need_one_per_seat(tmp_path):
+    with pytest.raises(ValueError, match="seat_weights has 3 weights"):
+        run_psro(tiny_psro(iterations=1, initial="random", seat_weights=[1, 1, 1]), tmp_path)
 
 
 def test_psro_refuses_games_that_are_not_two_player():
@@ -232,3 +252,59 @@ def test_restarts_keep_the_response_with_the_highest_value(tmp_path):
 def test_exact_oracle_needs_an_exact_game():
     with pytest.raises(ValueError, match="oracle=exact needs a game with exact evaluation"):
         PsroConfig(run=build_config(preset="tictactoe-selfplay"), oracle="exact")
+
+
+def _psro_rows(out):
+    skip = ("perf/",)
+    files = sorted(out.rglob("*.jsonl"))
+    return {
+        str(f.relative_to(out)): [
+            {k: v for k, v in json.loads(x).items() if not k.startswith(skip)}
+            for x in f.read_text().splitlines()
+        ]
+        for f in files
+    }
+
+
+def _member_digests(out):
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((out / "members").rglob("*.safetensors"))
+    }
+
+
+def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypatch):
+    from coplay.train import hooks
+
+    cfg = tiny_psro(iterations=2)
+    cfg = cfg.model_copy(
+        update={
+            "run": build_config(preset="kuhn-selfplay", overrides=[*TINY, "train.save_every=1"])
+        }
+    )
+    whole = run_psro(cfg, tmp_path / "whole")
+    # Stop after the first PSRO iteration, then kill the next response after its first
+    # update (its state saved), as a job's time limit or Ctrl-C would.
+    run_psro(cfg, tmp_path / "split", stop_after=0)
+    assert len((tmp_path / "split" / "psro.jsonl").read_text().splitlines()) == 1
+    real = hooks.Log.after
+
+    def killed(self, run, it, batch, metrics):
+        if run.out.name == "02" and it == 2:
+            raise KeyboardInterrupt
+        return real(self, run, it, batch, metrics)
+
+    monkeypatch.setattr(hooks.Log, "after", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_psro(cfg, tmp_path / "split", resume=True)
+    monkeypatch.setattr(hooks.Log, "after", real)
+    split = run_psro(cfg, tmp_path / "split", resume=True)
+    assert split.members == whole.members
+    assert [s.exploitability for s in split.steps] == [s.exploitability for s in whole.steps]
+    assert _psro_rows(tmp_path / "split") == _psro_rows(tmp_path / "whole")
+    assert _member_digests(tmp_path / "split") == _member_digests(tmp_path / "whole")
+
+
+def test_psro_resume_without_state_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved state to resume from"):
+        run_psro(tiny_psro(iterations=1), tmp_path / "none", resume=True)

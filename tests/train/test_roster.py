@@ -10,18 +10,22 @@ from coplay.eval.exact import exploitability
 from coplay.models.loading import save_policy
 from coplay.models.lora import AdapterPolicy, load_roles
 from coplay.policies.scripted import RandomPolicy, make_scripted
-from coplay.train import roster as roster_mod
+from coplay.train import trainee as trainee_mod
 from coplay.train.config import ConfigError, build_config
-from coplay.train.roster import (
-    SeatedPolicy,
-    collect_roster,
-    learn_member,
-    scoped,
-    setup_roster,
-    train_roster,
-    validate_roster,
-)
+from coplay.train.loop import make_plan, observe, rollout_report
+from coplay.train.roster import SeatedPolicy, setup_roster, train_roster, validate_roster
 from tests.train.rosters import TINY, TWO_ROLES
+
+
+def _play(run, it):
+    """One iteration's games of the roster run and its rollout metrics."""
+    plan, _ = make_plan(run, it)
+    batch = run.source.play(plan, run.policies)
+    return batch.episodes, rollout_report(run, batch)
+
+
+def _trainee(run, name):
+    return next(t for t in run.trainees if t.name == name)
 
 
 def _params(module):
@@ -41,20 +45,8 @@ def test_roster_must_seat_every_player_of_the_game(tmp_path):
         setup_roster(cfg, build_config(overrides=TINY), tmp_path)
 
 
-@pytest.mark.parametrize(
-    ("over", "name"),
-    [
-        (["rollout.explore=0.1", "rollout.tis_cap=1"], "explore"),
-        (["rollout.restart_share=0.5"], "restart_share"),
-    ],
-)
-def test_a_roster_refuses_exploration_and_restarts(tmp_path, over, name):
-    with pytest.raises(ValueError, match=f"rollout.{name} is not supported with a roster"):
-        setup_roster(validate_roster(TWO_ROLES), build_config(overrides=[*TINY, *over]), tmp_path)
-
-
 def test_a_roster_replaces_train_opponent(tmp_path):
-    with pytest.raises(ValueError, match="leave train.opponent as 'self'"):
+    with pytest.raises(ValueError, match="a roster seats the opponents; leave train.opponent"):
         setup_roster(
             validate_roster(TWO_ROLES),
             build_config(overrides=[*TINY, "train.opponent=random"]),
@@ -62,13 +54,10 @@ def test_a_roster_replaces_train_opponent(tmp_path):
         )
 
 
-def test_learners_needing_a_critic_are_rejected(tmp_path):
-    data = {
-        "policies": {"a": {"kind": "learner", "algo": {"estimator": "gae"}}},
-        "seats": ["a", "a"],
-    }
-    with pytest.raises(ValueError, match="needs a critic"):
-        setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
+def test_a_lora_roster_refuses_a_magnet(tmp_path):
+    cfg = build_config(overrides=[*TINY, "magnet.ema=0.1"])
+    with pytest.raises(ValueError, match="magnet needs a copy of the weights"):
+        setup_roster(validate_roster({**TWO_ROLES, "lora": {"rank": 2}}), cfg, tmp_path)
 
 
 def test_learners_needing_groups_are_rejected_with_groups_of_one(tmp_path):
@@ -91,23 +80,28 @@ def test_each_seat_gets_its_policy_and_rotation_shifts_by_group(tmp_path):
         "seats": ["me", "bot"],
     }
     run = setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path / "a")
-    me, bot = run.roster.members["me"].policy, run.roster.members["bot"].policy
-    assert me.policy_id == "me" and bot.policy_id == "bot"
-    assert run.roster.seatings(3) == [[me, bot]] * 3
-    run.roster.rotate = True
-    assert run.roster.seatings(4) == [[me, bot], [bot, me], [me, bot], [bot, me]]
+    assert run.policies["me"].policy_id == "me" and run.policies["bot"].policy_id == "bot"
+    assert run.seating.rows(3, run.rng) == [("me", "bot")] * 3
+    rotated = setup_roster(
+        validate_roster({**data, "rotate": True}), build_config(overrides=TINY), tmp_path / "b"
+    )
+    assert rotated.seating.rows(4, run.rng) == [("me", "bot"), ("bot", "me")] * 2
     # Games of one group (same seed) keep one seating, so group baselines compare alike.
-    assert run.roster.seatings(4, group_size=2) == [[me, bot], [me, bot], [bot, me], [bot, me]]
-    assert [m.name for m in run.roster.learners] == ["me"]
+    rotated.cfg = build_config(overrides=[*TINY, "rollout.group_size=2"])
+    plan, _ = make_plan(rotated, 1)
+    assert (
+        plan.seatings
+        == (("me", "bot"),) * 2 + (("bot", "me"),) * 2 + (("me", "bot"),) * 2 + (("bot", "me"),) * 2
+    )
+    assert [t.name for t in run.trainees] == ["me"]
 
 
 def test_shared_weight_self_play_is_one_learner_in_every_seat(tmp_path):
     data = {"policies": {"me": {"kind": "learner"}}, "seats": ["me", "me"]}
     run = setup_roster(validate_roster(data), build_config(overrides=TINY), tmp_path)
-    me = run.roster.members["me"].policy
-    assert run.roster.seatings(2) == [[me, me], [me, me]]
-    episodes, _ = collect_roster(run, 1)
-    metrics = learn_member(run.roster.members["me"], episodes, run.rng)
+    assert run.seating.rows(2, run.rng) == [("me", "me"), ("me", "me")]
+    episodes, _ = _play(run, 1)
+    metrics = _trainee(run, "me").learn(episodes, run.rng)
     # Both seats' decisions reach the one learner: 8 games of Kuhn have >= 16 decisions.
     assert metrics["loss/steps"] == 1.0
     assert sum(len(t.decision.logprobs) > 0 for e in episodes for t in e.turns) >= 16
@@ -115,17 +109,17 @@ def test_shared_weight_self_play_is_one_learner_in_every_seat(tmp_path):
 
 def test_only_a_learners_own_decisions_reach_its_update(tmp_path, monkeypatch):
     seen: dict[str, list[str]] = {}
-    real = roster_mod.update
+    real = trainee_mod.update
 
     def spy(learner, samples, rng):
         seen[learner.policy.policy_id] = [s.decision.policy_id for s in samples]
         return real(learner, samples, rng)
 
-    monkeypatch.setattr(roster_mod, "update", spy)
+    monkeypatch.setattr(trainee_mod, "update", spy)
     run = setup_roster(validate_roster(TWO_ROLES), build_config(overrides=TINY), tmp_path)
-    episodes, metrics = collect_roster(run, 1)
-    for member in run.roster.learners:
-        learn_member(member, episodes, run.rng)
+    episodes, metrics = _play(run, 1)
+    for trainee in run.trainees:
+        trainee.learn(episodes, run.rng)
     for name in ("first", "second"):
         own = [t for e in episodes for t in e.turns if t.decision.policy_id == name]
         assert seen[name] == [name] * len(own)
@@ -143,14 +137,14 @@ def test_per_role_settings_reach_their_own_learner(tmp_path):
     }
     cfg = build_config(overrides=[*TINY, "rollout.group_size=2"])  # rloo needs groups
     run = setup_roster(validate_roster(data), cfg, tmp_path)
-    first, second = run.roster.members["first"], run.roster.members["second"]
+    first, second = _trainee(run, "first"), _trainee(run, "second")
     assert first.learner.epochs == 3 and second.learner.epochs == 1
     assert second.algo.estimator == "rloo" and first.algo.estimator == "rae"
     assert first.policy.model is not second.policy.model
     b1, b2 = _params(first.policy.model), _params(second.policy.model)
-    episodes, _ = collect_roster(run, 1)
-    m1 = learn_member(first, episodes, run.rng)
-    m2 = learn_member(second, episodes, run.rng)
+    episodes, _ = _play(run, 1)
+    m1 = first.learn(episodes, run.rng)
+    m2 = second.learn(episodes, run.rng)
     assert m1["loss/lr"] == 0.05 and m2["loss/lr"] == 1e-12
     assert m1["loss/steps"] > m2["loss/steps"] == 1.0
     assert _max_change(b1, first.policy.model) > 1e-3
@@ -164,7 +158,7 @@ def test_frozen_snapshots_and_bots_never_change(tmp_path):
         cfg,
         tmp_path / "src",
     )
-    save_policy(run.roster.members["me"].policy, tmp_path / "snap")
+    save_policy(run.policies["me"], tmp_path / "snap")
     data = {
         "policies": {
             "me": {"kind": "learner", "optim": {"lr": 0.05}},
@@ -177,15 +171,16 @@ def test_frozen_snapshots_and_bots_never_change(tmp_path):
         validate_roster(data)
     del data["policies"]["nash"]
     run = setup_roster(validate_roster({**data, "rotate": True}), cfg, tmp_path / "run")
-    snap, me = run.roster.members["snap"], run.roster.members["me"]
-    assert snap.learner is None and not any(p.requires_grad for p in snap.policy.model.parameters())
-    frozen, mine = _params(snap.policy.model), _params(me.policy.model)
+    snap, me = run.policies["snap"], _trainee(run, "me")
+    assert [t.name for t in run.trainees] == ["me"]
+    assert not any(p.requires_grad for p in snap.model.parameters())
+    frozen, mine = _params(snap.model), _params(me.policy.model)
     for it in (1, 2):
-        episodes, _ = collect_roster(run, it)
-        learn_member(me, episodes, run.rng)
-    assert _max_change(frozen, snap.policy.model) == 0.0
+        episodes, _ = _play(run, it)
+        me.learn(episodes, run.rng)
+    assert _max_change(frozen, snap.model) == 0.0
     assert _max_change(mine, me.policy.model) > 1e-3
-    assert snap.policy.version == 0 and me.policy.version == 2
+    assert snap.version == 0 and me.policy.version == 2
     assert {t.player for e in episodes for t in e.turns if t.decision.policy_id == "snap"} == {0, 1}
 
 
@@ -200,10 +195,6 @@ def test_seated_policy_routes_each_player_to_its_seat():
     assert exploitability(SeatedPolicy([nash, nash]), "kuhn_poker").nash_conv < 1e-3
     with pytest.raises(ValueError, match="player 1 has no seat"):
         exploitability(SeatedPolicy([nash]), "kuhn_poker")
-
-
-def test_scoped_metric_names():
-    assert scoped({"loss/kl": 1.0, "adv/x/y": 2.0}, "a") == {"loss/a/kl": 1.0, "adv/a/x/y": 2.0}
 
 
 # --- whole runs ---------------------------------------------------------------------------
@@ -239,3 +230,40 @@ def test_run_writes_the_roster_and_per_role_evaluations(tmp_path):
     assert summary["final/eval/me/nash/exact_value_seat0"] <= -1 / 18 + 1e-6
     assert "final/eval/me/exploitability" in summary
     assert (tmp_path / "checkpoints" / "final" / "me" / "config.json").is_file()
+
+
+def test_a_roster_with_restarts_and_exploration_trains_each_learner(tmp_path):
+    # Refused before the loop was one: restarts now replay a lost position with the
+    # seats of the game it was lost in, exploration mixes into every learner.
+    over = [
+        *TINY,
+        "train.iterations=3",
+        "train.eval_every=3",
+        "rollout.games_per_iter=16",
+        "rollout.group_size=2",
+        "rollout.restarts={share: 0.5}",
+        "rollout.explore={share: 0.2}",
+    ]
+    train_roster(validate_roster(TWO_ROLES), build_config(overrides=over), tmp_path)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+    assert rows[1]["rollout/restart_groups"] == 0.0  # nothing lost yet to restart from
+    assert rows[1]["rollout/restart_buffer"] > 0
+    assert rows[2]["rollout/restart_groups"] == 4.0  # half of the 8 groups
+    assert {"loss/first/tis_weight_mean", "loss/second/tis_weight_mean"} <= set(rows[2])
+
+
+def test_roster_restarts_keep_the_seats_of_the_lost_game(tmp_path):
+    over = [*TINY, "rollout.group_size=2", "rollout.restarts={share: 0.5}"]
+    data = {**TWO_ROLES, "rotate": True}
+    run = setup_roster(validate_roster(data), build_config(overrides=over), tmp_path)
+    plan, _ = make_plan(run, 1)
+    observe(run, run.source.play(plan, run.policies))
+    buffer = run.plan_states["restarts"].buffer
+    assert buffer, "some learner lost a game of the first iteration"
+    plan, _ = make_plan(run, 2)
+    restarted = [i for i, p in enumerate(plan.prefixes) if p]
+    assert len(restarted) == 4  # half of 4 groups, 2 copies each
+    sources = {(st.seed, st.prefix): st.seats for st in buffer}
+    for i in restarted:
+        assert plan.seatings[i] == sources[(plan.seeds[i], plan.prefixes[i])]

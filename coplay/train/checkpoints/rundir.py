@@ -54,15 +54,17 @@ class RunRepaired(UserWarning):
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during training; says what was saved and how to continue."""
 
-    def __init__(self, out: Path, saved: int | None) -> None:
-        super().__init__(interrupted_message(out, saved))
+    def __init__(self, out: Path, saved: int | None, command: str = "train") -> None:
+        super().__init__(interrupted_message(out, saved, command))
         self.out, self.saved = out, saved
 
 
-def interrupted_message(out: Path, saved: int | None) -> str:
+def interrupted_message(out: Path, saved: int | None, command: str = "train") -> str:
     if saved is None:
         return f"interrupted before any state was saved; start again with --out {out} --force"
-    return f"interrupted; last saved iteration {saved}; continue with: coplay train --resume {out}"
+    return (
+        f"interrupted; last saved iteration {saved}; continue with: coplay {command} --resume {out}"
+    )
 
 
 def holds_run(path: Path) -> bool:

@@ -166,7 +166,7 @@ def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path)
     run.plan_states.update(tree["planning"])
     for hook in hooks:
         if hook.name and hook.name in tree["hooks"]:
-            hook.load(tree["hooks"][hook.name])
+            hook.load(tree["hooks"][hook.name], run)
     policies = {**run.eval_opponents, **run.policies}
     for pid, state in tree["samplers"].items():
         if pid in policies:

@@ -1,6 +1,8 @@
-"""Run state: no pickle in a run directory, and one error line naming each bad state file.
+"""Run state: saved by walking the run's parts; no pickle in a run directory; one error
+line naming each bad state file; a resumed roster equals an uninterrupted one.
 
-Resume equals uninterrupted is tested in test_trainer.py (``test_resume_equals_uninterrupted``).
+Resume equals uninterrupted for a single learner is tested with the loop
+(tests/train/test_loop.py), for leagues and PSRO with their drivers.
 """
 
 import json
@@ -14,6 +16,10 @@ import torch
 from coplay.cli import main
 from coplay.report.atomic import atomic_dir
 from coplay.train.checkpoints.state import StateError, load_weights
+from coplay.train.config import build_config
+from coplay.train.roster import train_roster, validate_roster
+from tests.train.rosters import TINY as ROSTER_TINY
+from tests.train.rosters import TWO_ROLES
 
 TINY = [
     "train.iterations=1",
@@ -47,8 +53,17 @@ def _resume(run, *overrides):
 def test_a_state_holds_no_pickle(finished_run):
     state = finished_run / "state"
     files = sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file())
-    assert "trainer.json" in files and "trainer.safetensors" in files
-    assert "policy/model.safetensors" in files and "policy/config.json" in files
+    assert files == ["run.json", "run.safetensors"]
+    tree = json.loads((state / "run.json").read_text())["tree"]
+    assert sorted(tree) == [
+        "hooks",
+        "iteration",
+        "models",
+        "planning",
+        "rngs",
+        "samplers",
+        "trainees",
+    ]
     assert {p.rsplit(".", 1)[-1] for p in files} == {"json", "safetensors"}
     for path in state.rglob("*"):
         if path.is_file():  # pickles start with PROTO 0x80, torch.save's zip with PK
@@ -78,7 +93,7 @@ def test_a_state_is_swapped_in_whole(tmp_path):
 
 def _edit_json(change):
     def edit(run):
-        path = run / "state" / "trainer.json"
+        path = run / "state" / "run.json"
         doc = json.loads(path.read_text())
         change(doc["tree"])
         path.write_text(json.dumps(doc))
@@ -91,8 +106,8 @@ def _half(path):
 
 
 def _legacy(run):
-    (run / "state" / "trainer.json").unlink()
-    (run / "state" / "trainer.pt").write_bytes(pickle.dumps({"iteration": 1}))
+    (run / "state" / "run.json").unlink()
+    (run / "state" / "run.pt").write_bytes(pickle.dumps({"iteration": 1}))
 
 
 UNKNOWN = {"$record": {"type": "os.system", "fields": {"command": "echo hi"}}}
@@ -100,50 +115,53 @@ UNKNOWN = {"$record": {"type": "os.system", "fields": {"command": "echo hi"}}}
 BAD_STATES = {
     "no state folder": (
         lambda r: shutil.rmtree(r / "state"),
-        "{r} has no saved state to resume from ({r}/state/trainer.json missing)",
+        "{r} has no saved state to resume from ({r}/state/run.json missing)",
     ),
-    "only a pickled trainer.pt": (
+    "only a pickled run.pt": (
         _legacy,
-        "{r} has no saved state to resume from ({r}/state/trainer.json missing; trainer.pt is "
+        "{r} has no saved state to resume from ({r}/state/run.json missing; run.pt is "
         "an older pickled state, which is not loaded as it could run code)",
     ),
-    "no trainer.safetensors": (
-        lambda r: (r / "state" / "trainer.safetensors").unlink(),
-        "{r}/state/trainer.safetensors is missing",
+    "no run.safetensors": (
+        lambda r: (r / "state" / "run.safetensors").unlink(),
+        "{r}/state/run.safetensors is missing",
     ),
-    "empty trainer.safetensors": (
-        lambda r: (r / "state" / "trainer.safetensors").write_bytes(b""),
-        "{r}/state/trainer.safetensors is not a valid safetensors file (truncated or corrupt): ",
+    "empty run.safetensors": (
+        lambda r: (r / "state" / "run.safetensors").write_bytes(b""),
+        "{r}/state/run.safetensors is not a valid safetensors file (truncated or corrupt): ",
     ),
-    "truncated trainer.safetensors": (
-        lambda r: _half(r / "state" / "trainer.safetensors"),
-        "{r}/state/trainer.safetensors is not a valid safetensors file (truncated or corrupt): ",
+    "truncated run.safetensors": (
+        lambda r: _half(r / "state" / "run.safetensors"),
+        "{r}/state/run.safetensors is not a valid safetensors file (truncated or corrupt): ",
     ),
-    "garbage trainer.json": (
-        lambda r: (r / "state" / "trainer.json").write_bytes(b"\x80\x04garbage"),
-        "{r}/state/trainer.json is not valid JSON: ",
+    "garbage run.json": (
+        lambda r: (r / "state" / "run.json").write_bytes(b"\x80\x04garbage"),
+        "{r}/state/run.json is not valid JSON: ",
     ),
-    "trainer.json lacking a key": (
-        _edit_json(lambda t: t.pop("optimizer")),
-        "{r}/state/trainer.json is incomplete: it lacks optimizer",
+    "run.json lacking a key": (
+        _edit_json(lambda t: t.pop("trainees")),
+        "{r}/state/run.json is incomplete: it lacks trainees",
     ),
-    "trainer.json naming an unknown record": (
-        _edit_json(lambda t: t.update(adv_state=UNKNOWN)),
-        "{r}/state/trainer.json names an unknown record type 'os.system' "
-        "(allowed: Decision, EmptyState, Sample, Start)",
+    "run.json lacking a learner's optimizer": (
+        _edit_json(lambda t: t["trainees"]["learner"].pop("optimizer")),
+        "{r}/state/run.json does not fit this run: it has no entry 'optimizer'",
     ),
-    "trainer.json with a value of the wrong kind": (
-        _edit_json(lambda t: t.update(torch_rng=5)),
-        "{r}/state/trainer.json does not fit this run: ",
+    "run.json naming an unknown record": (
+        _edit_json(lambda t: t["trainees"]["learner"].update(adv_state=UNKNOWN)),
+        "{r}/state/run.json names an unknown record type 'os.system' "
+        "(allowed: Decision, EmptyState, RestartState, Sample, Start)",
     ),
-    "truncated policy weights": (
-        lambda r: _half(r / "state" / "policy" / "model.safetensors"),
-        "{r}/state/policy/model.safetensors is not a valid safetensors file "
-        "(truncated or corrupt): ",
+    "run.json with a value of the wrong kind": (
+        _edit_json(lambda t: t["rngs"].update(torch=5)),
+        "{r}/state/run.json does not fit this run: ",
     ),
-    "garbage policy config.json": (
-        lambda r: (r / "state" / "policy" / "config.json").write_text("not json"),
-        "{r}/state/policy/config.json is not valid JSON: ",
+    "run.json of other learners": (
+        _edit_json(lambda t: t["trainees"].update(other=t["trainees"].pop("learner"))),
+        "{r}/state/run.json has learners ['other'] but the run has ['learner']",
+    ),
+    "run.json with weights of another model": (
+        _edit_json(lambda t: t["models"].update(learner={})),
+        "{r}/state/run.json does not fit this run's model: it lacks ",
     ),
 }
 
@@ -176,7 +194,7 @@ def test_state_of_another_model_size_than_its_config_is_one_error_line(run, caps
     capsys.readouterr()
     assert _resume(run) == 2
     err = capsys.readouterr().err
-    head = f"coplay train: error: {run}/state/policy does not fit this run's model"
+    head = f"coplay train: error: {run}/state/run.json does not fit this run's model"
     tail = r"model.embed_tokens.weight is \[(\d+), 32\] there but \[\1, 64\] here \(21 tensors"
     assert re.fullmatch(re.escape(head + " (another model size?): ") + tail + r" differ\)\n", err)
     assert len(err.splitlines()) == 1
@@ -193,3 +211,91 @@ def test_load_weights_names_missing_and_extra_tensors(tmp_path):
     )
     load_weights(model, {"weight": torch.zeros(2, 2), "bias": torch.ones(2)}, tmp_path)
     assert model.bias.tolist() == [1.0, 1.0]
+
+
+# --- rosters: several learners, one state ------------------------------------------------
+
+RESUMABLE = {
+    "two learners, a bot, rotation": {
+        "policies": {
+            "first": {"kind": "learner"},
+            "second": {"kind": "learner", "optim": {"lr": 0.002}, "algo": {"estimator": "rloo"}},
+            "bot": {"kind": "bot", "name": "random"},
+        },
+        "seats": ["first", "second", "bot"],
+        "rotate": True,
+    },
+    "two LoRA roles": {**TWO_ROLES, "lora": {"rank": 2}},
+    "two learners with restarts and a critic": {
+        "policies": {
+            "first": {"kind": "learner", "algo": {"estimator": "gae"}},
+            "second": {"kind": "learner"},
+        },
+        "seats": ["first", "second"],
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(RESUMABLE))
+def test_roster_resume_equals_uninterrupted(tmp_path, name):
+    data = RESUMABLE[name]
+    players = len(data["seats"])
+    over = [
+        *ROSTER_TINY,
+        "train.iterations=3",
+        "train.eval_every=1",
+        "train.save_every=0",
+        "train.eval_opponents=[random]",
+        "rollout.group_size=2",
+        "optim.lr_schedule=linear",
+        "loss.kl.coef=0.1",
+    ]
+    if players == 3:  # three-player Kuhn; the magnet needs its own weights
+        over += ["game.params={players: 3}", "magnet.ema=0.1"]
+    if "restarts" in name:
+        over += ["rollout.restarts={share: 0.5}", "rollout.explore={share: 0.1}"]
+    cfg = build_config(overrides=over)
+    roster = validate_roster(data)
+    train_roster(roster, cfg, tmp_path / "whole")
+    train_roster(roster, cfg, tmp_path / "split", stop_after=2)
+    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"iteration": 3, "junk": 1}) + "\n")
+    train_roster(roster, cfg, tmp_path / "split", resume=True)
+
+    def rows(run):
+        lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
+        return [
+            {k: v for k, v in json.loads(x).items() if not k.startswith("perf/")} for x in lines
+        ]
+
+    assert [r["iteration"] for r in rows("split")] == [0, 1, 2, 3]
+    assert rows("whole") == rows("split")
+    if "restarts" in name:
+        assert rows("whole")[3]["rollout/restart_groups"] > 0
+    a = sorted((tmp_path / "whole" / "checkpoints" / "final").rglob("*.safetensors"))
+    b = sorted((tmp_path / "split" / "checkpoints" / "final").rglob("*.safetensors"))
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        assert x.read_bytes() == y.read_bytes()
+
+
+def test_roster_resume_without_state_is_a_clear_error(tmp_path):
+    cfg = build_config(overrides=ROSTER_TINY)
+    with pytest.raises(FileNotFoundError, match="no saved state"):
+        train_roster(validate_roster(TWO_ROLES), cfg, tmp_path / "empty", resume=True)
+
+
+def test_a_roster_state_holds_each_learner_once(tmp_path):
+    root = tmp_path
+    (root / "roster.yaml").write_text(json.dumps(TWO_ROLES))
+    out = root / "run"
+    argv = ["train", "--quiet", "--roster", str(root / "roster.yaml"), "--out", str(out)]
+    assert main([*argv, *ROSTER_TINY, "train.iterations=1"]) == 0
+    assert sorted(p.name for p in (out / "state").iterdir()) == ["run.json", "run.safetensors"]
+    tree = json.loads((out / "state" / "run.json").read_text())["tree"]
+    assert sorted(tree["trainees"]) == sorted(tree["models"]) == ["first", "second"]
+    path = out / "state" / "run.json"
+    doc = json.loads(path.read_text())
+    doc["tree"]["trainees"]["third"] = doc["tree"]["trainees"].pop("second")
+    path.write_text(json.dumps(doc))
+    assert main(["train", "--quiet", "--resume", str(out), "train.iterations=2"]) == 2

@@ -6,7 +6,7 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.policies.lm import LMPolicy
-from coplay.train.scorer import Scored, Scorer
+from coplay.policies.scorer import Scored, Scorer
 from coplay.types import Observation
 
 
