@@ -45,7 +45,7 @@ def test_evaluate_keeps_its_evaluations_through_a_resume(tmp_path, batch):
     first = Evaluate(evaluate, every=1, last=2)
     first.initial(SimpleNamespace(out=tmp_path))
     resumed = Evaluate(evaluate, every=1, last=2)
-    resumed.load(json.loads(json.dumps(first.state())))
+    resumed.load(json.loads(json.dumps(first.state())), SimpleNamespace(out=tmp_path))
     assert resumed.evals == first.evals and resumed.name == "evaluate"
 
 
