@@ -451,7 +451,7 @@ def test_a_lora_roster_run_evaluates_by_role_and_never_its_bare_base(tmp_path, c
         "seats: [first, second]\nlora: {rank: 2, alpha: 4}\n"
     )
     out = tmp_path / "run"
-    over = ["reference.ema=0", "loss.kl=null", "train.final_policy=learner"]
+    over = ["magnet=null", "loss.kl=null"]
     over += ["train.iterations=1", "train.eval_opponents=[]", *TINY[3:]]
     assert main(["train", "--quiet", "--roster", str(roster), "--out", str(out), *over]) == 0
     capsys.readouterr()
@@ -546,16 +546,16 @@ def test_resume_repairs_a_half_written_metrics_line(kuhn_run, tmp_path, capsys):
 
 
 def test_ctrl_c_says_the_last_saved_iteration_and_the_resume_command(tmp_path, capsys, monkeypatch):
-    from coplay.train import trainer
+    from coplay.train import loop
 
-    collect = trainer.collect
+    make_plan = loop.make_plan
 
     def interrupted_at_2(run, it):
         if it == 2:
             raise KeyboardInterrupt
-        return collect(run, it)
+        return make_plan(run, it)
 
-    monkeypatch.setattr(trainer, "collect", interrupted_at_2)
+    monkeypatch.setattr(loop, "make_plan", interrupted_at_2)
     out = tmp_path / "run"
     over = [*TINY, "train.iterations=3", "train.save_every=1"]
     assert main(["train", "--out", str(out), *over]) == 130
@@ -564,7 +564,7 @@ def test_ctrl_c_says_the_last_saved_iteration_and_the_resume_command(tmp_path, c
         f"coplay train: interrupted; last saved iteration 1; continue with: "
         f"coplay train --resume {out}"
     )
-    monkeypatch.setattr(trainer, "collect", collect)
+    monkeypatch.setattr(loop, "make_plan", make_plan)
     assert main(["train", "--quiet", "--resume", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3]

@@ -390,6 +390,9 @@ def format_validation_error(err: ValidationError) -> str:
             problems.append("; ".join(moved_key(loc, k) for k in e["ctx"]["keys"]))
             continue
         msg = e["msg"].removeprefix("Value error, ")
+        if not e["loc"]:  # a rule across sections: its message names the keys; the input
+            problems.append(msg)  # would be the whole config
+            continue
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
         got = "" if e["type"] in ("extra_forbidden", "missing") else f" (got {e.get('input')!r})"

@@ -39,8 +39,8 @@ def test_config_errors_name_field_and_allowed_values(field, value, hint):
         ("entropy_final_frac", "loss.entropy_final_frac is now loss.entropy.final_frac"),
         ("signalling_seats", "loss.signalling_seats is now loss.signalling.seats"),
         ("listening_coef", "loss.listening_coef is now loss.listening.coef"),
-        ("tis_cap", "loss.tis_cap is now rollout.tis_cap"),
-        ("policy_iteration_memory", "is now rollout.restart_target.memory"),
+        ("tis_cap", "loss.tis_cap is now rollout.explore.tis_cap"),
+        ("policy_iteration_memory", "is now rollout.restarts.exploring_starts.target.memory"),
     ],
 )
 def test_an_old_flat_key_names_its_new_place(key, line):

@@ -2,7 +2,14 @@
 
 import pytest
 
-from coplay.train.config import ConfigError, build_config, parse_override, preset_names, to_yaml
+from coplay.train.config import (
+    RENAMED,
+    ConfigError,
+    build_config,
+    parse_override,
+    preset_names,
+    to_yaml,
+)
 
 
 def test_presets_exist_and_validate():
@@ -53,15 +60,32 @@ def test_resolved_config_round_trips(tmp_path):
         (["train.iterations"], "key=value"),
         (["rollout.group_size=1"], "rollout.group_size >= 2"),
         (["rollout.group_size=1", "algo.estimator=gigpo", "algo.params={}"], "group_size >= 2"),
-        (["rollout.restart_explore=true"], "set rollout.restart_share > 0"),
-        (["rollout.restart_target={coef: 1}"], "set rollout.restart_explore=true"),
-        (["rollout.restart_target={memory: 64}"], "rollout.restart_target.coef: Field required"),
+        (
+            ["rollout.restarts={share: 0.5, exploring_starts: {target: {memory: 64}}}"],
+            "rollout.restarts.exploring_starts.target.coef: Field required",
+        ),
+        (["rollout.restarts={buffer: 64}"], "rollout.restarts.share: Field required"),
+        (["rollout.restarts.share=1.0"], "rollout.restarts.share: Input should be less than 1"),
+        (["rollout.restarts={share: 0.5, sources: some}"], "rollout.restarts.sources"),
+        (["rollout.explore.share=0"], "rollout.explore.share: Input should be greater than 0"),
+        (["rollout.explore.share=1.0"], "rollout.explore.share: Input should be less than 1"),
+        (["rollout.explore={share: 0.1, tis_cap: 0}"], "rollout.explore.tis_cap"),
+        (["rollout.explore=0"], "rollout.explore is now a section: leave it unset"),
+        (["train.opponent=self"], "self-play is now the default: leave it unset"),
+        (["magnet={final: true}"], "magnet.ema: Field required"),
         (["loss.kl_coef=0.1"], "loss.kl_coef is now loss.kl.coef"),
-        (["loss.policy_iteration_coef=1"], "is now rollout.restart_target.coef"),
+        (
+            ["loss.policy_iteration_coef=1"],
+            "loss.policy_iteration_coef is now rollout.restarts.exploring_starts.target.coef",
+        ),
         (["loss.kl.coef=0"], "loss.kl.coef: Input should be greater than 0"),
         (
-            ["rollout.restart_explore=true", "rollout.restart_share=0.5", "model.mode=text"],
-            "restart_explore picks listed moves",
+            ["rollout.explore.share=0.1", "model.mode=text"],
+            "rollout.explore picks listed moves: it needs model.mode=choice",
+        ),
+        (
+            ["rollout.restarts={share: 0.5, exploring_starts: {}}", "model.mode=text"],
+            "rollout.restarts.exploring_starts picks listed moves: it needs model.mode=choice",
         ),
     ],
 )
@@ -71,6 +95,14 @@ def test_malformed_configs_give_one_clear_line(overrides, message):
     text = str(err.value)
     assert message in text
     assert "\n" not in text
+    assert "(got {'game'" not in text  # never the whole config after a cross-section rule
+
+
+@pytest.mark.parametrize(("old", "new"), RENAMED.items())
+def test_each_renamed_key_names_its_new_place_in_one_line(old, new):
+    with pytest.raises(ConfigError) as err:
+        build_config(preset="kuhn-selfplay", overrides=[f"{old}=1"])
+    assert str(err.value) == f"invalid config: {old} is now {new}"
 
 
 def test_unknown_preset_and_bad_files(tmp_path):

@@ -1,0 +1,121 @@
+"""Evaluation of a run's policy: exact exploitability, matches, exact matches, welfare."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from coplay.eval.exact import exploitability
+from coplay.policies.scripted import RandomPolicy, make_scripted
+from coplay.train.config import build_config
+from coplay.train.evaluate import SeatedPolicy, evaluate, final_policy, selfplay_metrics
+from coplay.train.trainer import setup
+from tests.train.runs import TINY, iterate
+
+
+def test_the_final_policy_is_the_learner_unless_the_magnet_is_asked_for(tmp_path):
+    plain = setup(build_config(overrides=TINY), tmp_path / "a")
+    assert final_policy(plain) is plain.trainees[0].policy
+    average = setup(build_config(overrides=[*TINY, "magnet.ema=0.5"]), tmp_path / "b")
+    assert final_policy(average) is average.trainees[0].policy
+    magnet = setup(
+        build_config(overrides=[*TINY, "magnet={ema: 0.5, final: true}"]), tmp_path / "c"
+    )
+    learner = magnet.trainees[0].learner
+    assert learner.reference is not None and final_policy(magnet) is learner.reference
+
+
+@pytest.mark.parametrize(("exact", "expected"), [("auto", True), ("off", False)])
+def test_exact_exploitability_follows_train_exact(tmp_path, exact, expected):
+    over = [*TINY, f"train.exact={exact}", "train.eval_opponents=[random]"]
+    run = setup(build_config(overrides=over), tmp_path)
+    m = evaluate(run)
+    assert run.exact is expected and ("eval/exploitability" in m) is expected
+    if expected:  # the untrained policy is close to uniform: Kuhn's uniform NashConv is 11/12
+        assert m["eval/nash_conv"] == pytest.approx(11 / 12, abs=0.15)
+        assert m["eval/exploitability"] == pytest.approx(m["eval/nash_conv"] / 2)
+    rates = m["eval/random/win"] + m["eval/random/draw"] + m["eval/random/loss"]
+    assert rates == pytest.approx(1.0)
+    assert {"eval/random/loss_seat0", "eval/random/loss_seat1"} <= set(m)
+    assert "eval/selfplay/welfare" not in m  # zero-sum: self-play welfare says nothing
+
+
+def test_a_magnet_final_policy_is_evaluated_beside_the_learner(tmp_path):
+    run = setup(build_config(overrides=[*TINY, "magnet={ema: 0.5, final: true}"]), tmp_path)
+    for it in (1, 2):
+        iterate(run, it)
+    m = evaluate(run)
+    own = exploitability(run.trainees[0].policy, "kuhn_poker").exploitability
+    assert m["eval/learner/exploitability"] == pytest.approx(own)
+    assert m["eval/exploitability"] != m["eval/learner/exploitability"]
+
+
+def test_selfplay_metrics_welfare_is_zero_in_a_zero_sum_game(tmp_path):
+    run = setup(build_config(overrides=TINY), tmp_path)
+    m = selfplay_metrics(run)
+    assert m["eval/selfplay/welfare"] == pytest.approx(0.0, abs=1e-12)
+    assert m["eval/selfplay/return_seat0"] == pytest.approx(-m["eval/selfplay/return_seat1"])
+    assert m["eval/selfplay/return_seat0"] != 0.0  # the seats do differ: Kuhn favours one
+
+
+def test_a_general_sum_game_is_judged_by_self_play(tmp_path):
+    over = [*TINY, "game.name=dilemma", "train.eval_episodes=4"]
+    m = evaluate(setup(build_config(overrides=over), tmp_path))
+    welfare = m["eval/selfplay/return_seat0"] + m["eval/selfplay/return_seat1"]
+    assert m["eval/selfplay/welfare"] == pytest.approx(welfare)
+    assert 0.0 <= m["eval/selfplay/fairness_jain"] <= 1.0
+
+
+def test_seated_policy_routes_each_player_to_its_seat():
+    nash, rand = make_scripted("nash", "kuhn_poker"), RandomPolicy(seed=0)
+    same = exploitability(SeatedPolicy([rand, rand]), "kuhn_poker")
+    assert same.exploitability == pytest.approx(11 / 24)
+    exact = exploitability(SeatedPolicy([nash, rand]), "kuhn_poker")
+    # Seat 1 plays uniformly, so a best responder in seat 1 gains and nash in seat 0 cannot.
+    assert exact.on_policy_values[0] > 0 > exact.on_policy_values[1]
+    assert exploitability(SeatedPolicy([nash, nash]), "kuhn_poker").nash_conv < 1e-3
+    with pytest.raises(ValueError, match="player 1 has no seat"):
+        exploitability(SeatedPolicy([nash]), "kuhn_poker")
+    with pytest.raises(TypeError, match="cannot report action probabilities"):
+        SeatedPolicy([nash, SimpleNamespace(policy_id="remote")])
+
+
+@pytest.fixture(scope="module")
+def tic_tac_toe_eval(tmp_path_factory) -> dict:
+    """The evaluation of a tiny tic-tac-toe run with an averaged final policy after two
+    updates. Each exact match against the perfect player walks the whole game tree, so
+    the two tests share one, and the iterations run without hooks (``train`` would
+    evaluate the initial policy too)."""
+    over = [
+        *TINY,
+        "game.name=tic_tac_toe",
+        "train.eval_opponents=[random, perfect]",
+        "magnet={ema: 0.5, final: true}",
+    ]
+    run = setup(build_config(overrides=over), tmp_path_factory.mktemp("tic_tac_toe"))
+    for it in (1, 2):
+        iterate(run, it)
+    return evaluate(run)
+
+
+def test_tic_tac_toe_evaluation_adds_exact_matches_against_the_perfect_player(tic_tac_toe_eval):
+    row = tic_tac_toe_eval
+    assert "eval/exploitability" not in row  # perfect information: matches instead
+    for seat in (0, 1):
+        assert 0.0 <= row[f"eval/perfect/exact_loss_seat{seat}"] <= 1.0
+        assert 0.0 <= row[f"eval/perfect/greedy_loss_seat{seat}"] <= 1.0
+        assert row[f"eval/perfect/exact_win_seat{seat}"] == 0.0  # nobody beats perfect play
+        assert f"eval/random/exact_loss_seat{seat}" not in row  # auto: optimal bots only
+    # a barely trained model plays nearly uniformly: the second seat loses almost always
+    assert row["eval/perfect/exact_loss_seat1"] > 0.8
+
+
+def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tic_tac_toe_eval):
+    row = tic_tac_toe_eval
+    for seat in (0, 1):
+        mine, learner = (
+            row[f"{p}perfect/exact_loss_seat{seat}"] for p in ("eval/", "eval/learner/")
+        )
+        assert 0.0 <= mine <= 1.0 and 0.0 <= learner <= 1.0
+    # two updates apart, the average and the last iterate are different policies
+    assert row["eval/perfect/exact_return_seat0"] != row["eval/learner/perfect/exact_return_seat0"]
+    assert "eval/learner/random/win" not in row  # sampled matches: the final policy only

@@ -1,0 +1,193 @@
+"""The training loop: the plan of an iteration's games, hooks, determinism, resume."""
+
+import pytest
+import torch
+
+from coplay.models.loading import load_policy
+from coplay.policies.scripted import RandomPolicy
+from coplay.population.opponents import OpponentPool, build_opponent
+from coplay.train.config import build_config
+from coplay.train.hooks import Hook
+from coplay.train.loop import make_plan, run_loop
+from coplay.train.parts.seating import Against, FromPool, SelfPlay
+from coplay.train.trainer import setup, train
+from tests.train.runs import RESTARTS, TINY, Capture, iterate, rows
+
+
+def test_the_games_of_a_group_share_seed_seats_and_id(tmp_path):
+    over = [*TINY, "train.opponent=random", "rollout.group_size=2"]
+    run = setup(build_config(overrides=over), tmp_path)
+    me = run.learner_ids[0]
+    plan, _ = make_plan(run, 1)
+    assert len(plan.seeds) == 8 and plan.group_ids == plan.seeds
+    assert plan.seeds[::2] == plan.seeds[1::2] and len(set(plan.seeds)) == 4
+    assert [row.index(me) for row in plan.seatings] == [0, 0, 1, 1, 0, 0, 1, 1]
+    assert all(set(row) == {me, "random"} for row in plan.seatings)
+    assert plan.prefixes == ((),) * 8 and plan.openings == (None,) * 8 and plan.explore == {}
+    assert not set(plan.seeds) & set(make_plan(run, 2)[0].seeds)  # new deals every iteration
+    other = setup(build_config(overrides=[*over, "train.seed=1"]), tmp_path / "s")
+    assert not set(plan.seeds) & set(make_plan(other, 1)[0].seeds)
+
+
+def test_self_play_seats_the_learner_everywhere(tmp_path):
+    run = setup(build_config(overrides=TINY), tmp_path)
+    plan, metrics = make_plan(run, 1)
+    assert set(plan.seatings) == {(run.learner_ids[0],) * 2} and metrics == {}
+
+
+def test_seat_weights_from_the_config_reach_the_plan(tmp_path):
+    opponent = "train.opponent={name: random, seat_weights: [1, 3]}"
+    over = [*TINY, opponent, "rollout.group_size=2", "rollout.games_per_iter=16"]
+    run = setup(build_config(overrides=over), tmp_path)
+    me = run.learner_ids[0]
+    seats = [row.index(me) for row in make_plan(run, 1)[0].seatings]
+    assert seats[::2] == seats[1::2]  # a group keeps its seat
+    assert seats[::2] == [1, 0, 1, 1, 1, 0, 1, 1]
+
+
+def test_a_pool_keeps_the_learners_seat_and_opponent_within_a_group(tmp_path):
+    over = [*TINY, "rollout.group_size=4", "rollout.games_per_iter=16"]
+    run = setup(build_config(overrides=over), tmp_path)
+    me = run.learner_ids[0]
+    bots = [RandomPolicy(seed=i, policy_id=f"bot{i}") for i in range(5)]
+    run.policies |= {b.policy_id: b for b in bots}
+    run.seating = FromPool(me, OpponentPool(bots), 2)
+    batch, metrics = iterate(run, 1)  # the loop plays and learns from such a plan
+    assert len(batch.episodes) == 16 and "loss/total" in metrics
+    for g in range(4):
+        group = batch.episodes[4 * g : 4 * g + 4]
+        assert all(e.seats.index(me) == g % 2 for e in group)
+        assert len({e.seats[1 - g % 2] for e in group}) == 1
+        assert len({(e.seed, e.group_id) for e in group}) == 1
+
+
+def test_restarts_now_work_with_an_opponent_pool(tmp_path):
+    # A restarted group replays its source game's seats, so it needs no fixed opponent.
+    run = setup(build_config(overrides=RESTARTS), tmp_path)
+    me = run.learner_ids[0]
+    bots = [build_opponent(name, "tic_tac_toe", seed=3) for name in ("perfect", "random")]
+    run.policies |= {b.policy_id: b for b in bots}
+    run.seating = FromPool(me, OpponentPool(bots), 2)
+    first, _ = iterate(run, 1)
+    second, metrics = iterate(run, 2)
+    assert metrics["rollout/restart_groups"] == 2
+    sources = {(e.seed, e.seats) for e in first.episodes}
+    restarted = second.episodes[8:]
+    assert all((e.seed, e.seats) in sources for e in restarted)
+    assert all(len(e.prefix) % 2 == e.seats.index(me) for e in restarted)  # the learner moves
+
+
+class Record(Hook):
+    """Returns ``name/before`` and ``name/after``; keeps the metrics it was shown."""
+
+    def __init__(self, name: str) -> None:
+        self.label, self.seen = name, []
+
+    def before(self, run, it):
+        return {f"{self.label}/before": float(it)}
+
+    def after(self, run, it, batch, metrics):
+        self.seen.append(dict(metrics))
+        return {f"{self.label}/after": float(it)}
+
+
+def test_hooks_run_in_order_and_each_sees_the_metrics_so_far(tmp_path):
+    run = setup(build_config(overrides=TINY), tmp_path)
+    first, second, capture = Record("a"), Record("b"), Capture()
+    run_loop(run, [first, second, capture], start=3, end=5)
+    assert len(first.seen) == len(capture.metrics) == 2  # iterations 4 and 5
+    assert first.seen[0]["a/before"] == first.seen[0]["b/before"] == 4.0
+    assert "a/after" not in first.seen[0] and second.seen[0]["a/after"] == 4.0
+    assert capture.metrics[1]["b/after"] == 5.0
+    assert {"rollout/episode_len", "loss/total"} <= set(first.seen[0])
+
+
+class Switch(Hook):
+    """Seats a fixed opponent from iteration ``at`` on, as a league changes its pool."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def before(self, run, it):
+        if it == self.at:
+            run.seating = Against(run.learner_ids[0], "random", 2)
+        return {}
+
+
+def test_a_hook_before_the_plan_changes_that_iterations_seating(tmp_path):
+    run = setup(build_config(overrides=[*TINY, "train.opponent=random"]), tmp_path)
+    me = run.learner_ids[0]
+    run.seating = SelfPlay(me, 2)
+    capture = Capture()
+    run_loop(run, [Switch(2), capture], start=0, end=2)
+    assert {e.seats for e in capture.batches[0].episodes} == {(me, me)}
+    assert {e.seats for e in capture.batches[1].episodes} == {(me, "random"), ("random", me)}
+
+
+def test_a_roster_names_each_learners_metrics(tmp_path):
+    run = setup(build_config(overrides=TINY), tmp_path)
+    run.scope = True
+    name = run.learner_ids[0]
+    _, metrics = iterate(run, 1)
+    assert f"rollout/{name}/episode_len" in metrics and f"loss/{name}/total" in metrics
+    assert "rollout/episode_len" not in metrics and "loss/total" not in metrics
+    assert "perf/rollout_s" in metrics
+
+
+def test_same_seed_gives_the_same_run(tmp_path):
+    def two_iterations(over, name):
+        run = setup(build_config(overrides=over), tmp_path / name)
+        out = [iterate(run, it)[1] for it in (1, 2)]
+        metrics = [{k: v for k, v in m.items() if not k.startswith("perf/")} for m in out]
+        return metrics, [p.detach().clone() for p in run.trainees[0].policy.model.parameters()]
+
+    (m1, w1), (m2, w2) = two_iterations(TINY, "a"), two_iterations(TINY, "b")
+    assert m1 == m2
+    assert all(torch.equal(p, q) for p, q in zip(w1, w2, strict=True))
+    m3, _ = two_iterations([*TINY, "train.seed=1"], "c")
+    assert m3 != m1
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        ["model.mode=text", "model.max_new_tokens=3", "game.invalid.on_fail=penalty"],
+        ["algo.estimator=gae", "algo.params={}", "critic.clip=0.2"],
+        [
+            "loss.entropy={coef: 0.1, final_frac: 0.1}",  # the schedule resumes too
+            "rollout.explore.share=0.3",  # and exploring draws from the saved samplers
+        ],
+        [
+            "rollout.restarts.share=0.5",  # the restart buffer is saved,
+            "rollout.group_size=2",
+            # assigned first moves draw from the saved rng, and the memory of targets is saved
+            "rollout.restarts.exploring_starts.target={coef: 1, memory: 64}",
+        ],
+    ],
+)
+def test_resume_equals_uninterrupted(tmp_path, extra):
+    over = [
+        *TINY,
+        "train.iterations=3",
+        "train.eval_every=1",
+        "train.save_every=0",
+        "loss.kl.coef=0.1",
+        "magnet.ema=0.1",
+        "optim.lr_schedule=linear",
+        "train.eval_opponents=[random]",
+        *extra,
+    ]
+    cfg = build_config(overrides=over)
+    train(cfg, tmp_path / "whole")
+    train(cfg, tmp_path / "split", stop_after=2)
+    # Pretend the interrupted job had logged a row past its saved state.
+    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:
+        f.write('{"iteration": 3, "junk": 1}\n')
+    train(cfg, tmp_path / "split", resume=True)
+    whole = rows(tmp_path / "whole" / "metrics.jsonl")
+    assert whole == rows(tmp_path / "split" / "metrics.jsonl")
+    assert [r["iteration"] for r in whole] == [0, 1, 2, 3]
+    a, b = load_policy(tmp_path / "whole"), load_policy(tmp_path / "split")
+    for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(p, q)

@@ -1,0 +1,141 @@
+"""A learner's side of the loop: advantages, sample filters, update and critic."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from coplay.train.config import build_config
+from coplay.train.parts.term import Sample
+from coplay.train.trainee import filter_samples, informative_seats, learner_turns
+from coplay.train.trainer import setup
+from coplay.types import Decision, Episode
+from tests.train.runs import TINY, play
+
+
+def test_grpo_moves_the_policy_toward_above_average_play(tmp_path):
+    # GRPO scores each return against its group's mean. One update must climb that
+    # objective: the advantage-weighted change in the log-probability of the played
+    # actions is positive (to first order, which a small step keeps).
+    cfg = build_config(overrides=[*TINY, "algo.estimator=grpo", "rollout.group_size=4"])
+    run = setup(cfg, tmp_path)
+    trainee = run.trainees[0]
+    me = trainee.policy
+    episodes = play(run, 1)[0].episodes
+    advantages = trainee.estimator.estimate(episodes, trainee.adv_state).advantages
+    played = [
+        (turn, adv)
+        for ep, per_seat in zip(episodes, advantages, strict=True)
+        for traj, advs in zip(ep.trajectories, per_seat, strict=True)
+        if traj.policy_id == me.policy_id
+        for turn, adv in zip(traj.turns, advs, strict=True)
+    ]
+
+    def logps() -> list[float]:
+        probs = me.action_probs([t.observation for t, _ in played])
+        return [math.log(p[t.played_action]) for (t, _), p in zip(played, probs, strict=True)]
+
+    before = logps()
+    metrics = trainee.learn(episodes, run.rng)
+    after = logps()
+    assert metrics["adv/singleton_group_frac"] == 0.0
+    assert any(adv != 0 for _, adv in played)
+    climb = sum(adv * (b - a) for (_, adv), a, b in zip(played, before, after, strict=True))
+    moved = sum(abs(adv * (b - a)) for (_, adv), a, b in zip(played, before, after, strict=True))
+    assert climb > 0.1 * moved > 0
+    assert trainee.critic is None  # a group baseline reads no values
+
+
+def test_gae_trains_a_critic_on_the_learners_turns(tmp_path):
+    run = setup(build_config(overrides=[*TINY, "algo.estimator=gae", "algo.params={}"]), tmp_path)
+    trainee = run.trainees[0]
+    assert trainee.critic is not None
+    episodes = play(run, 1)[0].episodes
+    metrics = trainee.learn(episodes, run.rng)
+    assert metrics["critic/steps"] > 0 and "adv/explained_variance" in metrics
+    assert all(t.value is not None for e in episodes for t in e.turns)  # filled before
+
+
+def flat_share(episodes) -> float:
+    """Share of (episode, seat) pairs whose group (game, group id, seat) has equal returns."""
+    groups: dict = {}
+    for e in episodes:
+        for seat, ret in enumerate(e.returns):
+            groups.setdefault((e.game, e.group_id, seat), []).append(ret)
+    pairs = [(e.game, e.group_id, s) for e in episodes for s in range(len(e.returns))]
+    return sum(min(groups[k]) == max(groups[k]) for k in pairs) / len(pairs)
+
+
+def test_the_filters_drop_and_report_what_carries_no_signal(tmp_path):
+    over = [
+        *TINY,
+        "algo.estimator=grpo",
+        "rollout.group_size=2",
+        "rollout.games_per_iter=16",
+        "algo.filter_flat_groups=true",
+        "algo.filter_zero_advantage=true",
+    ]
+    run = setup(build_config(overrides=over), tmp_path)
+    episodes = play(run, 1)[0].episodes
+    metrics = run.trainees[0].learn(episodes, run.rng)
+    assert metrics["adv/flat_group_dropped_frac"] == pytest.approx(flat_share(episodes))
+    assert 0.0 < flat_share(episodes) < 1.0  # some pairs of Kuhn games split, some not
+    # in a group of two unequal returns neither is the mean: no advantage left is 0
+    assert metrics["adv/zero_adv_dropped_frac"] == 0.0
+
+
+def episode(group: int, returns: tuple[float, ...]) -> Episode:
+    seats = tuple(f"p{s}" for s in range(len(returns)))
+    return Episode("g", seed=group, group_id=group, seats=seats, trajectories=(), returns=returns)
+
+
+def test_informative_seats_are_those_whose_group_returns_differ():
+    episodes = [
+        episode(0, (1.0, -1.0)),
+        episode(0, (1.0, 1.0)),  # seat 0 of group 0 is flat, seat 1 is not
+        episode(1, (2.0, 0.0)),  # a group of one: nothing to compare with
+        episode(2, (0.0, 0.0)),
+        episode(2, (1.0, 0.0)),
+    ]
+    assert informative_seats(episodes) == {(0, 1), (1, 1), (3, 0), (4, 0)}
+
+
+def sample(advantage: float) -> Sample:
+    dec = Decision(text="a", action="a", policy_id="me", prompt_ids=(1,), logprobs=(0.0,))
+    return Sample(dec, advantage, 0)
+
+
+def test_filter_samples_drops_zero_advantages_and_reports_both_filters():
+    episodes = [episode(0, (1.0, -1.0)), episode(0, (1.0, 1.0))]
+    samples = [sample(a) for a in (0.0, 1.0, 0.0, -2.0)]
+    algo = SimpleNamespace(filter_zero_advantage=True)
+    kept, metrics = filter_samples(algo, samples, {(0, 1), (1, 1)}, episodes)
+    assert [s.advantage for s in kept] == [1.0, -2.0]
+    assert metrics["adv/zero_adv_dropped_frac"] == 0.5
+    assert metrics["adv/flat_group_dropped_frac"] == 0.5  # 2 of 4 (episode, seat) pairs
+    algo = SimpleNamespace(filter_zero_advantage=False)
+    assert filter_samples(algo, samples, None, episodes) == (samples, {})
+
+
+def test_learner_turns_pair_the_learners_turns_with_their_targets(tmp_path):
+    run = setup(build_config(overrides=[*TINY, "train.opponent=random"]), tmp_path)
+    me = run.learner_ids[0]
+    episodes = play(run, 1)[0].episodes
+    # a target per turn that says where it came from: episode * 100 + seat * 10 + turn
+    targets = [
+        [
+            [e * 100 + s * 10 + k for k in range(len(tr.turns))]
+            for s, tr in enumerate(ep.trajectories)
+        ]
+        for e, ep in enumerate(episodes)
+    ]
+    turns, values = learner_turns(episodes, targets, me)
+    expected = [
+        (turn, e * 100 + s * 10 + k)
+        for e, ep in enumerate(episodes)
+        for s, tr in enumerate(ep.trajectories)
+        if tr.policy_id == me
+        for k, turn in enumerate(tr.turns)
+    ]
+    assert turns == [t for t, _ in expected] and values == [v for _, v in expected]
+    assert 0 < len(turns) < sum(len(e.turns) for e in episodes)  # the random bot's are not
