@@ -711,11 +711,23 @@ BAD_INPUT = {
     ),
     "psro --out holds a run": (
         ["psro", "--out", "{run}"],
-        "{run} already holds a run; pass --force to move it",
+        "{run} already holds a run; continue it with --resume {run}, or pass --force",
     ),
     "league --out holds a run": (
         ["league", "--out", "{run}"],
-        "{run} already holds a run; pass --force to move it",
+        "{run} already holds a run; continue it with --resume {run}, or pass --force",
+    ),
+    "league --resume of a training run": (
+        ["league", "--resume", "{run}"],
+        "{run} holds no league run to resume (it has no league.yaml and config.yaml)",
+    ),
+    "psro --resume of an empty folder": (
+        ["psro", "--resume", "{tmp}"],
+        "{tmp} holds no psro run to resume (it has no psro.yaml and config.yaml)",
+    ),
+    "league --resume with --force": (
+        ["league", "--resume", "{run}", "--force"],
+        "--force starts a new run; it cannot go with --resume",
     ),
     "tournament --out exists": (
         [*TOURNEY, "--players", "random", "nash", "--out", "{run}/summary.json"],

@@ -116,7 +116,9 @@ def test_pool_samples_members_by_probability_and_self_play():
     assert draws.count(None) / 20_000 == pytest.approx(0.5, abs=0.02)
     assert share["a"] == pytest.approx(0.375, abs=0.02)
     assert share["b"] == pytest.approx(0.125, abs=0.02)
-    assert OpponentPool([a], self_play=1.0).sample(np.random.default_rng(0), [0, 1, 0]) == [None] * 3
+    assert (
+        OpponentPool([a], self_play=1.0).sample(np.random.default_rng(0), [0, 1, 0]) == [None] * 3
+    )
 
 
 @pytest.mark.parametrize(

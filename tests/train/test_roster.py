@@ -6,14 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from coplay.eval.exact import exploitability
 from coplay.models.loading import save_policy
 from coplay.models.lora import AdapterPolicy, load_roles
-from coplay.policies.scripted import RandomPolicy, make_scripted
 from coplay.train import trainee as trainee_mod
 from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import make_plan, observe, rollout_report
-from coplay.train.roster import SeatedPolicy, setup_roster, train_roster, validate_roster
+from coplay.train.roster import setup_roster, train_roster, validate_roster
 from tests.train.rosters import TINY, TWO_ROLES
 
 
@@ -182,19 +180,6 @@ def test_frozen_snapshots_and_bots_never_change(tmp_path):
     assert _max_change(mine, me.policy.model) > 1e-3
     assert snap.version == 0 and me.policy.version == 2
     assert {t.player for e in episodes for t in e.turns if t.decision.policy_id == "snap"} == {0, 1}
-
-
-def test_seated_policy_routes_each_player_to_its_seat():
-    nash, rand = make_scripted("nash", "kuhn_poker"), RandomPolicy(seed=0)
-    same = exploitability(SeatedPolicy([rand, rand]), "kuhn_poker")
-    assert same.exploitability == pytest.approx(11 / 24)
-    mixed = SeatedPolicy([nash, rand])
-    exact = exploitability(mixed, "kuhn_poker")
-    # Seat 1 plays uniformly, so a best responder in seat 1 gains and nash in seat 0 cannot.
-    assert exact.on_policy_values[0] > 0 > exact.on_policy_values[1]
-    assert exploitability(SeatedPolicy([nash, nash]), "kuhn_poker").nash_conv < 1e-3
-    with pytest.raises(ValueError, match="player 1 has no seat"):
-        exploitability(SeatedPolicy([nash]), "kuhn_poker")
 
 
 # --- whole runs ---------------------------------------------------------------------------
