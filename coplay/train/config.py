@@ -210,8 +210,11 @@ class RunConfig(_Strict):
                     raise ValueError(f"{old} is now {new}")
             if (data.get("train") or {}).get("opponent") == "self":
                 raise ValueError("train.opponent: self-play is now the default: leave it unset")
-            if (data.get("rollout") or {}).get("explore") in (0, 0.0):
+            explore = (data.get("rollout") or {}).get("explore")
+            if explore in (0, 0.0):
                 raise ValueError("rollout.explore is now a section: leave it unset to turn it off")
+            if isinstance(explore, int | float) and not isinstance(explore, bool):
+                raise ValueError(f"rollout.explore is now a section: {{share: {explore}}}")
         return data
 
     @model_validator(mode="after")

@@ -71,6 +71,7 @@ def test_resolved_config_round_trips(tmp_path):
         (["rollout.explore.share=1.0"], "rollout.explore.share: Input should be less than 1"),
         (["rollout.explore={share: 0.1, tis_cap: 0}"], "rollout.explore.tis_cap"),
         (["rollout.explore=0"], "rollout.explore is now a section: leave it unset"),
+        (["rollout.explore=0.1"], "rollout.explore is now a section: {share: 0.1}"),
         (["train.opponent=self"], "self-play is now the default: leave it unset"),
         (["magnet={final: true}"], "magnet.ema: Field required"),
         (["loss.kl_coef=0.1"], "loss.kl_coef is now loss.kl.coef"),
