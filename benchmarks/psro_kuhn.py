@@ -24,7 +24,7 @@ import json
 import time
 from pathlib import Path
 
-from coplay.population.psro import PsroConfig, run_psro
+from coplay.population.psro import ORACLES, PsroConfig, run_psro
 from coplay.report.sinks import read_metrics
 from coplay.train.config import build_config
 from coplay.train.trainer import train
@@ -112,7 +112,7 @@ def main() -> None:
     p.add_argument("--meta-solver", default="nash")
     p.add_argument("--cold", action="store_true", help="train every response from scratch")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--oracle", choices=["lm", "exact"], default="lm")
+    p.add_argument("--oracle", choices=list(ORACLES), default="lm")
     p.add_argument("--restarts", type=int, default=1, help="responses per iteration, best kept")
     p.add_argument("--games-per-iter", type=int, default=128, help="games per response iteration")
     p.add_argument("--recipe", action="store_true", help="best-response settings (BR_RECIPE)")

@@ -154,7 +154,38 @@ POPULATION_RESUME_HELP = (
 )
 
 
+SEAT_WEIGHTS_HELP = (
+    "share of the learner's game groups per seat, one weight per seat, e.g. 1 3: a "
+    "quarter in seat 0, three quarters in seat 1 (default: seats rotate evenly)"
+)
+
+
+class _Numbers(argparse.Action):
+    """``nargs="+"`` numbers ending at the first item that is none: that item and the
+    rest are key=value overrides (argparse hands an option every item up to the next
+    option, so ``--seat-weights 1 3 train.iterations=5`` would fail to read a number)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        count = next((i for i, v in enumerate(values) if not _is_number(v)), len(values))
+        if count == 0:
+            parser.error(f"argument {option_string}: expected numbers, got {values[0]!r}")
+        setattr(namespace, self.dest, [float(v) for v in values[:count]])
+        namespace.after_numbers = [*getattr(namespace, "after_numbers", []), *values[count:]]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _population_parsers(sub) -> None:
+    from coplay.eval.metasolvers import META_SOLVERS
+    from coplay.population.league import SAMPLERS
+    from coplay.population.psro import INITIAL_MEMBERS, ORACLES
+
     ps = sub.add_parser("psro", help="PSRO/JPSRO: grow a population of LM best responses")
     ps.add_argument("--preset", default=None, help=f"trainer {PRESET_HELP}")
     ps.add_argument("--config", default=None, help="YAML file merged over the preset")
@@ -162,13 +193,23 @@ def _population_parsers(sub) -> None:
     ps.add_argument("--force", action="store_true", help=FORCE_HELP)
     ps.add_argument("--resume", metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
     ps.add_argument("--iterations", type=int, default=8, help="best responses to add")
-    ps.add_argument("--meta-solver", default="nash", help="nash, uniform, prd, alpharank, ce, cce")
-    ps.add_argument("--initial", default="lm", choices=["lm", "random"], help="first member")
+    ps.add_argument("--meta-solver", default="nash", help=", ".join(META_SOLVERS))
+    # Names are checked by the config against its registries (one error line), so the
+    # choices show in the metavar instead of argparse's ``choices``.
+    ps.add_argument(
+        "--initial", default="lm", metavar="|".join(INITIAL_MEMBERS), help="first member"
+    )
     ps.add_argument("--cold", action="store_true", help="train each response from scratch")
     ps.add_argument(
-        "--oracle", default="lm", choices=["lm", "exact"], help="exact: OpenSpiel best responses"
+        "--oracle",
+        default="lm",
+        metavar="|".join(ORACLES),
+        help="best-response oracle (exact: OpenSpiel best responses)",
     )
     ps.add_argument("--restarts", type=int, default=1, help="responses trained per iteration")
+    ps.add_argument(
+        "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
+    )
     ps.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
     lg = sub.add_parser("league", help="train against a league of frozen snapshots")
     lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
@@ -176,7 +217,9 @@ def _population_parsers(sub) -> None:
     lg.add_argument("--out", default="runs/league", help="run directory (a new one: see --force)")
     lg.add_argument("--force", action="store_true", help=FORCE_HELP)
     lg.add_argument("--resume", metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
-    lg.add_argument("--sampler", default="pfsp", help="uniform, pfsp or meta")
+    lg.add_argument(
+        "--sampler", default="pfsp", metavar="|".join(SAMPLERS), help="opponent sampler"
+    )
     lg.add_argument("--snapshot-every", type=int, default=20, help="0: only on the threshold")
     lg.add_argument("--win-threshold", type=float, default=0.7)
     lg.add_argument("--self-play", type=float, default=0.2, help="share of plain self-play")
@@ -186,13 +229,16 @@ def _population_parsers(sub) -> None:
         default=[],
         help="scripted members, comma-separated, e.g. random,nash",
     )
+    lg.add_argument(
+        "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
+    )
     lg.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    _take_leftovers(parser, args, extra)
+    _take_leftovers(parser, args, [*getattr(args, "after_numbers", []), *extra])
     console.width = None if console.is_terminal else PIPED_WIDTH
     import transformers
 
@@ -671,6 +717,7 @@ def cmd_psro(args: argparse.Namespace) -> int:
         warm_start=not args.cold,
         oracle=args.oracle,
         restarts=args.restarts,
+        seat_weights=args.seat_weights,
     )
     console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {out}")
     with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
@@ -706,6 +753,7 @@ def cmd_league(args: argparse.Namespace) -> int:
         win_threshold=args.win_threshold,
         self_play=args.self_play,
         bots=args.bots,
+        seat_weights=args.seat_weights,
     )
     console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {out}")
     with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:

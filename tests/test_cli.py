@@ -293,6 +293,50 @@ def test_psro_with_the_exact_oracle_reaches_nash_on_kuhn(tmp_path, capsys):
     assert last["psro/exploitability"] < 1e-6
 
 
+def _stop_with(seen):
+    """A stand-in for run_psro / run_league that keeps the config it is given."""
+
+    def stop(cfg, out, **kwargs):
+        seen.append(cfg)
+        raise KeyboardInterrupt("stopped by the test")
+
+    return stop
+
+
+def test_psro_seat_weights_reach_the_config_and_survive_a_resume(tmp_path, monkeypatch):
+    import coplay.population.psro as psro
+
+    out = tmp_path / "psro"
+    tiny = [*TINY, "train.eval_opponents=[]"]
+    # Overrides may follow the weights directly: they are no numbers, so they end them.
+    argv = ["psro", "--out", str(out), "--iterations", "1", "--initial", "random"]
+    assert main([*argv, "--seat-weights", "1", "3", *tiny]) == 0
+    assert yaml.safe_load((out / "psro.yaml").read_text())["seat_weights"] == [1.0, 3.0]
+    assert yaml.safe_load((out / "config.yaml").read_text())["train"]["iterations"] == 2
+    assert (out / "members" / "01" / "config.json").is_file()
+    seen = []
+    monkeypatch.setattr(psro, "run_psro", _stop_with(seen))
+    assert main(["psro", "--resume", str(out)]) == 130
+    assert seen[0].seat_weights == [1.0, 3.0] and seen[0].initial == "random"
+
+
+def test_league_seat_weights_survive_a_resume(tmp_path, monkeypatch):
+    import coplay.population.league as league
+    from coplay.train.checkpoints import rundir
+
+    made, resumed = [], []
+    monkeypatch.setattr(league, "run_league", _stop_with(made))
+    assert main(["league", "--out", str(tmp_path), "--seat-weights", "3", "1", *TINY]) == 130
+    assert made[0].seat_weights == [3.0, 1.0]
+    # What a league run saves before its first iteration, then --resume reads it back.
+    rundir.write_config(tmp_path, made[0].run)
+    (tmp_path / "league.yaml").write_text(league.settings_yaml(made[0]))
+    monkeypatch.setattr(league, "run_league", _stop_with(resumed))
+    assert main(["league", "--resume", str(tmp_path)]) == 130
+    assert resumed[0].seat_weights == [3.0, 1.0]
+    assert resumed[0].run.train.iterations == made[0].run.train.iterations == 2
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -302,6 +346,15 @@ def test_psro_with_the_exact_oracle_reaches_nash_on_kuhn(tmp_path, capsys):
         (["psro", "--restarts", "0"], "restarts"),
         (["league", "--sampler", "elo"], "unknown sampler 'elo'"),
         (["league", "--win-threshold", "2"], "win_threshold"),
+        (["psro", "--oracle", "best"], "unknown oracle 'best'; available: lm, exact"),
+        (["psro", "--initial", "nash"], "unknown initial 'nash'; available: lm, random"),
+        (
+            ["psro", "--seat-weights", "-1", "3"],
+            "invalid config: seat_weights must be >= 0 and not all 0, got [-1.0, 3.0]",
+        ),
+        (["psro", "--seat-weights", "1", "2", "3"], "seat_weights has 3 weights; kuhn_poker has 2"),
+        (["league", "--seat-weights", "0", "0"], "seat_weights must be >= 0 and not all 0"),
+        (["league", "--seat-weights", "1", "2", "3"], "seat_weights has 3 weights; kuhn_poker"),
     ],
 )
 def test_population_commands_reject_bad_settings_in_one_line(argv, message, capsys):

@@ -33,6 +33,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import outcome
 from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
@@ -42,7 +43,7 @@ from coplay.population.metagame import exact_game, exact_payoffs, freeze, sample
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import atomic, sinks
 from coplay.train.checkpoints import rundir
-from coplay.train.config import RunConfig
+from coplay.train.config import RunConfig, check_seat_weights
 from coplay.train.evaluate import evaluate, final_policy
 from coplay.train.hooks import Hook, Progress
 from coplay.train.loop import Run
@@ -59,7 +60,7 @@ class LeagueConfig(BaseModel):
     run: RunConfig = Field(default_factory=RunConfig)
     """The learner's trainer config (``run.train.iterations`` in all)."""
     sampler: str = "pfsp"
-    """Opponent sampler: uniform, pfsp or meta."""
+    """Opponent sampler (``SAMPLERS``): uniform, pfsp or meta."""
     pfsp_weighting: Literal["hard", "variance"] = "hard"
     """PFSP's f: 'hard' (1-x)^p favours members the learner loses to; 'variance' x(1-x)
     favours even matches."""
@@ -80,7 +81,8 @@ class LeagueConfig(BaseModel):
     """Scripted members (random, nash, perfect) that join at the start."""
     seat_weights: list[float] | None = None
     """Share of the learner's game groups per seat against league members (see
-    train.opponent.seat_weights); None rotates seats evenly."""
+    train.opponent.seat_weights), one non-negative weight per seat, not all 0; None
+    rotates seats evenly."""
     meta_episodes: int = Field(64, gt=0)
     """Games per pairing for the 'meta' sampler's meta-game where it is not exact."""
 
@@ -94,7 +96,16 @@ class LeagueConfig(BaseModel):
             )
         if len(set(self.bots)) != len(self.bots):
             raise ValueError(f"bots must be distinct, got {self.bots}")
+        check_seat_weights(self.seat_weights)
+        if self.seat_weights is not None and not names_user_factory(self.run.game.name):
+            league_seats(self)  # a user's game is imported only when run_league builds it
         return self
+
+
+def league_seats(cfg: LeagueConfig) -> tuple[float, ...] | None:
+    """The seat weights, one per seat of the game (which this builds)."""
+    game = cfg.run.game
+    return check_weights(cfg.seat_weights, resolve_factory(game.name, game.params)().spec)
 
 
 # --- results the league keeps ------------------------------------------------------
@@ -209,14 +220,21 @@ def meta_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
     return meta.solution.marginals[0]
 
 
-Sampler = Callable[[PoolView, LeagueConfig], np.ndarray]
+@dataclass(frozen=True)
+class Sampler:
+    """An opponent sampler: ``weights`` gives each member's probability, shape (K,)."""
+
+    weights: Callable[[PoolView, LeagueConfig], np.ndarray]
+    needs_payoff: bool = False
+    """Reads the members' meta-game (``PoolView.payoff``), which every snapshot then
+    refreshes; the others never pay for it."""
+
+
 SAMPLERS: dict[str, Sampler] = {
-    "uniform": uniform_sampler,
-    "pfsp": pfsp_sampler,
-    "meta": meta_sampler,
+    "uniform": Sampler(uniform_sampler),
+    "pfsp": Sampler(pfsp_sampler),
+    "meta": Sampler(meta_sampler, needs_payoff=True),
 }
-SAMPLERS_NEED_PAYOFF = {"meta": True}
-"""Samplers that read the members' meta-game, which a snapshot then refreshes."""
 
 
 def snapshot_reason(iteration: int, cfg: LeagueConfig, since: Tally) -> str | None:
@@ -280,7 +298,7 @@ class LeagueHook(Hook):
         view = PoolView(league.tally.grown(len(league.members)).win_rates(), league.payoff)
         self.pool.members, self.pool.probs = (
             list(league.members),
-            SAMPLERS[self.cfg.sampler](view, self.cfg),
+            SAMPLERS[self.cfg.sampler].weights(view, self.cfg),
         )
         return view.metrics
 
@@ -347,6 +365,7 @@ def run_league(
     """Train ``cfg.run``'s learner in a league of its own snapshots; see the module
     docstring. Saves and resumes like any run (``resume``, ``stop_after``)."""
     out = Path(out)
+    seat_weights = league_seats(cfg)  # before anything is written
     if resume:
         rundir.check_resume(cfg.run, out)
     run = setup(cfg.run, out, fresh=not resume)
@@ -362,7 +381,6 @@ def run_league(
     if not resume:
         atomic.write_text(out / "league.yaml", settings_yaml(cfg))
         _add_snapshot(cfg, run, league, 0, "initial")
-    seat_weights = check_weights(cfg.seat_weights, run.spec)
     run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, seat_weights)
     try:
         end, ev, wall = drive(
@@ -391,7 +409,7 @@ def _add_snapshot(cfg: LeagueConfig, run: Run, league: _League, it: int, reason:
     league.snapshots.append((it, reason))
     league.since = Tally.empty(len(league.members))
     league.tally = league.tally.grown(len(league.members))
-    if SAMPLERS_NEED_PAYOFF.get(cfg.sampler):
+    if SAMPLERS[cfg.sampler].needs_payoff:
         league.payoff = _member_payoff(cfg, league, it)
 
 

@@ -10,17 +10,17 @@ member is a frozen policy that can sit in either. Each PSRO iteration:
      can evaluate (each member's tabular policy, ``expected_game_score.policy_value``),
      else sampled cross-play;
   2. meta-strategy: a solver from ``coplay.eval.metasolvers`` (Nash by default);
-  3. best response: the one training loop (``coplay.train.loop``) with a ``FromPool``
-     seating drawing, per game group, the opponent of the learner's seat from the
-     meta-strategy (the learner's seat rotates, or follows ``seat_weights``). With
-     ``restarts`` > 1 several responses (different seeds) are trained and the one with
-     the highest value against the meta-strategy joins: an RL oracle is a noisy
-     optimiser, and one that collapses early to a deterministic policy never recovers;
+  3. best response: an oracle of ``ORACLES`` (``coplay.population.oracles``): by
+     default the one training loop against the meta-strategy, the opponent of each
+     game group drawn for the learner's seat (rotating, or by ``seat_weights``), the
+     best of ``restarts`` seeds; ``exact``, OpenSpiel's exact best response to the
+     mixture (games with exact evaluation), is the control that shows how far PSRO
+     gets when its oracle is perfect, so a shortfall of the LM oracle can be told from
+     one of PSRO;
   4. the response is saved and reloaded as a frozen member (never trained again).
 
-``oracle: exact`` replaces step 3 by OpenSpiel's exact best response to the mixture
-(games with exact evaluation): the control that shows how far PSRO gets when its
-oracle is perfect, so a shortfall of the LM oracle can be told from one of PSRO.
+The first member comes from ``INITIAL_MEMBERS``: the untrained language model (lm) or
+a uniform random bot (random).
 
 Logged per iteration (``psro.jsonl``): meta-game size, the exploitability of the
 meta-strategy's mixture (exact games; ``coplay.eval.mixture``), the value of the new
@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pyspiel
@@ -47,10 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.metasolvers import (
-    META_SOLVERS,
-    MetaSolution,
-)
+from coplay.eval.metasolvers import META_SOLVERS, MetaSolution
 from coplay.eval.mixture import tables_exploitability
 from coplay.models.loading import build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
@@ -63,23 +59,14 @@ from coplay.population.metagame import (
     opponent_distributions,
     sampled_payoffs,
     solve,
-    value_against,
 )
-from coplay.population.opponents import OpponentPool
+from coplay.population.oracles import ORACLES, Target, member_folder
 from coplay.report import atomic, sinks
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.safe_tree import save_tree
-from coplay.train.checkpoints.state import (
-    RUN_STATE,
-    STATE_DIR,
-    StateError,
-    read_state,
-    restoring,
-)
-from coplay.train.config import RunConfig
-from coplay.train.evaluate import final_policy
-from coplay.train.parts.seating import FromPool
-from coplay.train.trainer import check_weights, drive, game_text, setup
+from coplay.train.checkpoints.state import STATE_DIR, StateError, read_state, restoring
+from coplay.train.config import RunConfig, check_seat_weights
+from coplay.train.trainer import check_weights, game_text
 from coplay.types import Policy
 
 PSRO_STATE = "psro"
@@ -101,19 +88,21 @@ class PsroConfig(BaseModel):
     """PSRO iterations, i.e. best responses added to the population."""
     meta_solver: str = "nash"
     """Meta-solver (coplay.eval.metasolvers): nash, uniform, prd, alpharank, ce, cce, ..."""
-    initial: Literal["lm", "random"] = "lm"
-    """First member: the untrained language model, or a uniform random bot."""
+    initial: str = "lm"
+    """First member (``INITIAL_MEMBERS``): lm, the untrained language model, or random,
+    a uniform random bot."""
     warm_start: bool = True
     """Start each best response from the previous one's weights (saves compute)."""
     crossplay_episodes: int = Field(200, gt=0)
     """Games per pairing for the sampled meta-game of games without exact evaluation."""
-    oracle: Literal["lm", "exact"] = "lm"
-    """Best-response oracle: the language-model trainer, or OpenSpiel's exact best
-    response to the mixture (games with exact evaluation; a control for the LM oracle)."""
+    oracle: str = "lm"
+    """Best-response oracle (``ORACLES``): lm, the language-model trainer, or exact,
+    OpenSpiel's exact best response to the mixture (games with exact evaluation; a
+    control for the LM oracle)."""
     seat_weights: list[float] | None = None
-    """Share of each response's game groups per seat (see train.opponent.seat_weights);
-    each group's opponent is drawn from the meta-strategy of the seat it faces. None
-    rotates seats evenly."""
+    """Share of each response's game groups per seat (see train.opponent.seat_weights),
+    one non-negative weight per seat, not all 0; each group's opponent is drawn from
+    the meta-strategy of the seat it faces. None rotates seats evenly."""
     restarts: int = Field(1, gt=0)
     """LM responses trained per iteration, each with its own seed; the one with the
     highest value against the meta-strategy (exact where the game allows, else sampled
@@ -121,23 +110,33 @@ class PsroConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> PsroConfig:
-        if self.meta_solver not in META_SOLVERS:
-            raise ValueError(
-                f"unknown meta_solver {self.meta_solver!r}; available: {', '.join(META_SOLVERS)}"
-            )
+        for key, registry in (
+            ("meta_solver", META_SOLVERS),
+            ("oracle", ORACLES),
+            ("initial", INITIAL_MEMBERS),
+        ):
+            if getattr(self, key) not in registry:
+                raise ValueError(
+                    f"unknown {key} {getattr(self, key)!r}; available: {', '.join(registry)}"
+                )
+        check_seat_weights(self.seat_weights)
         if not names_user_factory(self.run.game.name):
             check_game_fits(self)  # a user's game is imported only when run_psro builds it
         return self
 
 
 def check_game_fits(cfg: PsroConfig) -> None:
-    """Two players, and a game with exact evaluation for the exact oracle."""
+    """Two players, one seat weight per seat, and a game with exact evaluation for an
+    oracle that needs one."""
     game = cfg.run.game
-    players = resolve_factory(game.name, game.params)().spec.num_players
-    if players != 2:
-        raise ValueError(f"PSRO here supports 2-player games; {game.name!r} has {players}")
-    if cfg.oracle == "exact" and exact_game(cfg.run) is None:
-        raise ValueError(f"oracle=exact needs a game with exact evaluation; {game.name!r} has none")
+    spec = resolve_factory(game.name, game.params)().spec
+    if spec.num_players != 2:
+        raise ValueError(f"PSRO here supports 2-player games; {game.name!r} has {spec.num_players}")
+    check_weights(cfg.seat_weights, spec)
+    if ORACLES[cfg.oracle].needs_exact and exact_game(cfg.run) is None:
+        raise ValueError(
+            f"oracle={cfg.oracle} needs a game with exact evaluation; {game.name!r} has none"
+        )
 
 
 @dataclass(frozen=True)
@@ -171,81 +170,44 @@ class PsroResult:
     steps: tuple[PsroStep, ...]
 
 
-# --- seat-aware opponents ----------------------------------------------------------
-
-
-@dataclass
-class SeatedPool(OpponentPool):
-    """An opponent pool whose distribution depends on the learner's seat.
-
-    ``by_seat[s]`` is the distribution over ``members`` of the opponent when the
-    learner sits in seat s; the seating decides the seat first (evenly or by seat
-    weights) and draws the opponent for it.
-    """
-
-    by_seat: tuple[np.ndarray, ...] = field(default_factory=tuple)
-
-    def sample(self, rng: np.random.Generator, seats: Sequence[int]) -> list[Policy | None]:
-        if not self.members or not self.by_seat:
-            raise ValueError("a seated pool needs members and one distribution per seat")
-        picks = [rng.choice(len(self.members), p=self.by_seat[s]) for s in seats]
-        return [self.members[i] for i in picks]
-
-
 # --- members -----------------------------------------------------------------------
 
 
-def initial_member(cfg: PsroConfig, out: Path) -> Policy:
-    """The first member: the untrained tiny/local LM of ``cfg.run``, or a random bot."""
-    seed = cfg.run.train.seed
-    if cfg.initial == "random":
-        return RandomPolicy(seed=seed, policy_id="psro:00")
-    game = cfg.run.game
+@dataclass(frozen=True)
+class InitialMember:
+    """How PSRO's first member is made for a new run, and made again on resume."""
+
+    build: Callable[[PsroConfig, Path], Policy]
+    """Member 0 of a run in ``out`` (saved under ``out/members/00`` where it has weights)."""
+    reload: Callable[[PsroConfig, Path], Policy]
+    """The same member again when the run in ``out`` resumes."""
+
+
+def _random_member(cfg: PsroConfig, out: Path) -> Policy:
+    return RandomPolicy(seed=cfg.run.train.seed, policy_id="psro:00")
+
+
+def _lm_member(cfg: PsroConfig, out: Path) -> Policy:
+    """The untrained tiny/local LM of ``cfg.run``, frozen under ``out/members/00``."""
+    seed, game = cfg.run.train.seed, cfg.run.game
     text = game_text(resolve_factory(game.name, game.params), seed=seed)
     policy = build_policy(cfg.run.model, corpus=text.texts, actions=text.actions, seed=seed)
-    return freeze(policy, out / "members" / "00", "psro:00", seed=seed, game=game.played())
+    return freeze(policy, member_folder(out, 0), "psro:00", seed=seed, game=game.played())
 
 
-def response_config(cfg: PsroConfig, index: int, warm: Path | None, restart: int = 0) -> RunConfig:
-    """Trainer config of best response ``index`` (try ``restart``): its own seed,
-    warm-started if asked."""
-    run = cfg.run
-    seed = run.train.seed + index * cfg.restarts + restart
-    update: dict = {"train": run.train.model_copy(update={"seed": seed})}
-    if warm is not None:
-        update["model"] = run.model.model_copy(update={"path": str(warm)})
-    return run.model_copy(update=update)
+def _reload_lm_member(cfg: PsroConfig, out: Path) -> Policy:
+    return _reload_frozen(member_folder(out, 0), "psro:00", seed=cfg.run.train.seed)
 
 
-def train_response(
-    cfg: RunConfig,
-    out: Path,
-    pool: OpponentPool,
-    seat_weights: Sequence[float] | None = None,
-) -> Policy:
-    """Train a best response against ``pool`` in the run directory ``out`` with the
-    training loop, saving its state like any run; a response whose state ``out``
-    already holds (a PSRO run killed during it) continues from there. Returns what the
-    trainer would save (``magnet.final``: the learner's magnet, else the learner)."""
-    resume = (out / STATE_DIR / f"{RUN_STATE}.json").is_file()
-    if resume:
-        rundir.check_resume(cfg, out)
-    run = setup(cfg, out, fresh=not resume)
-    run.policies.update({m.policy_id: m for m in pool.members})
-    weights = check_weights(seat_weights, run.spec)
-    run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, weights)
-    # PSRO judges a response by its value against the meta-strategy, measured after
-    # it is trained: no evaluation hook, and no checkpoint but the frozen member.
-    drive(
-        run,
-        evaluate=lambda run: {},
-        save=None,
-        final=lambda run, folder: None,
-        progress=None,
-        resume=resume,
-        stop_after=None,
-    )
-    return final_policy(run)
+INITIAL_MEMBERS: dict[str, InitialMember] = {
+    "lm": InitialMember(build=_lm_member, reload=_reload_lm_member),
+    "random": InitialMember(build=_random_member, reload=_random_member),
+}
+
+
+def initial_member(cfg: PsroConfig, out: Path) -> Policy:
+    """The first member, as ``cfg.initial`` names it."""
+    return INITIAL_MEMBERS[cfg.initial].build(cfg, out)
 
 
 # --- the outer state ---------------------------------------------------------------
@@ -295,15 +257,19 @@ def _step(d: dict) -> PsroStep:
 
 
 def _reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
-    """Member ``index`` as it joined: the random first member, an exact oracle's table,
-    or a frozen LM reloaded from its folder with the seed ``freeze`` gave it."""
-    name, folder = f"psro:{index:02d}", out / "members" / f"{index:02d}"
-    seed = cfg.run.train.seed + index
-    if index == 0 and cfg.initial == "random":
-        return RandomPolicy(seed=cfg.run.train.seed, policy_id=name)
+    """Member ``index`` as it joined: the first member as ``cfg.initial`` makes it
+    again, an exact oracle's table, or a frozen LM reloaded from its folder with the
+    seed ``freeze`` gave it."""
+    if index == 0:
+        return INITIAL_MEMBERS[cfg.initial].reload(cfg, out)
+    name, folder = f"psro:{index:02d}", member_folder(out, index)
     if (folder / "table.json").is_file():
         return TablePolicy(json.loads((folder / "table.json").read_text()), policy_id=name)
-    frozen = load_policy(folder, seed=cfg.run.train.seed if index == 0 else seed)
+    return _reload_frozen(folder, name, seed=cfg.run.train.seed + index)
+
+
+def _reload_frozen(folder: Path, name: str, *, seed: int) -> Policy:
+    frozen = load_policy(folder, seed=seed)
     frozen.model.requires_grad_(False)
     frozen.policy_id = name
     return frozen
@@ -413,56 +379,14 @@ def _respond(
     game: pyspiel.Game | None,
     solution: MetaSolution,
 ) -> tuple[Policy, float, float]:
-    """Best response ``index`` to the meta-strategy, frozen and named, with its value
+    """Best response ``index`` to the meta-strategy from ``cfg.oracle``, with its value
     against the meta-strategy and the exact best response's value (NaN where unknown)."""
     by_seat = opponent_distributions(solution, conditional=cfg.meta_solver in CONDITIONAL_SOLVERS)
-    folder = out / "members" / f"{index:02d}"
     opponent = meta_opponent(game, tables, by_seat) if game is not None else None
     table, best = exact_best_response(game, opponent) if opponent is not None else ({}, np.nan)
-    if cfg.oracle == "exact":
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(folder / "table.json", json.dumps(table, indent=1, sort_keys=True))
-        return TablePolicy(table, policy_id=f"psro:{index:02d}"), best, best
-    prev = out / "members" / f"{index - 1:02d}"
-    warm = prev if cfg.warm_start and (prev / "config.json").is_file() else None
-    pool = SeatedPool(members=list(members), by_seat=by_seat)
-    tries, values = [], []
-    for r in range(cfg.restarts):
-        run_cfg = response_config(cfg, index, warm, restart=r)
-        sub = out / "responses" / (f"{index:02d}" if cfg.restarts == 1 else f"{index:02d}-r{r}")
-        tries.append(train_response(run_cfg, sub, pool, cfg.seat_weights))
-        values.append(_response_value(cfg, tries[-1], members, by_seat, opponent))
-        sinks.write_summary(
-            sub / "summary.json", {"value": _finite(values[-1]), "best": _finite(best)}
-        )
-    pick = int(np.nanargmax(values)) if np.isfinite(values).any() else 0
-    seed, played = cfg.run.train.seed + index, cfg.run.game.played()
-    member = freeze(tries[pick], folder, f"psro:{index:02d}", seed=seed, game=played)
-    return member, values[pick], best
-
-
-def _response_value(
-    cfg: PsroConfig,
-    response: Policy,
-    members: list[Policy],
-    by_seat: Sequence[np.ndarray],
-    opponent: os_policy.Policy | None,
-) -> float:
-    """The response's value against the meta-strategy: exact where the game allows;
-    else sampled cross-play, measured only when there are restarts to choose from."""
-    game = cfg.run.game
-    if opponent is not None:
-        table = to_openspiel_policy(response, game.name, params=game.params)
-        return value_against(opponent.game, table, opponent)
-    if cfg.restarts == 1:
-        return float("nan")
-    payoffs = sampled_payoffs(
-        [*members, response], cfg.run, episodes=cfg.crossplay_episodes, seed=0
-    )
-    k = len(members)
-    v0 = float(payoffs[0][k, :k] @ by_seat[0])
-    v1 = float(payoffs[1][:k, k] @ by_seat[1])
-    return (v0 + v1) / 2
+    target = Target(cfg, out, index, tuple(members), by_seat, opponent, table, best)
+    member, value = ORACLES[cfg.oracle].respond(target)
+    return member, value, best
 
 
 def _step_metrics(step: PsroStep) -> dict[str, float]:

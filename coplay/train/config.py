@@ -137,10 +137,16 @@ class OpponentConfig(_Strict):
 
     @model_validator(mode="after")
     def _seat_weights_valid(self) -> OpponentConfig:
-        w = self.seat_weights
-        if w is not None and (any(x < 0 for x in w) or sum(w) <= 0):
-            raise ValueError(f"seat_weights must be >= 0 and not all 0, got {w}")
+        check_seat_weights(self.seat_weights)
         return self
+
+
+def check_seat_weights(weights: list[float] | None) -> None:
+    """Seat weights are shares: non-negative and not all 0 (their count is checked
+    against the game's seats when it is built, ``trainer.check_weights``). Shared by
+    ``train.opponent`` and the league's and PSRO's configs."""
+    if weights is not None and (any(x < 0 for x in weights) or sum(weights) <= 0):
+        raise ValueError(f"seat_weights must be >= 0 and not all 0, got {weights}")
 
 
 class TrainConfig(_Strict):

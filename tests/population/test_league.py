@@ -12,6 +12,7 @@ from coplay.population.league import (
     SAMPLERS,
     LeagueConfig,
     PoolView,
+    Sampler,
     Tally,
     league_elo,
     run_league,
@@ -62,7 +63,7 @@ WIN = np.array([0.1, 0.5, 0.8, 1.0])
 )
 def test_sampler_formulas_and_draw_frequencies(kwargs, want):
     cfg = league_cfg(**kwargs)
-    probs = SAMPLERS[cfg.sampler](PoolView(WIN), cfg)
+    probs = SAMPLERS[cfg.sampler].weights(PoolView(WIN), cfg)
     np.testing.assert_allclose(probs, want)
     # 40k draws: each share within 4 standard errors of its probability.
     se = np.sqrt(want * (1 - want) / 40_000)
@@ -71,16 +72,22 @@ def test_sampler_formulas_and_draw_frequencies(kwargs, want):
 
 def test_pfsp_is_uniform_when_the_learner_beats_everyone():
     cfg = league_cfg(sampler="pfsp")
-    np.testing.assert_allclose(SAMPLERS["pfsp"](PoolView(np.ones(3)), cfg), np.full(3, 1 / 3))
+    np.testing.assert_allclose(
+        SAMPLERS["pfsp"].weights(PoolView(np.ones(3)), cfg), np.full(3, 1 / 3)
+    )
 
 
 def test_meta_sampler_plays_the_nash_of_rock_paper_scissors():
     rps = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
     cfg = league_cfg(sampler="meta")
-    np.testing.assert_allclose(SAMPLERS["meta"](PoolView(np.zeros(3), rps), cfg), 1 / 3, atol=1e-6)
+    np.testing.assert_allclose(
+        SAMPLERS["meta"].weights(PoolView(np.zeros(3), rps), cfg), 1 / 3, atol=1e-6
+    )
     # A dominated member (loses to all) gets no weight.
     dom = np.array([[0.0, 1.0], [-1.0, 0.0]])
-    np.testing.assert_allclose(SAMPLERS["meta"](PoolView(np.zeros(2), dom), cfg), [1, 0], atol=1e-6)
+    np.testing.assert_allclose(
+        SAMPLERS["meta"].weights(PoolView(np.zeros(2), dom), cfg), [1, 0], atol=1e-6
+    )
 
 
 def test_meta_sampler_falls_back_when_its_solver_fails_and_reports_it(monkeypatch):
@@ -91,7 +98,7 @@ def test_meta_sampler_falls_back_when_its_solver_fails_and_reports_it(monkeypatc
     rps = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
     view = PoolView(np.zeros(3), rps)
     with pytest.warns(RuntimeWarning, match="meta-solver 'nash' failed, playing 'mwce'"):
-        probs = SAMPLERS["meta"](view, league_cfg(sampler="meta"))
+        probs = SAMPLERS["meta"].weights(view, league_cfg(sampler="meta"))
     np.testing.assert_allclose(probs, 1 / 3, atol=1e-6)  # RPS's only CE is uniform
     assert view.metrics == {"league/meta_fallback": 1}
 
@@ -171,6 +178,8 @@ def test_league_run_adds_snapshots_on_schedule_and_keeps_them_frozen(tmp_path):
         ({"bots": ["random", "random"]}, "distinct"),
         ({"win_threshold": 1.5}, "less than or equal to 1"),
         ({"self_play": -0.1}, "greater than or equal to 0"),
+        ({"seat_weights": [0, 0]}, r"seat_weights must be >= 0 and not all 0, got \[0.0, 0.0\]"),
+        ({"seat_weights": [1, 2, 3]}, "seat_weights has 3 weights; kuhn_poker has 2 seats"),
     ],
 )
 def test_bad_league_settings_are_refused(kwargs, match):
@@ -199,6 +208,29 @@ def test_snapshot_member_keeps_its_weights_while_the_learner_trains(tmp_path):
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not all(torch.equal(before[k], learner[k]) for k in before)  # the learner moved
     assert snap.policy_id == "snap:0" and league.tally.games.tolist() == [0]
+
+
+@pytest.mark.parametrize("needs_payoff", [False, True])
+def test_a_sampler_that_needs_the_payoff_gets_it_refreshed_at_each_snapshot(
+    tmp_path, monkeypatch, needs_payoff
+):
+    from coplay.population.league import _add_snapshot, _League, uniform_sampler
+    from coplay.train.trainer import setup
+
+    # The flag, not the sampler's name, decides whether snapshots pay for a meta-game.
+    monkeypatch.setitem(SAMPLERS, "uniform", Sampler(uniform_sampler, needs_payoff=needs_payoff))
+    cfg = league_cfg(sampler="uniform")
+    run = setup(cfg.run, tmp_path)
+    league = _League([], [], Tally.empty(0), Tally.empty(0))
+    _add_snapshot(cfg, run, league, 0, "initial")
+    _add_snapshot(cfg, run, league, 1, "schedule")
+    if not needs_payoff:
+        assert league.payoff is None
+        return
+    # Two copies of one policy in a zero-sum game, seats averaged: every entry is 0.
+    assert league.payoff.shape == (2, 2)
+    np.testing.assert_allclose(league.payoff, 0.0, atol=1e-12)
+    assert len(league.tables) == 2  # the exact meta-game grew with the league
 
 
 def _rows(out):

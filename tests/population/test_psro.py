@@ -11,9 +11,11 @@ import torch
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError, solve_meta_game
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
+from coplay.population import oracles
+from coplay.population.oracles import ORACLES, Oracle, SeatedPool, Target
 from coplay.population.psro import (
+    INITIAL_MEMBERS,
     PsroConfig,
-    SeatedPool,
     exact_best_response,
     exact_payoffs,
     freeze,
@@ -139,6 +141,11 @@ def test_seat_weights_draw_each_opponent_for_the_seat_it_faces():
     [
         ({"meta_solver": "best"}, "unknown meta_solver 'best'"),
         ({"iterations": 0}, "greater than 0"),
+        ({"oracle": "best"}, "unknown oracle 'best'; available: lm, exact"),
+        ({"initial": "nash"}, "unknown initial 'nash'; available: lm, random"),
+        ({"seat_weights": [-1, 3]}, r"seat_weights must be >= 0 and not all 0, got \[-1.0, 3.0\]"),
+        ({"seat_weights": [0, 0]}, "seat_weights must be >= 0 and not all 0"),
+        ({"seat_weights": [1, 1, 1]}, "seat_weights has 3 weights; kuhn_poker has 2 seats"),
     ],
 )
 def test_bad_psro_settings_are_refused(kwargs, match):
@@ -147,8 +154,6 @@ def test_bad_psro_settings_are_refused(kwargs, match):
 
 
 def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path, monkeypatch):
-    from coplay.population import psro
-
     seen: list[tuple[str, ...]] = []
 
     class Spy(FromPool):
@@ -157,7 +162,7 @@ def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path,
             seen.extend(out)
             return out
 
-    monkeypatch.setattr(psro, "FromPool", Spy)
+    monkeypatch.setattr(oracles, "FromPool", Spy)
     res = run_psro(tiny_psro(iterations=1, initial="random", seat_weights=[1, 3]), tmp_path)
     assert res.members == ("psro:00", "psro:01")
     # 2 iterations of 4 groups (16 games, groups of 4): a quarter with the learner in seat 0
@@ -167,11 +172,6 @@ def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path,
     assert all("psro:00" in r for r in seen)
     rows = (tmp_path / "responses" / "01" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(r)["iteration"] for r in rows] == [1, 2]
-
-
-def test_psro_seat_weights_need_one_per_seat(tmp_path):
-    with pytest.raises(ValueError, match="seat_weights has 3 weights"):
-        run_psro(tiny_psro(iterations=1, initial="random", seat_weights=[1, 1, 1]), tmp_path)
 
 
 def test_psro_refuses_games_that_are_not_two_player():
@@ -250,8 +250,43 @@ def test_restarts_keep_the_response_with_the_highest_value(tmp_path):
 
 
 def test_exact_oracle_needs_an_exact_game():
+    assert ORACLES["exact"].needs_exact and not ORACLES["lm"].needs_exact
     with pytest.raises(ValueError, match="oracle=exact needs a game with exact evaluation"):
         PsroConfig(run=build_config(preset="tictactoe-selfplay"), oracle="exact")
+
+
+def test_a_registered_oracle_answers_every_iteration(tmp_path, monkeypatch):
+    # An oracle is a registry entry: this one plays the exact best response but reports
+    # a made-up value, so the step shows that the loop took member and value from it.
+    targets: list[Target] = []
+
+    def exact_but_told(t: Target):
+        targets.append(t)
+        return TablePolicy(t.best_table, policy_id=f"psro:{t.index:02d}"), 0.125
+
+    monkeypatch.setitem(ORACLES, "told", Oracle(exact_but_told))
+    res = run_psro(tiny_psro(iterations=2, initial="random", oracle="told"), tmp_path)
+    assert [t.index for t in targets] == [1, 2] and res.members[-1] == "psro:02"
+    values = [s.response_value for s in res.steps]
+    assert values[:2] == [0.125, 0.125] and np.isnan(values[2])  # the last trains none
+    # The first target faces the uniform random member alone; the exact best response's
+    # value against it is uniform random Kuhn's exploitability, 11/24.
+    assert targets[0].best == pytest.approx(11 / 24) == res.steps[0].best_value
+    np.testing.assert_allclose(targets[0].by_seat, [[1.0], [1.0]])
+    assert [m.policy_id for m in targets[1].members] == ["psro:00", "psro:01"]
+
+
+def test_psro_with_exact_oracle_and_random_first_member_resumes(tmp_path):
+    # The random first member is built again and the exact responses reload from their
+    # tables: the resumed run ends where the uninterrupted one does.
+    assert set(INITIAL_MEMBERS) == {"lm", "random"}
+    cfg = tiny_psro(iterations=3, initial="random", oracle="exact")
+    whole = run_psro(cfg, tmp_path / "whole")
+    run_psro(cfg, tmp_path / "split", stop_after=1)
+    split = run_psro(cfg, tmp_path / "split", resume=True)
+    assert split.members == whole.members
+    assert [s.exploitability for s in split.steps] == [s.exploitability for s in whole.steps]
+    assert _psro_rows(tmp_path / "split") == _psro_rows(tmp_path / "whole")
 
 
 def _psro_rows(out):

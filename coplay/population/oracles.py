@@ -1,0 +1,200 @@
+"""PSRO's best-response oracles (registry ``ORACLES``) and the LM oracle's training.
+
+An oracle answers one PSRO iteration's ``Target`` (the population, the meta-strategy's
+opponent per seat and, in games with exact evaluation, the mixture and its exact best
+response) with the member that joins the population and its value against the
+meta-strategy:
+
+  lm     the training loop (``coplay.train.loop``) with a ``FromPool`` seating over a
+         ``SeatedPool``: each game group's opponent is drawn from the meta-strategy of
+         the seat the learner takes (seats rotate, or follow ``seat_weights``). With
+         ``restarts`` > 1 several responses (different seeds) are trained and the one
+         with the highest value joins: an RL oracle is a noisy optimiser, and one that
+         collapses early to a deterministic policy never recovers;
+  exact  OpenSpiel's exact best response to the mixture, saved as a table: the control
+         that shows how far PSRO gets when its oracle is perfect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from open_spiel.python import policy as os_policy
+
+from coplay.eval.exact import to_openspiel_policy
+from coplay.policies.scripted import TablePolicy
+from coplay.population.metagame import freeze, sampled_payoffs, value_against
+from coplay.population.opponents import OpponentPool
+from coplay.report import atomic, sinks
+from coplay.train.checkpoints import rundir
+from coplay.train.checkpoints.state import RUN_STATE, STATE_DIR
+from coplay.train.config import RunConfig
+from coplay.train.evaluate import final_policy
+from coplay.train.parts.seating import FromPool
+from coplay.train.trainer import check_weights, drive, setup
+from coplay.types import Policy
+
+if TYPE_CHECKING:
+    from coplay.population.psro import PsroConfig
+
+
+def member_folder(out: Path, index: int) -> Path:
+    return out / "members" / f"{index:02d}"
+
+
+# --- the LM oracle: seat-aware opponents and training ------------------------------
+
+
+@dataclass
+class SeatedPool(OpponentPool):
+    """An opponent pool whose distribution depends on the learner's seat.
+
+    ``by_seat[s]`` is the distribution over ``members`` of the opponent when the
+    learner sits in seat s; the seating decides the seat first (evenly or by seat
+    weights) and draws the opponent for it.
+    """
+
+    by_seat: tuple[np.ndarray, ...] = field(default_factory=tuple)
+
+    def sample(self, rng: np.random.Generator, seats: Sequence[int]) -> list[Policy | None]:
+        if not self.members or not self.by_seat:
+            raise ValueError("a seated pool needs members and one distribution per seat")
+        picks = [rng.choice(len(self.members), p=self.by_seat[s]) for s in seats]
+        return [self.members[i] for i in picks]
+
+
+def response_config(cfg: PsroConfig, index: int, warm: Path | None, restart: int = 0) -> RunConfig:
+    """Trainer config of best response ``index`` (try ``restart``): its own seed,
+    warm-started if asked."""
+    run = cfg.run
+    seed = run.train.seed + index * cfg.restarts + restart
+    update: dict = {"train": run.train.model_copy(update={"seed": seed})}
+    if warm is not None:
+        update["model"] = run.model.model_copy(update={"path": str(warm)})
+    return run.model_copy(update=update)
+
+
+def train_response(
+    cfg: RunConfig,
+    out: Path,
+    pool: OpponentPool,
+    seat_weights: Sequence[float] | None = None,
+) -> Policy:
+    """Train a best response against ``pool`` in the run directory ``out`` with the
+    training loop, saving its state like any run; a response whose state ``out``
+    already holds (a PSRO run killed during it) continues from there. Returns what the
+    trainer would save (``magnet.final``: the learner's magnet, else the learner)."""
+    resume = (out / STATE_DIR / f"{RUN_STATE}.json").is_file()
+    if resume:
+        rundir.check_resume(cfg, out)
+    run = setup(cfg, out, fresh=not resume)
+    run.policies.update({m.policy_id: m for m in pool.members})
+    weights = check_weights(seat_weights, run.spec)
+    run.seating = FromPool(run.trainees[0].name, pool, run.spec.num_players, weights)
+    # PSRO judges a response by its value against the meta-strategy, measured after
+    # it is trained: no evaluation hook, and no checkpoint but the frozen member.
+    drive(
+        run,
+        evaluate=lambda run: {},
+        save=None,
+        final=lambda run, folder: None,
+        progress=None,
+        resume=resume,
+        stop_after=None,
+    )
+    return final_policy(run)
+
+
+# --- best-response oracles ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a best-response oracle answers: the meta-strategy of one PSRO iteration."""
+
+    cfg: PsroConfig
+    out: Path
+    index: int
+    """The new member's index; it is saved under ``member_folder(out, index)``."""
+    members: Sequence[Policy]
+    by_seat: tuple[np.ndarray, ...]
+    """The opponent's distribution over ``members`` for each seat of the learner."""
+    opponent: os_policy.Policy | None
+    """The meta-strategy's mixture as one OpenSpiel policy (exact games, else None)."""
+    best_table: dict[str, dict[str, float]]
+    """The exact best response to ``opponent`` ({} where not exact)."""
+    best: float
+    """Its value against the meta-strategy (NaN where not exact)."""
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """A best-response oracle: ``respond`` returns the new member, frozen and named,
+    with its value against the meta-strategy (NaN where unknown)."""
+
+    respond: Callable[[Target], tuple[Policy, float]]
+    needs_exact: bool = False
+    """Reads ``Target.best_table``: only games with exact evaluation."""
+
+
+def exact_oracle(t: Target) -> tuple[Policy, float]:
+    """OpenSpiel's exact best response, saved as a table (``table.json``)."""
+    folder = member_folder(t.out, t.index)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(folder / "table.json", json.dumps(t.best_table, indent=1, sort_keys=True))
+    return TablePolicy(t.best_table, policy_id=f"psro:{t.index:02d}"), t.best
+
+
+def lm_oracle(t: Target) -> tuple[Policy, float]:
+    """``restarts`` LM responses trained against the meta-strategy; the one with the
+    highest value against it joins, frozen."""
+    cfg, out, index = t.cfg, t.out, t.index
+    prev = member_folder(out, index - 1)
+    warm = prev if cfg.warm_start and (prev / "config.json").is_file() else None
+    pool = SeatedPool(members=list(t.members), by_seat=t.by_seat)
+    tries, values = [], []
+    for r in range(cfg.restarts):
+        run_cfg = response_config(cfg, index, warm, restart=r)
+        sub = out / "responses" / (f"{index:02d}" if cfg.restarts == 1 else f"{index:02d}-r{r}")
+        tries.append(train_response(run_cfg, sub, pool, cfg.seat_weights))
+        values.append(_response_value(cfg, tries[-1], t.members, t.by_seat, t.opponent))
+        sinks.write_summary(sub / "summary.json", {"value": values[-1], "best": t.best})
+    pick = int(np.nanargmax(values)) if np.isfinite(values).any() else 0
+    seed, played = cfg.run.train.seed + index, cfg.run.game.played()
+    folder = member_folder(out, index)
+    return freeze(tries[pick], folder, f"psro:{index:02d}", seed=seed, game=played), values[pick]
+
+
+ORACLES: dict[str, Oracle] = {
+    "lm": Oracle(lm_oracle),
+    "exact": Oracle(exact_oracle, needs_exact=True),
+}
+
+
+def _response_value(
+    cfg: PsroConfig,
+    response: Policy,
+    members: Sequence[Policy],
+    by_seat: Sequence[np.ndarray],
+    opponent: os_policy.Policy | None,
+) -> float:
+    """The response's value against the meta-strategy: exact where the game allows;
+    else sampled cross-play, measured only when there are restarts to choose from."""
+    game = cfg.run.game
+    if opponent is not None:
+        table = to_openspiel_policy(response, game.name, params=game.params)
+        return value_against(opponent.game, table, opponent)
+    if cfg.restarts == 1:
+        return float("nan")
+    payoffs = sampled_payoffs(
+        [*members, response], cfg.run, episodes=cfg.crossplay_episodes, seed=0
+    )
+    k = len(members)
+    v0 = float(payoffs[0][k, :k] @ by_seat[0])
+    v1 = float(payoffs[1][:k, k] @ by_seat[1])
+    return (v0 + v1) / 2
