@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig, moved_key
@@ -21,6 +29,7 @@ from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
 from coplay.train.parts.planning import ExploreConfig, RestartsConfig
+from coplay.train.parts.sections import import_plugins, open_loss, open_rollout
 
 
 class ConfigError(ValueError):
@@ -204,7 +213,31 @@ class RunConfig(_Strict):
     """A run: one section per component; a part is on when its section is set.
 
     Two rules cross sections and stay validators, as no nesting can say them: modes
-    of the model that a planning part needs, and group sizes that an estimator needs."""
+    of the model that a planning part needs, and group sizes that an estimator needs.
+    ``loss`` and ``rollout`` also take a section per registered part (``plugins``
+    imports the modules that register them; ``coplay.train.parts.sections``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data: Any) -> Any:
+        # Before any section is validated: the plugins register the parts that
+        # ``loss`` and ``rollout`` then accept sections for.
+        plugins = data.get("plugins") if isinstance(data, dict) else None
+        if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):
+            import_plugins(plugins)
+        return data
+
+    @field_validator("loss", mode="before")
+    @classmethod
+    def _open_loss(cls, value: Any) -> Any:
+        return open_loss(LossConfig).model_validate(value) if isinstance(value, dict) else value
+
+    @field_validator("rollout", mode="before")
+    @classmethod
+    def _open_rollout(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return open_rollout(RolloutConfig).model_validate(value)
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -250,11 +283,17 @@ class RunConfig(_Strict):
             )
         return self
 
+    plugins: list[str] = Field(default_factory=list)
+    """Python modules imported before the rest is validated, e.g. [mypkg.parts]: they
+    register games, loss terms and planning parts whose sections this config may set
+    (``loss.<name>``, ``rollout.<name>``). Importing runs their code."""
     game: GameConfig = Field(default_factory=GameConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    # SerializeAsAny: a section of a registered part is a field of the open subclass,
+    # which config.yaml must keep.
+    rollout: SerializeAsAny[RolloutConfig] = Field(default_factory=RolloutConfig)
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
-    loss: LossConfig = Field(default_factory=LossConfig)
+    loss: SerializeAsAny[LossConfig] = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     magnet: MagnetConfig | None = None
     """A moving KL reference / average of the learner's weights; None: off."""

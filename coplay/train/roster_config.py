@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.models.lora import LoraSettings, check_role_names
@@ -25,6 +33,7 @@ from coplay.train.config import (
     OptimConfig,
     format_validation_error,
 )
+from coplay.train.parts.sections import open_loss
 
 
 class _Strict(BaseModel):
@@ -41,8 +50,13 @@ class LearnerEntry(_Strict):
     """This learner's optimiser settings (lr, epochs, minibatch ...)."""
     algo: AlgoConfig | None = None
     """This learner's advantage estimator and sample filters."""
-    loss: LossConfig | None = None
-    """This learner's loss terms."""
+    loss: SerializeAsAny[LossConfig] | None = None
+    """This learner's loss terms (registered terms too, as in the run's loss)."""
+
+    @field_validator("loss", mode="before")
+    @classmethod
+    def _open_loss(cls, value: Any) -> Any:
+        return open_loss(LossConfig).model_validate(value) if isinstance(value, dict) else value
 
 
 class FrozenEntry(_Strict):

@@ -8,7 +8,7 @@ import torch
 from coplay.envs.registry import make_env
 from coplay.models.loading import load_policy
 from coplay.train.checkpoints.safe_tree import load_tree
-from coplay.train.checkpoints.state import STATE_RECORDS
+from coplay.train.checkpoints.state import state_records
 from coplay.train.config import ConfigError, build_config
 from coplay.train.parts.planning import Explore, Restarts
 from coplay.train.parts.seating import Against, SelfPlay
@@ -165,7 +165,7 @@ def test_a_magnet_final_policy_is_saved_and_evaluated(tmp_path):
     row = rows(tmp_path / "metrics.jsonl")[-1]
     assert row["eval/exploitability"] == summary["final/eval/exploitability"]
     assert row["eval/learner/exploitability"] != row["eval/exploitability"]
-    state = load_tree(tmp_path / "state", "run", records=STATE_RECORDS)
+    state = load_tree(tmp_path / "state", "run", records=state_records())
     (learner,) = state["trainees"].values()
     magnet = learner["terms"]["kl"]["weights"]
     saved = load_policy(tmp_path).model.state_dict()

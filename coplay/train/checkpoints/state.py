@@ -26,7 +26,7 @@ from coplay.algos.advantages.base import EmptyState
 from coplay.models.loading import CheckpointError
 from coplay.report.atomic import atomic_dir
 from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
-from coplay.train.parts.planning import RECORDS as PLANNING_RECORDS
+from coplay.train.parts.sections import part_records
 from coplay.train.parts.term import Sample
 from coplay.types import Decision
 
@@ -36,9 +36,13 @@ if TYPE_CHECKING:
 STATE_DIR = "state"
 RUN_STATE = "run"
 
-STATE_RECORDS = records_of(EmptyState, Sample, Decision, *PLANNING_RECORDS)
-"""The record types a state may hold (estimator states, the memory of targets, the
-planning parts' states); a state file naming any other type is refused."""
+
+def state_records() -> dict[str, type]:
+    """The record types a state may hold (estimator states, the memory of targets, and
+    what every registered part declares in ``records``); a state file naming any other
+    type is refused. Read at each save and load, so a part registered later counts."""
+    return records_of(EmptyState, Sample, Decision, *part_records())
+
 
 RUN_KEYS = ("iteration", "models", "trainees", "planning", "hooks", "samplers", "rngs")
 
@@ -58,7 +62,7 @@ def read_state(out: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
                 f"; {name}.pt is an older pickled state, which is not loaded as it could run code"
             )
         raise FileNotFoundError(f"{out} has no saved state to resume from ({why})")
-    blob = load_tree(folder, name, records=STATE_RECORDS)
+    blob = load_tree(folder, name, records=state_records())
     missing = [k for k in keys if k not in blob] if isinstance(blob, dict) else list(keys)
     if missing:
         raise StateError(f"{json_file} is incomplete: it lacks {', '.join(missing)}")
@@ -138,7 +142,7 @@ def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
         "rngs": {"numpy": run.rng.bit_generator.state, "torch": torch.get_rng_state()},
     }
     with atomic_dir(run.out / STATE_DIR) as tmp:
-        save_tree(tree, tmp, RUN_STATE, records=STATE_RECORDS)
+        save_tree(tree, tmp, RUN_STATE, records=state_records())
     return run.out / STATE_DIR
 
 

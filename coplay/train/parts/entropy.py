@@ -18,6 +18,7 @@ class Entropy(Term):
 
     per_unit = True
     idle_metrics = {"loss/entropy_coef": 0.0}
+    section = EntropyConfig
 
     def __init__(self, cfg: EntropyConfig, iterations: int):
         self.cfg, self.iterations = cfg, iterations

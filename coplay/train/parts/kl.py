@@ -23,6 +23,7 @@ class KL(Term):
     """The KL penalty (when configured) and the reference it is taken against."""
 
     per_unit = True
+    section = KLConfig
 
     def __init__(self, cfg: KLConfig | None, reference: LMPolicy, *, ema: float, own: bool):
         self.cfg, self.reference, self.ema = cfg, reference, ema

@@ -39,6 +39,8 @@ class Listening(Term):
     """Minus ``coef`` times the bonus summed over the decisions with counterfactuals,
     divided by the minibatch's size; its context is the own samples' marginals."""
 
+    section = ListeningConfig
+
     def __init__(self, cfg: ListeningConfig):
         self.cfg = cfg
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,7 +42,10 @@ class PlanContext:
 
 
 class PlanFeature(Protocol):
-    """A rollout-planning part (see the module docstring)."""
+    """A rollout-planning part (see the module docstring). Its class may also name
+    ``section``, the model of its ``rollout.<name>`` section (needed when
+    ``RolloutConfig`` has no field of that name, see ``open_sections``), and
+    ``records``, the record types its state holds (which a saved state may then name)."""
 
     def init(self) -> Any: ...
 
@@ -72,6 +75,7 @@ class ExploreConfig(_Section):
 class Explore:
     """Every learner samples from (1 - share) * policy + share * uniform."""
 
+    section: ClassVar[type[BaseModel]] = ExploreConfig
     cfg: ExploreConfig
 
     def init(self) -> None:
@@ -122,6 +126,8 @@ class RestartState:
 class Restarts:
     """The last groups of each iteration restart from positions of lost games."""
 
+    section: ClassVar[type[BaseModel]] = RestartsConfig
+    records: ClassVar[tuple[type, ...]] = (Start, RestartState)
     cfg: RestartsConfig
 
     def init(self) -> RestartState:
@@ -194,7 +200,3 @@ def planning_parts(rollout: BaseModel) -> dict[str, PlanFeature]:
         for name, build in PLANNING.items()
         if (section := getattr(rollout, name, None)) is not None
     }
-
-
-RECORDS = (Start, RestartState)
-"""The planning parts' state records, which a saved state may hold."""

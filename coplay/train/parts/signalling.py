@@ -51,6 +51,8 @@ class Signalling(Term):
     """Minus ``coef`` times the bonus summed over the covered decisions, divided by the
     minibatch's size; its context is the minibatch's marginals."""
 
+    section = SignallingConfig
+
     def __init__(self, cfg: SignallingConfig):
         self.cfg = cfg
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from pydantic import BaseModel
 from torch import Tensor
 
 from coplay.policies.lm import LMPolicy, Scored
@@ -133,6 +134,13 @@ class Term:
     per_unit: ClassVar[bool] = False
     idle_metrics: ClassVar[Metrics] = {}
     """Logged by a learner without this term, so every run's log has the columns."""
+    section: ClassVar[type[BaseModel] | None] = None
+    """The model of its ``loss.<name>`` section. A term registered under a name that
+    ``LossConfig`` has no field for gets that section from it (``open_sections``);
+    None: configured elsewhere (the policy-iteration target, under ``rollout``)."""
+    records: ClassVar[tuple[type, ...]] = ()
+    """Record types (dataclasses, NamedTuples) its ``state_dict`` holds, which a saved
+    state may then name."""
 
     @classmethod
     def build(cls, section: Any, setup: Setup) -> Term | None:
