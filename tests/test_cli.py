@@ -126,6 +126,10 @@ def test_tictactoe_and_text_mode_smoke(tmp_path):
         (["train", "--preset", "nope"], "unknown preset"),
         (["train", "game.name=chess_x"], "unknown game"),
         (["train", "train.iterations=0"], "train.iterations"),
+        (
+            ["train", "model.backend=nope"],
+            "model.backend: unknown model backend 'nope': use one of hf",
+        ),
         (["train", "--config", "/nonexistent.yaml"], "does not exist"),
         (["eval", "/nonexistent/run"], "/nonexistent/run does not exist"),
         (["eval", "/nonexistent/run", "--game", "kuhn_poker"], "does not exist"),

@@ -17,13 +17,20 @@ BACKENDS: dict[str, BackendFactory] = {"hf": HFBackend}
 """Backend factories by name."""
 
 
+def check_backend(name: str) -> str:
+    """``name`` if ``BACKENDS`` has it, else a ValueError listing the names it has."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown model backend {name!r}: use one of {', '.join(BACKENDS)}")
+    return name
+
+
 def make_backend(
     name: str, model: Any, tokenizer: Any, *, temperature: float, max_new_tokens: int
 ) -> Backend:
     """The backend ``name`` over ``model`` and ``tokenizer``."""
-    if name not in BACKENDS:
-        raise ValueError(f"unknown model backend {name!r}: use one of {', '.join(BACKENDS)}")
-    return BACKENDS[name](model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens)
+    return BACKENDS[check_backend(name)](
+        model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens
+    )
 
 
 __all__ = [
@@ -33,5 +40,6 @@ __all__ = [
     "ChoiceItem",
     "Generation",
     "HFBackend",
+    "check_backend",
     "make_backend",
 ]

@@ -20,8 +20,8 @@ from coplay.policies.scoring import choice_table, sample_text, table_rows
 
 class HFBackend:
     """``model`` and ``tokenizer`` on the model's device; the learner trains ``model``
-    in place, so its weights are always the latest (``load_weights`` is for weights
-    that come from elsewhere)."""
+    in place, so its weights are always the latest, and ``load_weights`` of the
+    model's own tensors only takes the new version (weights from elsewhere are copied)."""
 
     def __init__(
         self,
@@ -68,6 +68,22 @@ class HFBackend:
         return [Generation(ids, lps) for ids, lps in answers]
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Copy ``state_dict`` into the model (every key must match) and take its version."""
-        self.model.load_state_dict(state_dict)
+        """Run ``state_dict``'s weights as ``version``: copied into the model (every key
+        must match) unless they are the model's own tensors already, as they are when
+        the learner trained this model in place; then nothing is copied or changed."""
+        if not _holds(self.model, state_dict):
+            self.model.load_state_dict(state_dict)
         self.version = version
+
+
+def _holds(model: PreTrainedModel, state_dict: Mapping[str, torch.Tensor]) -> bool:
+    """Whether ``state_dict`` is ``model``'s own: the same keys, each tensor in the same
+    memory as the model's (data pointer, shape and dtype)."""
+    own = model.state_dict()
+    return own.keys() == state_dict.keys() and all(
+        _where(t) == _where(own[k]) for k, t in state_dict.items()
+    )
+
+
+def _where(t: torch.Tensor) -> tuple:
+    return t.data_ptr(), t.shape, t.dtype

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from safetensors import SafetensorError, safe_open
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
 
+from coplay.backends import check_backend
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
@@ -48,6 +49,14 @@ class ModelConfig(BaseModel):
         "float32", description="Weights dtype when loading model.path (bfloat16 on GPUs)."
     )
     device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'.")
+    backend: str = Field(
+        "hf", description="Engine that runs the model in play: a name in coplay.backends.BACKENDS."
+    )
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        return check_backend(name)
 
 
 def build_policy(
@@ -74,6 +83,7 @@ def build_policy(
         temperature=cfg.temperature,
         max_new_tokens=cfg.max_new_tokens,
         seed=seed,
+        backend=cfg.backend,
     )
 
 
@@ -275,6 +285,11 @@ def load_policy(path: str | Path, *, seed: int = 0, device: str = "cpu") -> LMPo
     model, tok = _load_hf(folder, "float32")
     model.to(device)
     model.eval()
+    # The backend is not saved with a policy: it is how a run executes (what engine the
+    # machine has), not part of the weights, and a checkpoint stays a plain folder any
+    # run can load. A reloaded policy (a frozen league or PSRO opponent, an evaluated
+    # checkpoint) runs on "hf" in this process: its weights never change, so nothing
+    # has to be pushed to an engine.
     policy = LMPolicy(
         model,
         tok,

@@ -2,8 +2,9 @@
 
 ``attach_roles`` wraps a policy's model in a ``peft`` model holding one adapter per
 role and returns one policy *view* per role. A view is an ``LMPolicy`` over the shared
-model that activates its own adapter before every ``act``, ``action_probs`` and
-``score``, so two roles cost one copy of the base weights plus two small adapters.
+model that activates its own adapter before every ``act`` and ``action_probs``, and
+whose ``scorer`` activates it around every ``score``, so two roles cost one copy of
+the base weights plus two small adapters.
 
 Batching: the rollout engine groups pending observations by policy object, and each
 role is a different view, so the decisions of different roles are never mixed in one
@@ -25,7 +26,9 @@ each adapter with peft's ``save_pretrained`` next to it (``<role>/``);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -35,7 +38,7 @@ from transformers import AutoModelForCausalLM
 
 from coplay.models.loading import PlayedGame, load_policy, read_meta, save_policy, write_meta
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scorer import Scored
+from coplay.policies.scorer import Scorer
 from coplay.types import Decision, Observation
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -106,9 +109,15 @@ class AdapterPolicy(LMPolicy):
         self.activate()
         return super().action_probs(observations)
 
-    def score(self, decisions: Sequence[Decision]) -> Scored:
+    @property
+    def scorer(self) -> Scorer:
+        """Scores with this role's adapter active."""
+        return replace(super().scorer, context=self._active)
+
+    @contextmanager
+    def _active(self) -> Iterator[None]:
         self.activate()
-        return super().score(decisions)
+        yield
 
     def adapter_parameters(self) -> list[torch.nn.Parameter]:
         """This role's adapter weights (and nothing of the base or other roles)."""
@@ -123,9 +132,10 @@ class BaseView(LMPolicy):
         with self.model.disable_adapter():
             return super().act(observations)
 
-    def score(self, decisions: Sequence[Decision]) -> Scored:
-        with self.model.disable_adapter():
-            return super().score(decisions)
+    @property
+    def scorer(self) -> Scorer:
+        """Scores with every adapter disabled."""
+        return replace(super().scorer, context=self.model.disable_adapter)
 
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         with self.model.disable_adapter():
@@ -145,6 +155,7 @@ def _view(
         temperature=policy.temperature,
         max_new_tokens=policy.max_new_tokens,
         seed=seed,
+        backend=policy.backend_name,
     )
 
 

@@ -17,11 +17,13 @@ length and charset limits). With a legal list, the action is the last bracketed
 legal action in the text, or None (invalid).
 
 The policy renders prompts and samples; the backend (``coplay.backends``, Hugging
-Face ``transformers`` by default) runs the weights. The learner's ``Scorer``
-(``coplay.policies.scorer``) recomputes the recorded log-probs with the backend's
-kernels, so they equal the sampled ones up to float error; a decision is scored by
-its own kind (choice when it records ``choice_ids``), so batches may mix both.
-Exploration is a view (``sampling``), not a setting of the policy.
+Face ``transformers`` by default) runs the weights, and after every update the
+learner hands it the trained weights as the next version (``publish``). The learner's
+``Scorer`` (``policy.scorer``, ``coplay.policies.scorer``) recomputes the recorded
+log-probs with the backend's kernels, so they equal the sampled ones up to float
+error; a decision is scored by its own kind (choice when it records ``choice_ids``),
+so batches may mix both. Exploration is a view (``sampling``), not a setting of the
+policy.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Literal
 
@@ -54,7 +55,8 @@ class LMPolicy:
 
     The policy renders prompts, draws samples from its own generator and builds
     decisions; the backend scores and writes with the weights, which the learner
-    trains in place (``model``) or pushes in (``backend.load_weights``).
+    trains in place (``model``) and hands to the backend after each update
+    (``publish``).
     """
 
     def __init__(
@@ -74,6 +76,9 @@ class LMPolicy:
         self.backend: Backend = make_backend(
             backend, model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens
         )
+        self.backend_name = backend
+        """Its key in ``BACKENDS``: copies that play (roster learners, LoRA role views)
+        are built with the same engine."""
         self.policy_id = policy_id
         self.mode: Mode = mode
         self._explore = 0.0
@@ -94,7 +99,11 @@ class LMPolicy:
     def model(self, model: PreTrainedModel) -> None:
         # A copy of a policy (``copy.copy``) shares its backend; giving the copy its own
         # weights (a frozen KL reference) must not swap the original's, so the copy
-        # gets a backend of its own, at the same settings and version.
+        # gets a backend of its own, at the same settings and version. It is an
+        # ``HFBackend`` whatever ``backend_name`` says: the weights given here live in
+        # this process, and such a copy is the learner's KL reference, which only
+        # scores (``scorer``, on ``model``) and whose weights the magnet moves in place;
+        # an engine elsewhere would serve weights nobody samples and miss those moves.
         self.backend = HFBackend(
             model,
             self.tokenizer,
@@ -125,10 +134,16 @@ class LMPolicy:
     def version(self, version: int) -> None:
         self.backend.version = version
 
+    def publish(self, version: int | None = None) -> None:
+        """Hand the trained weights (``model``) to the backend as ``version`` (default:
+        the next one): after every update, and on resume with the restored version.
+        An in-process backend that already runs these tensors copies nothing."""
+        version = self.version + 1 if version is None else version
+        self.backend.load_weights(self.model.state_dict(), version)
+
     @property
     def explore(self) -> float:
-        """Share of uniform choices mixed into sampling: 0 but in a ``sampling`` view
-        (or inside an ``exploring`` block)."""
+        """Share of uniform choices mixed into sampling: 0 but in a ``sampling`` view."""
         return self._explore
 
     @property
@@ -289,17 +304,6 @@ class LMPolicy:
         view._explore = explore
         return view
 
-    @contextmanager
-    def exploring(self, epsilon: float):
-        """Within the block, this policy samples as ``sampling(epsilon)`` does; outside
-        it, on-policy again. Prefer ``sampling``, which changes no state."""
-        _check_explore(epsilon, self.mode)
-        saved, self._explore = self._explore, epsilon
-        try:
-            yield self
-        finally:
-            self._explore = saved
-
     def _counterfactual_prompts(
         self, obs: Observation, choices: tuple[tuple[int, ...], ...]
     ) -> tuple[tuple[int, ...], ...]:
@@ -342,12 +346,6 @@ class LMPolicy:
                 )
             )
         return decisions
-
-    # ----------------------------------------------------------------- scoring
-    def score(self, decisions: Sequence[Decision]) -> Scored:
-        """Differentiable per-unit log-probs and entropies of recorded decisions
-        (``Scorer.score`` under this policy's model)."""
-        return self.scorer.score(decisions)
 
 
 def _check_explore(epsilon: float, mode: Mode) -> None:

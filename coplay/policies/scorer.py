@@ -6,12 +6,19 @@ temperature, so a decision scored right after it was sampled gets its recorded
 log-probs back up to float error. Each decision is scored by its own kind: a
 constrained choice (it records ``choice_ids``) as one unit, free text as one unit
 per generated token, so one batch may mix both.
+
+A scorer is the learner's own component: the learner, its loss terms and the KL
+reference call ``policy.scorer.score``. A policy whose weights need a setting first
+(a LoRA role's adapter, a base with its adapters off) gives its scorer a ``context``
+that every ``score`` enters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,12 +48,19 @@ class Scorer:
     temperature: float
     pad_id: int = 0
     """Id that pads choice prompts (the tokenizer's pad id, else 0); masked out."""
+    context: Callable[[], AbstractContextManager[Any]] = nullcontext
+    """Entered around every ``score``: what puts ``model`` in the policy's state (a LoRA
+    role activates its adapter; the shared base disables them)."""
 
     def score(self, decisions: Sequence[Decision]) -> Scored:
         """Differentiable per-unit log-probs and entropies of recorded decisions.
 
         Rows keep the order of ``decisions``; units are left-aligned, padded to (B, T).
         """
+        with self.context():
+            return self._score(decisions)
+
+    def _score(self, decisions: Sequence[Decision]) -> Scored:
         listed = [bool(d.choice_ids) for d in decisions]
         choice = self._score_choice([d for d, c in zip(decisions, listed, strict=True) if c])
         text = self._score_text([d for d, c in zip(decisions, listed, strict=True) if not c])

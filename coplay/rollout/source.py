@@ -13,8 +13,7 @@ that plays in other processes or machines implements the same ``play``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,7 +43,7 @@ class Plan:
     """Per game, the first move after the prefix assigned to one player, or None."""
     explore: Mapping[str, float] = field(default_factory=dict)
     """Per policy id, the share of uniform choices mixed into its sampling in these
-    games (``LMPolicy.exploring``); an id not listed samples its own distribution."""
+    games (``LMPolicy.sampling``); an id not listed samples its own distribution."""
 
     def __post_init__(self) -> None:
         n = len(self.seeds)
@@ -143,33 +142,34 @@ class LocalSource:
         self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def play(self, plan: Plan, policies: Mapping[str, Policy]) -> Batch:
-        seatings = seat_policies(plan, policies)
+        seatings = seat_policies(plan, sampling_views(plan, policies))
         start = time.perf_counter()
-        with ExitStack() as stack:
-            for policy, share in _explorers(plan, policies):
-                stack.enter_context(policy.exploring(share))
-            episodes = play_episodes(
-                self.game.make,
-                seatings,
-                plan.seeds,
-                group_ids=plan.group_ids,
-                invalid=self.invalid,
-                max_turns=self.max_turns,
-                rng=self.rng,
-                prefixes=plan.prefixes,
-                openings=plan.openings,
-            )
+        episodes = play_episodes(
+            self.game.make,
+            seatings,
+            plan.seeds,
+            group_ids=plan.group_ids,
+            invalid=self.invalid,
+            max_turns=self.max_turns,
+            rng=self.rng,
+            prefixes=plan.prefixes,
+            openings=plan.openings,
+        )
         return Batch(tuple(episodes), decision_versions(episodes), time.perf_counter() - start)
 
 
-def _explorers(plan: Plan, policies: Mapping[str, Policy]) -> Sequence[tuple[Policy, float]]:
-    """The policies that explore in this plan, with their shares; one that cannot
-    (no ``exploring``, a scripted bot) is a ValueError."""
-    out = []
+def sampling_views(plan: Plan, policies: Mapping[str, Policy]) -> dict[str, Policy]:
+    """``policies`` with each id of ``plan.explore`` (share > 0) replaced by its
+    ``sampling(share)`` view, which shares the policy's weights, generator and id, so it
+    draws what the policy would, mixed with uniform choices; the policies themselves
+    stay on-policy. A policy that cannot explore (no ``sampling``, a scripted bot) is a
+    ValueError; an id with no policy is left to ``seat_policies`` to name."""
+    out = dict(policies)
     for pid, share in plan.explore.items():
-        if share <= 0:
+        if share <= 0 or pid not in policies:
             continue
-        if not hasattr(policies[pid], "exploring"):
+        sampling = getattr(policies[pid], "sampling", None)
+        if sampling is None:
             raise ValueError(f"plan.explore names {pid!r}, but that policy cannot explore")
-        out.append((policies[pid], share))
+        out[pid] = sampling(share)
     return out

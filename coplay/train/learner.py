@@ -1,7 +1,7 @@
 """The learner's update: recompute log-probs of sampled turns and take PPO steps.
 
 Turns are recorded token-exact in the episodes; here they are scored again under
-the current weights (``LMPolicy.score``), compared with the sampled log-probs, and
+the current weights (``policy.scorer``), compared with the sampled log-probs, and
 the PPO objective (``policy_loss``) plus the learner's terms (``coplay.train.parts``:
 KL, entropy, signalling, listening, the policy-iteration target) is minimised.
 Gradients of micro-batches accumulate with a shared denominator, so the micro-batch
@@ -225,7 +225,7 @@ def _micro_step(
 
     Replayed targets (``Sample.replay``) are scored in the same forward pass, but only
     the terms that read them (the policy-iteration target) count them."""
-    scored = learner.policy.score([s.decision for s in batch])  # (B, T) each
+    scored = learner.policy.scorer.score([s.decision for s in batch])  # (B, T) each
     rows = [i for i, s in enumerate(batch) if not s.replay]
     micro = Micro(
         batch=batch,
@@ -298,7 +298,8 @@ def update(
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
             history.append(_minibatch_step(learner, minibatch, iteration))
     learner.policy.model.eval()
-    learner.policy.version += 1
+    # The trained weights become the backend's next version (the one rollouts record).
+    learner.policy.publish()
     if learner.scheduler is not None:
         learner.scheduler.step()
     after: Metrics = {}

@@ -93,6 +93,7 @@ def _lm_copy(base: LMPolicy, name: str, seed: int) -> LMPolicy:
         temperature=base.temperature,
         max_new_tokens=base.max_new_tokens,
         seed=seed,
+        backend=base.backend_name,
     )
 
 

@@ -96,7 +96,9 @@ class Trainee:
     def load(self, tree: dict[str, Any], source: Path) -> None:
         """Restore what ``state`` gave; ``source`` names the file in errors."""
         learner = self.learner
-        learner.policy.version = int(tree["version"])
+        # The weights were restored into the model first: the backend runs them as the
+        # version they were saved at, as it would have without the interruption.
+        learner.policy.publish(int(tree["version"]))
         learner.optimizer.load_state_dict(tree["optimizer"])
         if learner.scheduler is not None and tree["scheduler"] is not None:
             learner.scheduler.load_state_dict(tree["scheduler"])

@@ -84,3 +84,33 @@ def test_backends_are_registered_by_name(tiny):
         make_backend("nope", model, tok, temperature=1.0, max_new_tokens=3)
     with pytest.raises(ValueError, match="unknown model backend"):
         LMPolicy(model, tok, backend="nope")
+
+
+def test_load_weights_copies_foreign_weights_and_not_the_models_own(tiny, monkeypatch):
+    model, tok = tiny
+    backend = HFBackend(copy.deepcopy(model), tok)
+    copies = []
+    load = backend.model.load_state_dict
+    monkeypatch.setattr(backend.model, "load_state_dict", lambda sd: copies.append(sd) or load(sd))
+    own = backend.model.state_dict()
+    backend.load_weights(own, version=1)
+    assert (copies, backend.version) == ([], 1)  # the learner trained these in place
+    # Equal values in other memory are foreign weights: copied, and then run.
+    twin = {k: t.clone() for k, t in own.items()}
+    backend.load_weights(twin, version=2)
+    assert len(copies) == 1 and copies[0] is twin and backend.version == 2
+    # Its own tensors less one key are not its weights: copied, and refused.
+    partial = dict(list(own.items())[1:])
+    with pytest.raises(RuntimeError, match="Missing key"):
+        backend.load_weights(partial, version=3)
+    assert len(copies) == 2 and backend.version == 2
+
+
+def test_publish_hands_the_trained_weights_over_as_the_next_version(tiny, observations):
+    model, tok = tiny
+    policy = LMPolicy(copy.deepcopy(model), tok)
+    view = policy.sampling(0.1)
+    policy.publish()
+    assert (policy.version, view.act(observations[:1])[0].policy_version) == (1, 1)
+    policy.publish(7)  # a resumed run: the version its weights were saved at
+    assert view.version == 7

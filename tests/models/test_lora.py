@@ -140,7 +140,7 @@ def test_each_roles_recomputed_logprobs_equal_the_sampled_ones(mode):
     for role, view in views.items():
         decisions = _decisions(eps, role)
         assert decisions
-        scored = view.score(decisions)
+        scored = view.scorer.score(decisions)
         for row, dec in enumerate(decisions):
             n = len(dec.logprobs)
             got = scored.logp[row, :n].detach()
@@ -148,7 +148,7 @@ def test_each_roles_recomputed_logprobs_equal_the_sampled_ones(mode):
     # Scoring the second role's decisions with the first role's adapter gives other numbers,
     # so the equality above depends on the right adapter being active.
     decisions = _decisions(eps, "second")
-    wrong = views["first"].score(decisions).logp[:, 0].detach()
+    wrong = views["first"].scorer.score(decisions).logp[:, 0].detach()
     right = torch.tensor([d.logprobs[0] for d in decisions])
     assert (wrong - right).abs().max() > 1e-3
 
@@ -176,9 +176,18 @@ def test_save_then_load_restores_every_role_and_a_plain_base(tmp_path):
 
 def test_kl_reference_is_the_base_with_adapters_disabled():
     views = _views()
-    learner = make_adapter_learner(views["first"], LossConfig(kl={"coef": 0.1}), OptimConfig())
-    assert learner.reference is not None
-    assert learner.reference.model is views["first"].model
+    _perturb(views["second"])
+    learner = make_adapter_learner(views["second"], LossConfig(kl={"coef": 0.1}), OptimConfig())
+    ref = learner.reference
+    assert ref is not None and ref.model is views["second"].model
+    decisions = _decisions(_play(views, n=8), "second")
+    views["second"].activate()  # the reference's scorer must not score with it
+    with torch.no_grad():
+        base = ref.scorer.score(decisions).logp[:, 0]
+        untouched = views["first"].scorer.score(decisions).logp[:, 0]  # lora_B = 0: the base
+        own = views["second"].scorer.score(decisions).logp[:, 0]
+    assert torch.allclose(base, untouched, atol=1e-6)
+    assert (base - own).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ def test_choice_logprobs_recomputed_by_learner_match(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok, mode="choice", seed=1)
     decisions = policy.act(_observations())
-    scored = policy.score(decisions)
+    scored = policy.scorer.score(decisions)
     sampled = torch.tensor([d.logprobs[0] for d in decisions])
     assert scored.logp.shape == (len(decisions), 1)
     assert torch.allclose(scored.logp[:, 0], sampled, atol=1e-5)
@@ -37,7 +37,7 @@ def test_text_logprobs_recomputed_by_learner_match(tiny):
     decisions = policy.act(_observations(8))
     lengths = {len(d.response_ids) for d in decisions}
     assert all(len(d.logprobs) == len(d.response_ids) for d in decisions)
-    scored = policy.score(decisions)
+    scored = policy.scorer.score(decisions)
     for i, d in enumerate(decisions):
         n = len(d.response_ids)
         assert scored.mask[i].sum() == n
@@ -82,45 +82,15 @@ def test_explore_mixture_floors_every_choice():
     assert torch.equal(explore_mixture(logp, 0.0), logp)
 
 
-def test_exploring_samples_the_mixture_and_records_its_logprob(tiny):
-    model, tok = tiny
-    policy = LMPolicy(model, tok, seed=3)
-    obs = _observations(1)[0]
-    probs = policy.action_probs([obs])[0]
-    with policy.exploring(0.6):
-        decisions = policy.act([obs] * 4000)
-    assert policy.explore == 0.0
-    for action, p in probs.items():
-        mixed = 0.4 * p + 0.6 / len(probs)
-        picks = [d for d in decisions if d.action == action]
-        assert len(picks) / len(decisions) == pytest.approx(mixed, abs=0.03)
-        assert picks[0].behavior_logprobs[0] == pytest.approx(math.log(mixed), abs=1e-5)
-        assert picks[0].logprobs[0] == pytest.approx(math.log(p), abs=1e-5)
-    assert policy.act([obs])[0].behavior_logprobs is None
-
-
-def test_exploring_bad_input(tiny):
-    model, tok = tiny
-    with pytest.raises(ValueError, match=r"in \[0, 1\)"), LMPolicy(model, tok).exploring(1.0):
-        pass
-    policy = LMPolicy(model, tok, mode="text")
-    with pytest.raises(ValueError, match="needs model.mode=choice"), policy.exploring(0.1):
-        pass
-    with pytest.raises(RuntimeError), policy.exploring(0.0):
-        raise RuntimeError
-    assert policy.explore == 0.0
-
-
 def test_a_forced_move_is_scored_as_the_policys_own(tiny):
     # The assigned move (index modulo the legal count) carries the policy's log-prob
-    # and no behaviour log-prob, even inside an exploring block.
+    # and no behaviour log-prob, even from an exploring view.
     model, tok = tiny
     policy = LMPolicy(model, tok, seed=3)
     obs = _observations(1)[0]
     probs = policy.action_probs([obs])[0]
     k = len(obs.legal_actions)
-    with policy.exploring(0.5):
-        decisions = policy.act_forced([obs] * 3, [0, k + 1, 2 * k - 1])
+    decisions = policy.sampling(0.5).act_forced([obs] * 3, [0, k + 1, 2 * k - 1])
     expected = [obs.legal_actions[0], obs.legal_actions[1], obs.legal_actions[k - 1]]
     assert [d.action for d in decisions] == expected
     for d in decisions:
@@ -191,7 +161,7 @@ def test_mixed_logprobs_recomputed_by_learner_match(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok, max_new_tokens=7, seed=7)
     decisions = policy.act(_mixed())
-    scored = policy.score(decisions)
+    scored = policy.scorer.score(decisions)
     widest = max(len(d.logprobs) for d in decisions)
     assert widest > 1 and scored.logp.shape == (len(decisions), widest)
     for i, d in enumerate(decisions):
@@ -205,9 +175,9 @@ def test_mixed_scores_equal_scores_of_each_kind_alone(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok, max_new_tokens=7, seed=8)
     decisions = policy.act(_mixed())
-    together = policy.score(decisions)
+    together = policy.scorer.score(decisions)
     for i, d in enumerate(decisions):
-        alone = policy.score([d])
+        alone = policy.scorer.score([d])
         n = len(d.logprobs)
         assert torch.allclose(together.logp[i, :n], alone.logp[0, :n], atol=1e-5)
         assert torch.allclose(together.entropy[i, :n], alone.entropy[0, :n], atol=1e-5)
@@ -217,7 +187,7 @@ def test_mixed_score_carries_gradients_to_every_row(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok, max_new_tokens=4, seed=9)
     decisions = policy.act(_mixed(6))
-    scored = policy.score(decisions)
+    scored = policy.scorer.score(decisions)
     for i in range(len(decisions)):
         model.zero_grad()
         (scored.logp[i] * scored.mask[i]).sum().backward(retain_graph=True)
@@ -228,7 +198,7 @@ def test_mixed_score_carries_gradients_to_every_row(tiny):
 def test_score_refuses_an_empty_batch(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="at least one decision"):
-        LMPolicy(model, tok).score([])
+        LMPolicy(model, tok).scorer.score([])
 
 
 def test_text_mode_message_turn_action_is_the_text(tiny):
@@ -272,7 +242,7 @@ def test_engine_episodes_keep_sampled_tokens(tiny):
     policy = LMPolicy(model, tok, seed=4)
     eps = play_episodes(lambda: make_env("kuhn_poker"), [[policy, policy]] * 8, list(range(8)))
     decisions = [t.decision for e in eps for t in e.turns]
-    scored = policy.score(decisions)
+    scored = policy.scorer.score(decisions)
     assert torch.allclose(
         scored.logp[:, 0], torch.tensor([d.logprobs[0] for d in decisions]), atol=1e-5
     )
@@ -306,7 +276,7 @@ def test_talk_game_episodes_mix_messages_and_choices_exactly(tiny):
     messages = [t for t in turns if t.observation.legal_actions is None]
     assert len(messages) == len(turns) // 2 and all(not t.decision.choice_ids for t in messages)
     decisions = [t.decision for t in turns]
-    scored = policy.score(decisions)
+    scored = policy.scorer.score(decisions)
     for i, d in enumerate(decisions):
         n = len(d.logprobs)
         assert torch.allclose(scored.logp[i, :n], torch.tensor(d.logprobs), atol=1e-5)
@@ -367,7 +337,7 @@ def test_a_sampling_view_explores_and_records_the_mixture(tiny):
     assert view.act([obs])[0].policy_version == 4
 
 
-def test_a_sampling_view_refuses_what_exploring_refuses(tiny):
+def test_a_sampling_view_refuses_a_bad_share(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match=r"in \[0, 1\)"):
         LMPolicy(model, tok).sampling(explore=1.0)

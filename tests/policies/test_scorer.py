@@ -1,12 +1,15 @@
 """The learner's scoring: the sampled log-probs back, for choices, text and both mixed,
 with gradients into the model."""
 
+from contextlib import contextmanager
+from dataclasses import replace
+
 import pytest
 import torch
 
 from coplay.envs.registry import make_env
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scorer import Scored, Scorer
+from coplay.policies.scorer import Scorer
 from coplay.types import Observation
 
 
@@ -40,9 +43,8 @@ def test_score_gives_back_the_sampled_logprobs(tiny_policy, mode):
         assert scored.mask[i].sum() == n
         assert torch.allclose(scored.logp[i, :n], torch.tensor(d.logprobs), atol=1e-5)
         assert (scored.dists[i] is not None) == bool(d.choice_ids)
-    # The policy's own ``score`` is this scorer's.
-    delegated = policy.score(decisions)
-    assert isinstance(delegated, Scored) and torch.equal(delegated.logp, scored.logp)
+    # The policy's scorer is this one.
+    assert policy.scorer == _scorer(policy)
 
 
 def test_score_is_at_the_scorers_temperature(tiny_policy):
@@ -67,3 +69,24 @@ def test_gradients_reach_the_model_from_every_row(tiny_policy):
 def test_score_refuses_an_empty_batch(tiny_policy):
     with pytest.raises(ValueError, match="at least one decision"):
         _scorer(tiny_policy).score([])
+
+
+def test_score_runs_inside_the_scorers_context(tiny_policy):
+    log = []
+
+    @contextmanager
+    def context():
+        log.append("enter")
+        try:
+            yield
+        finally:
+            log.append("exit")
+
+    decisions = tiny_policy.act(_mixed(3))
+    plain = tiny_policy.scorer.score(decisions)
+    assert log == []
+    within = replace(tiny_policy.scorer, context=context).score(decisions)
+    assert log == ["enter", "exit"] and torch.equal(within.logp, plain.logp)
+    with pytest.raises(ValueError, match="at least one decision"):
+        replace(tiny_policy.scorer, context=context).score([])
+    assert log == ["enter", "exit"] * 2  # left on an error too

@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.registry import make_env
@@ -54,24 +55,23 @@ def plan(explore=None) -> Plan:
 def test_local_source_plays_what_the_engine_plays_by_object(tiny, explore):
     invalid = InvalidActionConfig(on_fail="penalty", penalty=-1.0)
     p = plan(explore)
-    me, bot = players(tiny)
+    played, bot = players(tiny)
     source = LocalSource(TTT, invalid=invalid, max_turns=7, rng=np.random.default_rng(3))
-    batch = source.play(p, {"me": me, "bot": bot})
+    batch = source.play(p, {"me": played, "bot": bot})
 
     me, bot = players(tiny)
-    by_id = {"me": me, "bot": bot}
-    with me.exploring(explore.get("me", 0.0)):
-        expected = play_episodes(
-            lambda: make_env("tic_tac_toe"),
-            [[by_id[pid] for pid in seats] for seats in p.seatings],
-            p.seeds,
-            group_ids=p.group_ids,
-            invalid=invalid,
-            max_turns=7,
-            rng=np.random.default_rng(3),
-            prefixes=p.prefixes,
-            openings=p.openings,
-        )
+    by_id = {"me": me.sampling(explore.get("me", 0.0)), "bot": bot}
+    expected = play_episodes(
+        lambda: make_env("tic_tac_toe"),
+        [[by_id[pid] for pid in seats] for seats in p.seatings],
+        p.seeds,
+        group_ids=p.group_ids,
+        invalid=invalid,
+        max_turns=7,
+        rng=np.random.default_rng(3),
+        prefixes=p.prefixes,
+        openings=p.openings,
+    )
     assert list(batch.episodes) == expected  # every token id and log-prob
     # The learner's sampled moves record the mixture they came from (not the assigned
     # openings of the restarted games: a told move is not explored).
@@ -79,7 +79,11 @@ def test_local_source_plays_what_the_engine_plays_by_object(tiny, explore):
     explored = [t.decision.behavior_logprobs is not None for t in mine]
     assert mine and (all(explored) if explore else not any(explored))
     assert [e.opening for e in batch.episodes][6:] == list(p.openings[6:])
-    assert me.explore == 0.0  # exploration ends with the play
+    # An exploring source plays a view: the policy stays on-policy, and its generator
+    # moved on by the view's draws, so the next play continues the same stream.
+    assert played.explore == 0.0
+    assert torch.equal(played.sampler_state(), me.sampler_state())
+    assert not torch.equal(played.sampler_state(), players(tiny)[0].sampler_state())
 
 
 def test_batch_is_stamped_with_the_version_that_played(tiny):

@@ -169,7 +169,7 @@ def _listening(learner, samples):
     """Mean L1 distance from each decision's choice distribution to its counterfactual mean."""
     marginals = listening_marginals(learner, samples)
     with torch.no_grad():
-        dists = learner.policy.score([s.decision for s in samples]).dists
+        dists = learner.policy.scorer.score([s.decision for s in samples]).dists
     gaps = [(d.exp() - m.exp()).abs().sum() for d, m in zip(dists, marginals, strict=True)]
     return float(torch.stack(gaps).mean())
 
@@ -226,14 +226,14 @@ def test_policy_iteration_target_is_the_cross_entropy_to_the_policy():
     base = _policy()
     samples = _targeted(base)
     with torch.no_grad():
-        dists = base.score([s.decision for s in samples[:2]]).dists
+        dists = base.scorer.score([s.decision for s in samples[:2]]).dists
     expected = -float(sum(lp[-1] for lp in dists)) / 2
     optim = OptimConfig(lr=1e-2, minibatch_size=8, epochs=1)
     learner = make_learner(base, LossConfig(), optim, target=TargetConfig(coef=1.0))
     metrics = update(learner, samples, np.random.default_rng(0))
     assert metrics["loss/policy_iteration"] == pytest.approx(expected, rel=1e-5)
     with torch.no_grad():
-        after = base.score([s.decision for s in samples[:2]]).dists
+        after = base.scorer.score([s.decision for s in samples[:2]]).dists
     assert all(a[-1] > b[-1] for a, b in zip(after, dists, strict=True))  # toward the target
 
 
@@ -264,10 +264,10 @@ def test_positive_advantage_raises_probability_of_the_action():
     policy = _policy()
     samples = _samples(policy)
     target = samples[0]
-    before = policy.score([target.decision]).logp.item()
+    before = policy.scorer.score([target.decision]).logp.item()
     learner = make_learner(policy, LossConfig(), OptimConfig(lr=1e-2))
     update(learner, [Sample(target.decision, 1.0)], np.random.default_rng(0))
-    assert policy.score([target.decision]).logp.item() > before
+    assert policy.scorer.score([target.decision]).logp.item() > before
     assert policy.version == 1
 
 
@@ -382,7 +382,7 @@ def test_a_replayed_target_adds_its_cross_entropy_and_nothing_else():
     # Expected: 0.5 * cross-entropy to the target, over the minibatch's own 8 samples.
     ref = copy.deepcopy(base)
     ref.model.train()
-    lp = ref.score([replay.decision]).dists[0]
+    lp = ref.scorer.score([replay.decision]).dists[0]
     (0.5 * -(torch.tensor(replay.target) * lp).sum() / 8).backward()
     expected = torch.cat([p.grad.flatten() for p in ref.model.parameters()])
     assert expected.abs().max() > 0
@@ -402,10 +402,10 @@ def test_a_minibatch_of_replays_alone_trains_toward_their_targets():
     base = _policy()
     replays = [_replay_of(s) for s in _samples(base)[:3]]
     with torch.no_grad():
-        before = base.score([r.decision for r in replays]).dists
+        before = base.scorer.score([r.decision for r in replays]).dists
     learner = _replaying(base, replays, coef=1.0)
     with torch.no_grad():
-        after = learner.policy.score([r.decision for r in replays]).dists
+        after = learner.policy.scorer.score([r.decision for r in replays]).dists
     assert all(a[-1] > b[-1] for a, b in zip(after, before, strict=True))
 
 

@@ -1,8 +1,11 @@
 """The training loop: the plan of an iteration's games, hooks, determinism, resume."""
 
+from typing import ClassVar
+
 import pytest
 import torch
 
+from coplay.backends import BACKENDS, HFBackend
 from coplay.models.loading import load_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
@@ -191,3 +194,40 @@ def test_resume_equals_uninterrupted(tmp_path, extra):
     a, b = load_policy(tmp_path / "whole"), load_policy(tmp_path / "split")
     for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+class Recording(HFBackend):
+    """An in-process backend that logs every weight push: the version, whether the
+    tensors were its model's own (same memory), and the sum of their values."""
+
+    pushes: ClassVar[list[tuple[int, bool, float]]] = []
+
+    def load_weights(self, state_dict, version):
+        own = _pointers(state_dict) == _pointers(self.model.state_dict())
+        total = sum(float(t.double().sum()) for t in state_dict.values())
+        self.pushes.append((version, own, total))
+        super().load_weights(state_dict, version)
+
+
+def _pointers(state_dict) -> dict[str, int]:
+    return {k: t.data_ptr() for k, t in state_dict.items()}
+
+
+def test_each_update_pushes_the_weights_to_the_backend_and_resume_pushes_them_again(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setitem(BACKENDS, "recording", Recording)
+    over = [*TINY, "train.iterations=3", "train.save_every=0", "model.backend=recording"]
+    cfg = build_config(overrides=over)
+
+    def pushes(**kwargs):
+        monkeypatch.setattr(Recording, "pushes", [])
+        train(cfg, tmp_path / kwargs.pop("name"), **kwargs)
+        return Recording.pushes
+
+    whole = pushes(name="whole")
+    assert [(v, own) for v, own, _ in whole] == [(1, True), (2, True), (3, True)]
+    assert len({total for *_, total in whole}) == 3  # each update moved the weights
+    assert pushes(name="split", stop_after=2) == whole[:2]
+    # The resumed run pushes the restored weights at their saved version, then goes on.
+    assert pushes(name="split", resume=True) == whole[1:]

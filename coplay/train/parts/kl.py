@@ -41,7 +41,7 @@ class KL(Term):
         if self.cfg is None or not micro.rows:
             return None, {}
         with torch.no_grad():
-            ref = self.reference.score([s.decision for s in micro.own]).logp
+            ref = self.reference.scorer.score([s.decision for s in micro.own]).logp
         # Replays in the micro-batch may have widened the scored rows (padding).
         ref_logp = torch.nn.functional.pad(ref, (0, micro.logp.shape[1] - ref.shape[1]))
         per_unit = kl_penalty(micro.logp, ref_logp, estimator=self.cfg.estimator)

@@ -171,6 +171,6 @@ def choice_dists(learner: Owner, decisions: Sequence[Decision]) -> list[Tensor |
     dists: list[Tensor | None] = []
     for start in range(0, len(decisions), learner.micro_batch_size):
         dists.extend(
-            learner.policy.score(decisions[start : start + learner.micro_batch_size]).dists
+            learner.policy.scorer.score(decisions[start : start + learner.micro_batch_size]).dists
         )
     return dists

@@ -17,6 +17,7 @@ class _Ref:
 
     def __init__(self, logp, model=None):
         self.logp, self.model = torch.tensor(logp).log()[:, None], model
+        self.scorer = SimpleNamespace(score=self.score)
 
     def score(self, decisions):
         return SimpleNamespace(logp=self.logp[: len(decisions)])

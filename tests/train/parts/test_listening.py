@@ -15,11 +15,12 @@ class _Learner:
     micro_batch_size = 2
 
     def __init__(self, table):
-        self.policy = SimpleNamespace(
-            score=lambda ds: SimpleNamespace(
-                dists=[torch.tensor(table[d.prompt_ids]).log() for d in ds]
+        def score(decisions):
+            return SimpleNamespace(
+                dists=[torch.tensor(table[d.prompt_ids]).log() for d in decisions]
             )
-        )
+
+        self.policy = SimpleNamespace(scorer=SimpleNamespace(score=score))
 
 
 def test_the_marginal_is_the_mean_over_counterfactual_prompts(sample_of):

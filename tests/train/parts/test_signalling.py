@@ -19,11 +19,12 @@ class _Learner:
     micro_batch_size = 1
 
     def __init__(self, table):
-        self.policy = SimpleNamespace(
-            score=lambda ds: SimpleNamespace(
-                dists=[torch.tensor(table[d.prompt_ids]).log() for d in ds]
+        def score(decisions):
+            return SimpleNamespace(
+                dists=[torch.tensor(table[d.prompt_ids]).log() for d in decisions]
             )
-        )
+
+        self.policy = SimpleNamespace(scorer=SimpleNamespace(score=score))
 
 
 def test_marginals_and_information_of_a_perfect_code(sample_of):

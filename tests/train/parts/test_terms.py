@@ -70,7 +70,7 @@ def test_a_term_added_through_the_registry_alone_changes_the_gradient(monkeypatc
     # By hand: 0.3 * d/dtheta (sum of log pi(a_i)) / 6 at the initial weights.
     ref = copy.deepcopy(base)
     ref.model.train()
-    (0.3 * ref.score([s.decision for s in samples]).logp.sum() / 6).backward()
+    (0.3 * ref.scorer.score([s.decision for s in samples]).logp.sum() / 6).backward()
     want = torch.cat([p.grad.flatten() for p in ref.model.parameters()])
     assert metrics["loss/toy"] == 1.0
     assert want.abs().max() > 0
