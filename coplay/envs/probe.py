@@ -277,10 +277,16 @@ def resolve_factory(game: str, params: Mapping[str, object]) -> Callable[[], Env
     return factory
 
 
+def cwd_on_path() -> None:
+    """Put the current directory on ``sys.path``, as ``python -m`` does, so a user's
+    module beside the run (a game, a plugin) imports."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def _find_module(name: str) -> object | None:
     """The module spec of ``name``, looked up from the current directory too."""
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples/ imports
+    cwd_on_path()
     importlib.invalidate_caches()  # a module written since the last import is found
     try:
         return importlib.util.find_spec(name)

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
+from coplay.envs.probe import cwd_on_path
 from coplay.train.parts.planning import PLANNING
 from coplay.train.parts.terms import TERMS
 
@@ -63,8 +62,7 @@ def open_rollout(base: type[BaseModel]) -> type[BaseModel]:
 def import_plugins(names: Iterable[str]) -> None:
     """Import each module of ``names`` (from the current directory or the installed
     packages), which registers its parts; a module that fails is one ValueError line."""
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does, so a local module imports
+    cwd_on_path()
     for name in names:
         if not all(part.isidentifier() for part in name.split(".")):
             raise ValueError(f"plugins: {name!r} is not a module name such as mypkg.parts")
