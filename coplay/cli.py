@@ -138,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     ce.add_argument("--seed", type=int, default=0, help="first episode seed")
     ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
 
+    _warm_start_parsers(sub)
     sub.add_parser("games", help="list registered games and game families")
     sub.add_parser("presets", help="list bundled presets: game and purpose")
     _population_parsers(sub)
@@ -179,6 +180,36 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _warm_start_parsers(sub) -> None:
+    """``coplay sft`` and ``coplay demos`` (coplay.sft): warm starts before RL."""
+    sf = sub.add_parser("sft", help="fine-tune on chat JSONL (loss on assistant turns)")
+    sf.add_argument("--data", required=True, help="chat-format JSONL, one conversation a line")
+    sf.add_argument("--out", required=True, help="run directory (a new one: see --force)")
+    sf.add_argument("--preset", default=None, help=PRESET_HELP)
+    sf.add_argument("--config", default=None, help="YAML file merged over the preset")
+    sf.add_argument("--force", action="store_true", help=FORCE_HELP)
+    sf.add_argument("--quiet", action="store_true", help="no progress bar")
+    sf.add_argument(
+        "overrides", nargs="*", help="key=value overrides, e.g. sft.epochs=3 sft.lora={}"
+    )
+    dm = sub.add_parser("demos", help="narrated demonstrations of a scripted player, as JSONL")
+    dm.add_argument("--game", required=True, help="registered game or openspiel:<name>")
+    dm.add_argument(
+        "--player", default="random", help="random, nash, perfect, optimal or a checkpoint path"
+    )
+    dm.add_argument("--games", type=int, default=100, help="games to play")
+    dm.add_argument("--out", required=True, help="JSONL file to write (see --force)")
+    dm.add_argument(
+        "--context",
+        default="turn",
+        choices=("turn", "chat"),
+        help="turn: one conversation per decision; chat: one per player and game",
+    )
+    dm.add_argument("--seed", type=int, default=0)
+    dm.add_argument("--force", action="store_true", help="move an existing --out to OUT.old-<time>")
+    dm.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 
 
 def _population_parsers(sub) -> None:
@@ -459,6 +490,50 @@ def _game_of(saved, game: str | None) -> tuple[str, dict]:
     if played is None:
         raise ValueError(f"cannot tell which game {saved.folder} plays; pass --game")
     return played.name, dict(played.params)
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from coplay.sft.data import read_conversations
+    from coplay.sft.trainer import build_sft_config, run_sft, steps_total
+    from coplay.train.config import base_preset
+
+    preset = base_preset(args.preset, args.config)
+    cfg = build_sft_config(preset=preset, file=args.config, overrides=args.overrides)
+    total = steps_total(len(read_conversations(args.data)), cfg.sft)
+    out = Path(args.out)
+    _claim(out, args.force, resumable=False)
+    console.print(f"[bold]coplay sft[/] {args.data} -> {out}")
+    with track("sft", total, "steps", console=console, quiet=args.quiet) as advance:
+        summary = run_sft(
+            cfg, args.data, out, progress=lambda s, m: advance(s, f"loss={m['sft/loss']:.3f}")
+        )
+    console.print(
+        f"{summary['steps']} steps on {summary['conversations']} conversations "
+        f"({summary['trained_tokens']} assistant tokens): loss {summary['first/sft/loss']:.4f} "
+        f"-> {summary['final/sft/loss']:.4f}"
+    )
+    console.print(f"checkpoint: {summary['checkpoint']} (coplay train model.path=...)")
+    return 0
+
+
+def cmd_demos(args: argparse.Namespace) -> int:
+    from coplay.sft.demos import write_demos
+
+    if args.games <= 0:
+        raise ValueError(f"--games must be positive, got {args.games}")
+    out = Path(args.out)
+    _claim_file(out, args.force)
+    count = write_demos(
+        out,
+        game=args.game,
+        player=args.player,
+        games=args.games,
+        seed=args.seed,
+        params=_game_params(args.params),
+        context=args.context,
+    )
+    console.print(f"written: {out} ({count} conversations; train on it with coplay sft)")
+    return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -797,6 +872,8 @@ COMMANDS = {
     "train": cmd_train,
     "eval": cmd_eval,
     "config": cmd_config,
+    "sft": cmd_sft,
+    "demos": cmd_demos,
     "tournament": cmd_tournament,
     "check-env": cmd_check_env,
     "games": cmd_games,

@@ -1,0 +1,88 @@
+"""Token ids of a conversation and the mask of the tokens that carry the loss.
+
+The ids are those of the whole conversation rendered with the tokenizer's chat
+template, exactly as a text policy's prompt is rendered (``LMPolicy._encode_prompt``:
+render to text, then encode without added special tokens). Assistant turn ``i`` owns
+the tokens between the rendering of the messages before it with the generation prompt
+(where the model starts writing) and the rendering that includes it (its end-of-turn
+marker included, so the model learns to stop). Every other token (system, user, the
+template's role headers) is context only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from coplay.sft.data import Conversation, DataError
+
+# --- FALLBACK (remove once the tiny model's tokenizer ships its own chat template) ---
+FALLBACK_CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{{ '<|' + m['role'] + '|>\n' + m['content'] + '\n' }}"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+)
+"""A plain-text chat template for tokenizers that have none (today's tiny default
+model): role headers as text, an EOS after every assistant turn (generation stops
+there). It is saved with the SFT checkpoint, so ``coplay train model.path=...`` renders
+prompts with the very template the model was fine-tuned on."""
+
+
+def ensure_chat_template(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Give ``tokenizer`` the fallback template if it has none; True when it did."""
+    if getattr(tokenizer, "chat_template", None):
+        return False
+    tokenizer.chat_template = FALLBACK_CHAT_TEMPLATE
+    return True
+
+
+# --- end of FALLBACK ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    """One conversation as a training sequence."""
+
+    ids: tuple[int, ...]
+    loss_mask: tuple[bool, ...]
+    """True where the token is an assistant token (predicted, carries loss)."""
+    line: int
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+def encode(conv: Conversation, tokenizer: PreTrainedTokenizerBase, source: str = "") -> Example:
+    """The ids of ``conv`` and its assistant-only loss mask.
+
+    Raises ``DataError`` (naming ``source:line``) when the template does not render a
+    conversation as the extension of its own prefix, the property the mask relies on.
+    """
+    messages = conv.as_dicts()
+    ids = _ids(tokenizer, messages, generation_prompt=False)
+    mask = [False] * len(ids)
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        start = len(_ids(tokenizer, messages[:i], generation_prompt=True))
+        upto = _ids(tokenizer, messages[: i + 1], generation_prompt=False)
+        if ids[: len(upto)] != upto or start > len(upto):
+            raise DataError(
+                f"{source}:{conv.line}: the chat template does not render message {i} as an "
+                "extension of the messages before it; cannot tell its tokens apart"
+            )
+        mask[start : len(upto)] = [True] * (len(upto) - start)
+    return Example(tuple(ids), tuple(mask), conv.line)
+
+
+def _ids(tokenizer: PreTrainedTokenizerBase, messages: list, *, generation_prompt: bool) -> list:
+    if not messages and not generation_prompt:
+        return []
+    text = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=generation_prompt, tokenize=False
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])

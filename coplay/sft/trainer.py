@@ -1,0 +1,253 @@
+"""``coplay sft``: supervised fine-tuning on chat JSONL, the warm start before RL.
+
+The model is the run config's (``model.path`` or the tiny default, whose tokenizer is
+trained on the game's text and the dataset's), fine-tuned in full or through a LoRA
+adapter (``sft.lora``) with the loss on assistant tokens only (``coplay.sft.tokens``).
+The run directory holds ``config.yaml`` (the run config the model was built from),
+``sft.yaml`` (these settings), ``metrics.jsonl`` (one row per optimizer step) and
+``checkpoints/final``: a plain checkpoint folder (a LoRA adapter is merged into it),
+which ``coplay train model.path=RUN/checkpoints/final`` starts from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from coplay.envs.gameref import GameRef
+from coplay.models.loading import build_policy
+from coplay.models.lora import LoraSettings
+from coplay.policies.lm import LMPolicy
+from coplay.report import sinks
+from coplay.report.atomic import write_text
+from coplay.sft.data import Conversation, DataError, read_conversations
+from coplay.sft.tokens import Example, encode, ensure_chat_template
+from coplay.train.config import (
+    ConfigError,
+    RunConfig,
+    apply_override,
+    format_validation_error,
+    load_preset,
+    load_yaml,
+    merge,
+    to_yaml,
+    validate,
+)
+
+SECTION = "sft"
+"""The config section (and override prefix, ``sft.epochs=3``) of these settings."""
+
+
+class SftSettings(BaseModel):
+    """How the fine-tuning runs (the model and game come from the run config)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    epochs: int = Field(3, gt=0)
+    """Passes over the dataset."""
+    batch_size: int = Field(8, gt=0)
+    """Conversations per optimizer step."""
+    lr: float = Field(1e-3, gt=0.0)
+    """AdamW learning rate (1e-3 suits the tiny model; real checkpoints want ~1e-5)."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW weight decay."""
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    """Gradient clipping threshold."""
+    max_tokens: int | None = Field(None, gt=0)
+    """Longest conversation in tokens (default: the model's context length); a longer
+    one is an error naming its line."""
+    lora: LoraSettings | None = None
+    """None: full fine-tuning; a section (``sft.lora={}`` for the defaults) trains a
+    LoRA adapter, merged into the saved checkpoint."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sft: SftSettings
+
+
+@dataclass(frozen=True)
+class SftConfig:
+    run: RunConfig
+    """Game (tokenizer corpus, the game the checkpoint records), model and seed."""
+    sft: SftSettings
+
+
+def build_sft_config(
+    *, preset: str | None, file: str | Path | None, overrides: Sequence[str] = ()
+) -> SftConfig:
+    """Preset, file, then overrides; ``sft.*`` keys go to ``SftSettings``, the rest to
+    the run config (validated as ``coplay train`` validates it)."""
+    data: dict[str, Any] = load_preset(preset) if preset else {}
+    if file:
+        data = merge(data, load_yaml(file))
+    for item in overrides:
+        data = apply_override(data, item)
+    settings = data.pop(SECTION, None) or {}
+    try:  # validated under its section's name, so errors read ``sft.epochs: ...``
+        sft = _Section.model_validate({SECTION: settings}).sft
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+    return SftConfig(run=validate(data), sft=sft)
+
+
+def base_policy(cfg: RunConfig, conversations: Sequence[Conversation]) -> LMPolicy:
+    """The model to fine-tune: ``model.path``, or the tiny model with a tokenizer trained
+    on the game's text and the dataset's (so its words get tokens of their own)."""
+    from coplay.train.trainer import game_text
+
+    game = GameRef(cfg.game.name, cfg.game.params)
+    text = game_text(game.make, seed=cfg.train.seed)
+    corpus = text.texts + [m.content for c in conversations for m in c.messages]
+    return build_policy(cfg.model, corpus=corpus, actions=text.actions, seed=cfg.train.seed)
+
+
+def check_lengths(examples: Sequence[Example], limit: int, source: Path) -> None:
+    for ex in examples:
+        if len(ex.ids) > limit:
+            raise DataError(
+                f"{source}:{ex.line}: the conversation is {len(ex.ids)} tokens, longer than "
+                f"{limit} (sft.max_tokens, or the model's context length)"
+            )
+
+
+def masked_nll(model: torch.nn.Module, batch: Sequence[Example], pad_id: int) -> torch.Tensor:
+    """Summed negative log-likelihood of the batch's assistant tokens (right-padded)."""
+    width = max(len(ex.ids) for ex in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.bool)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, ex in enumerate(batch):
+        ids[row, : len(ex.ids)] = torch.tensor(ex.ids)
+        mask[row, : len(ex.ids)] = torch.tensor(ex.loss_mask)
+        attention[row, : len(ex.ids)] = 1
+    device = next(model.parameters()).device
+    logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V): predicts ids[:, 1:]
+    picked = logp.gather(-1, ids[:, 1:, None].to(device)).squeeze(-1)  # (B, T-1)
+    return -(picked * mask[:, 1:].to(device)).sum()
+
+
+def _batches(n: int, size: int, generator: torch.Generator) -> list[list[int]]:
+    order = torch.randperm(n, generator=generator).tolist()
+    return [order[i : i + size] for i in range(0, n, size)]
+
+
+def _wrap_lora(policy: LMPolicy, settings: LoraSettings) -> torch.nn.Module:
+    from peft import get_peft_model
+
+    from coplay.models.lora import _peft_config
+
+    return get_peft_model(policy.model, _peft_config(settings))
+
+
+def fine_tune(
+    model: torch.nn.Module,
+    examples: Sequence[Example],
+    settings: SftSettings,
+    *,
+    pad_id: int,
+    seed: int,
+    log: Callable[[int, dict[str, float]], None],
+) -> int:
+    """Minimise the assistant tokens' mean NLL; ``log(step, metrics)`` after each step.
+    Returns the number of steps."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    step, start = 0, time.perf_counter()
+    for epoch in range(settings.epochs):
+        for idx in _batches(len(examples), settings.batch_size, generator):
+            batch = [examples[i] for i in idx]
+            tokens = sum(ex.trained_tokens for ex in batch)
+            loss = masked_nll(model, batch, pad_id) / tokens
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
+            opt.step()
+            step += 1
+            log(
+                step,
+                {
+                    "sft/loss": loss.item(),
+                    "sft/tokens": float(tokens),
+                    "sft/grad_norm": float(norm),
+                    "sft/epoch": float(epoch + 1),
+                    "perf/elapsed_s": time.perf_counter() - start,
+                },
+            )
+    model.eval()
+    return step
+
+
+def run_sft(
+    cfg: SftConfig,
+    data: str | Path,
+    out: str | Path,
+    *,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune as configured on ``data``, writing the run directory ``out`` (claimed
+    by the caller); returns the summary (also ``summary.json``)."""
+    from coplay.train.trainer import save_checkpoint
+
+    data, out = Path(data), Path(out)
+    conversations = read_conversations(data)
+    torch.manual_seed(cfg.run.train.seed)
+    policy = base_policy(cfg.run, conversations)
+    fallback = ensure_chat_template(policy.tokenizer)
+    examples = [encode(c, policy.tokenizer, str(data)) for c in conversations]
+    limit = cfg.sft.max_tokens or policy.model.config.max_position_embeddings
+    check_lengths(examples, limit, data)
+    _start(out, cfg)
+    model = _wrap_lora(policy, cfg.sft.lora) if cfg.sft.lora is not None else policy.model
+    losses: list[float] = []
+
+    def log(step: int, metrics: dict[str, float]) -> None:
+        losses.append(metrics["sft/loss"])
+        sinks.append_metrics(out / "metrics.jsonl", step, metrics)
+        if progress:
+            progress(step, metrics)
+
+    steps = fine_tune(
+        model,
+        examples,
+        cfg.sft,
+        pad_id=policy.tokenizer.pad_token_id or 0,
+        seed=cfg.run.train.seed,
+        log=log,
+    )
+    if cfg.sft.lora is not None:
+        policy.model = model.merge_and_unload()
+    final = save_checkpoint(policy, out / "checkpoints" / "final", game=cfg.run.game.played())
+    summary = {
+        "conversations": len(examples),
+        "trained_tokens": sum(ex.trained_tokens for ex in examples),
+        "steps": steps,
+        "first/sft/loss": losses[0],
+        "final/sft/loss": losses[-1],
+        "fallback_chat_template": fallback,
+        "checkpoint": str(final),
+    }
+    sinks.write_summary(out / "summary.json", summary)
+    return summary
+
+
+def steps_total(conversations: int, settings: SftSettings) -> int:
+    """Optimizer steps a run takes (for a progress bar)."""
+    return settings.epochs * -(-conversations // settings.batch_size)
+
+
+def _start(out: Path, cfg: SftConfig) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "config.yaml", to_yaml(cfg.run))
+    write_text(out / "sft.yaml", yaml.safe_dump(cfg.sft.model_dump(mode="json"), sort_keys=False))
+    (out / "metrics.jsonl").write_text("")
