@@ -1,0 +1,54 @@
+"""Reading chat JSONL: good lines parse; each kind of bad line is one error naming file:line."""
+
+import json
+
+import pytest
+
+from coplay.sft.data import DataError, read_conversations
+
+GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "[Bet]"}]}
+
+
+def _write(tmp_path, lines):
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def test_reads_conversations_and_skips_blank_lines(tmp_path):
+    path = _write(tmp_path, [GOOD, "", GOOD])
+    convs = read_conversations(path)
+    assert [c.line for c in convs] == [1, 3]
+    assert convs[0].as_dicts() == GOOD["messages"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ({"msgs": []}, 'non-empty "messages" list'),
+        ({"messages": [{"content": "x"}]}, 'message 0 has no "role"'),
+        ({"messages": [{"role": "bot", "content": "x"}]}, "role 'bot'"),
+        ({"messages": [{"role": "user"}]}, 'no "content" string'),
+        ({"messages": [{"role": "user", "content": "x"}]}, "no assistant message"),
+        (
+            {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": " "}]},
+            "message 1 is an empty assistant turn",
+        ),
+    ],
+)
+def test_a_bad_line_is_named_with_its_number(tmp_path, bad, says):
+    path = _write(tmp_path, [GOOD, bad])
+    with pytest.raises(DataError) as err:
+        read_conversations(path)
+    assert str(err.value).startswith(f"{path}:2: ")
+    assert says in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no dataset at"):
+        read_conversations(tmp_path / "none.jsonl")
+    (tmp_path / "e.jsonl").write_text("\n\n")
+    with pytest.raises(DataError, match="holds no conversations"):
+        read_conversations(tmp_path / "e.jsonl")

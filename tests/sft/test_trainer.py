@@ -1,0 +1,181 @@
+"""coplay sft: the masked loss, full and LoRA fine-tuning, the run directory, and the
+round trip into ``coplay train model.path=...``."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from coplay.cli import main
+from coplay.models.loading import load_policy
+from coplay.sft.data import read_conversations
+from coplay.sft.tokens import ensure_chat_template, encode
+from coplay.sft.trainer import SftSettings, base_policy, build_sft_config, fine_tune, masked_nll
+
+TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
+LINES = [
+    {
+        "messages": [
+            {"role": "user", "content": f"Your card: {card}. Your legal actions: [Pass] [Bet]"},
+            {"role": "assistant", "content": f"<think>I hold {card}.</think> {act}"},
+        ]
+    }
+    for card, act in (("K", "[Bet]"), ("J", "[Pass]"), ("Q", "[Pass]"))
+]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sft") / "d.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in LINES))
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(data):
+    cfg = build_sft_config(preset=None, file=None, overrides=TINY)
+    convs = read_conversations(data)
+    policy = base_policy(cfg.run, convs)
+    ensure_chat_template(policy.tokenizer)
+    return policy, [encode(c, policy.tokenizer) for c in convs]
+
+
+def test_masked_nll_ignores_padding_and_untrained_tokens(setup):
+    policy, examples = setup
+    model, pad = policy.model, policy.tokenizer.pad_token_id
+    with torch.no_grad():
+        together = masked_nll(model, examples, pad)
+        alone = sum(masked_nll(model, [ex], pad) for ex in examples)
+        # Reference: a plain forward per example, summing the assistant tokens' NLL.
+        ref = 0.0
+        for ex in examples:
+            ids = torch.tensor([ex.ids])
+            logp = torch.log_softmax(model(ids).logits[0, :-1], -1)
+            for t in range(1, len(ex.ids)):
+                if ex.loss_mask[t]:
+                    ref -= float(logp[t - 1, ex.ids[t]])
+    assert float(together) == pytest.approx(float(alone), rel=1e-5)
+    assert float(together) == pytest.approx(ref, rel=1e-5)
+
+
+def test_full_fine_tuning_lowers_the_assistant_loss(setup):
+    import copy
+
+    policy, examples = setup
+    model = copy.deepcopy(policy.model)
+    rows = []
+    settings = SftSettings(epochs=30, batch_size=3, lr=3e-3)
+    steps = fine_tune(model, examples, settings, pad_id=0, seed=0, log=lambda s, m: rows.append(m))
+    assert steps == 30 and len(rows) == 30
+    assert rows[-1]["sft/loss"] < 0.5 * rows[0]["sft/loss"]
+    assert rows[0]["sft/tokens"] == sum(ex.trained_tokens for ex in examples)
+
+
+def test_lora_trains_the_adapter_only(setup):
+    import copy
+
+    from coplay.models.lora import LoraSettings
+    from coplay.sft.trainer import _wrap_lora
+
+    policy, examples = setup
+    clone = copy.copy(policy)
+    clone.model = copy.deepcopy(policy.model)
+    before = {k: v.clone() for k, v in clone.model.state_dict().items()}
+    peft = _wrap_lora(clone, LoraSettings(rank=4))
+    fine_tune(peft, examples, SftSettings(epochs=3, lr=1e-2), pad_id=0, seed=0, log=lambda *a: 0)
+    # peft renames a wrapped linear's weight to ``<name>.base_layer.weight``.
+    base = {
+        k.replace(".base_layer.", "."): v
+        for k, v in peft.get_base_model().state_dict().items()
+        if "lora_" not in k
+    }
+    assert base.keys() == before.keys()
+    assert all(torch.equal(base[k], v) for k, v in before.items())
+    merged = peft.merge_and_unload().state_dict()
+    assert not any("lora" in k for k in merged)
+    assert not torch.equal(
+        merged["model.layers.0.self_attn.q_proj.weight"],
+        before["model.layers.0.self_attn.q_proj.weight"],
+    )
+
+
+def test_cli_sft_run_directory_and_train_round_trip(data, tmp_path):
+    out = tmp_path / "sft"
+    args = [
+        "sft",
+        "--quiet",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        *TINY,
+        "sft.epochs=2",
+        "sft.batch_size=2",
+    ]
+    assert main(args) == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
+    assert all(r["sft/loss"] > 0 for r in rows)
+    assert (out / "config.yaml").is_file() and (out / "sft.yaml").is_file()
+    final = out / "checkpoints" / "final"
+    AutoModelForCausalLM.from_pretrained(final)  # a plain HF folder
+    assert load_policy(final).tokenizer.chat_template  # the template it was tuned on
+    rl = tmp_path / "rl"
+    assert (
+        main(
+            [
+                "train",
+                "--quiet",
+                "--out",
+                str(rl),
+                f"model.path={final}",
+                "model.mode=text",
+                "train.iterations=1",
+                "train.eval_every=1",
+                "train.eval_episodes=4",
+                "rollout.games_per_iter=4",
+                "train.exact=off",
+                "train.exact_matches=off",
+            ]
+        )
+        == 0
+    )
+    assert (rl / "checkpoints" / "final" / "config.json").is_file()
+
+
+def test_cli_sft_lora_writes_a_merged_checkpoint(data, tmp_path):
+    out = tmp_path / "lora"
+    args = [
+        "sft",
+        "--quiet",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        *TINY,
+        "sft.epochs=1",
+        "sft.lora.rank=4",
+    ]
+    assert main(args) == 0
+    state = AutoModelForCausalLM.from_pretrained(out / "checkpoints" / "final").state_dict()
+    assert not any("lora" in k for k in state)
+
+
+def test_cli_sft_refuses_an_existing_run_and_bad_input(data, tmp_path, capsys):
+    out = tmp_path / "run"
+    base = ["sft", "--quiet", "--data", str(data), "--out", str(out), *TINY, "sft.epochs=1"]
+    assert main(base) == 0
+    capsys.readouterr()
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already holds a run" in err and "--resume" not in err
+    assert main([*base, "--force"]) == 0
+    assert list(tmp_path.glob("run.old-*"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(LINES[0]) + '\n{"messages": [{"role": "user", "content": "x"}]}\n')
+    assert main(["sft", "--quiet", "--data", str(bad), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"coplay sft: error: {bad}:2: no assistant message (nothing to learn from)\n"
+    assert main([*base, "--force", "sft.epoch=2"]) == 2
+    assert "sft.epoch: unknown key" in capsys.readouterr().err
