@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 from coplay.cli import main
 from coplay.models.loading import load_policy
 from coplay.sft.data import read_conversations
-from coplay.sft.tokens import ensure_chat_template, encode
+from coplay.sft.tokens import encode, ensure_chat_template
 from coplay.sft.trainer import SftSettings, base_policy, build_sft_config, fine_tune, masked_nll
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
