@@ -30,6 +30,8 @@ import pyspiel
 from coplay.envs.renderers import legal_action_map
 from coplay.eval.exact import env_state, solvable_game
 from coplay.eval.exact_match import MAX_NODES, Oracle
+from coplay.eval.forfeits import forfeit_share
+from coplay.rollout.invalid import forfeit_returns
 from coplay.types import TabularQueryable
 
 
@@ -106,6 +108,7 @@ def tree(
             for a, p in probs.items():
                 if p > 0:
                     grow(idx, state, a, p)
+            _forfeit(nodes, idx, state, probs, mine.env.spec, seat)
         own = movers[True]
         states = [s for _, s in own]
         for (idx, state), probs, obs in zip(own, mine(states), mine.observe(states), strict=True):
@@ -114,6 +117,7 @@ def tree(
             for name, a in names.items():
                 if probs.get(a, 0.0) > 0 or nodes[idx].reach > 0:
                     grow(idx, state, a, probs.get(a, 0.0), name)
+            _forfeit(nodes, idx, state, probs, mine.env.spec, seat)
         if len(nodes) > max_nodes:
             raise ValueError(
                 f"finding the costly positions of {game} visits over {max_nodes:,} histories"
@@ -140,6 +144,19 @@ def _grow(
     frontier.append((len(nodes) - 1, state.child(action)))
 
 
+FORFEIT = "(forfeit)"
+"""The name of a sampled text policy's forfeit among a position's answers."""
+
+
+def _forfeit(nodes, parent: int, state, probs, spec, seat: int) -> None:
+    """A terminal child for the share of ``probs`` that forfeits (a sampled text
+    policy's invalid answers under the forfeit treatment), if any."""
+    if left := forfeit_share(probs):
+        value = forfeit_returns(spec, state.current_player())[seat]
+        nodes.append(_Node(reach=nodes[parent].reach * left, value=value))
+        nodes[parent].children.append((len(nodes) - 1, left, FORFEIT))
+
+
 def rank(seat: int, nodes: list[_Node], mine: Oracle, top: int) -> tuple[CostlyPosition, ...]:
     """Sum each action's gain over the histories of each observation; the costliest."""
     gains: dict[Hashable, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -154,7 +171,8 @@ def rank(seat: int, nodes: list[_Node], mine: Oracle, top: int) -> tuple[CostlyP
             gains[node.key][name] += node.reach * (nodes[c].value - node.value)
     out = []
     for key, by_action in gains.items():
-        best = max(by_action, key=by_action.__getitem__)
+        moves = {name: g for name, g in by_action.items() if name != FORFEIT}
+        best = max(moves, key=moves.__getitem__)
         if by_action[best] <= 1e-12:
             continue
         probs = {name: p for _, p, name in first[key].children}

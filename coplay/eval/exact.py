@@ -117,6 +117,19 @@ def to_openspiel_policy(
 ) -> os_policy.TabularPolicy:
     """An OpenSpiel tabular policy holding ``policy``'s action distribution at every
     information state of ``game_name``."""
+    tab = to_table(policy, game_name, params=params)
+    _check_distributions(tab)
+    return tab
+
+
+def to_table(
+    policy: TabularQueryable,
+    game_name: str,
+    *,
+    params: Mapping[str, object] | None = None,
+) -> os_policy.TabularPolicy:
+    """``to_openspiel_policy`` without checking that rows sum to 1: a sampled text
+    policy's rows leave out its forfeits (``coplay.eval.forfeits``)."""
     if not hasattr(policy, "action_probs"):
         raise TypeError(f"{type(policy).__name__} cannot report action probabilities")
     env, game = solvable_game(game_name, params)
@@ -135,7 +148,6 @@ def to_openspiel_policy(
             ids = legal_action_map(env.renderer, env_state(s), s.current_player())
             for action, p in probs.items():
                 tab.action_probability_array[i, ids[action]] = p
-    _check_distributions(tab)
     return tab
 
 

@@ -27,7 +27,9 @@ import pyspiel
 from coplay.envs.openspiel_env import observation_for_state
 from coplay.envs.renderers import legal_action_map
 from coplay.eval.exact import QUERY_BATCH, env_state, solvable_game, tree_size
+from coplay.eval.forfeits import forfeit_share
 from coplay.eval.matches import outcome
+from coplay.rollout.invalid import forfeit_returns
 from coplay.types import GameSpec, Observation, TabularQueryable
 
 MAX_NODES = 2_000_000
@@ -179,6 +181,10 @@ def walk(
                 answers = (mine if is_mine else theirs)([s for s, _ in group])
                 for (state, reach), probs in zip(group, answers, strict=True):
                     nxt.extend((state.child(a), reach * p) for a, p in probs.items() if p > 0)
+                    if left := forfeit_share(probs):  # a sampled text policy's forfeits
+                        returns = forfeit_returns(mine.env.spec, state.current_player())
+                        totals[1 - outcome(returns, seat)] += reach * left
+                        totals[3] += reach * left * returns[seat]
         frontier = nxt
     win, draw, loss, ret = totals
     return ExactOutcome(seat, float(win), float(draw), float(loss), float(ret), nodes)

@@ -1,0 +1,247 @@
+"""Honest evaluation of free-text policies: their action distributions, estimated.
+
+A text policy's distribution at an information state is what its written answers
+parse to, which no scoring of the legal actions reveals. ``SampledPolicy`` asks the
+policy K times per observation through the public ``Policy.act`` and counts the parsed
+actions; an answer that names no legal action gets the game's invalid treatment
+(``coplay.rollout.invalid``), as in play:
+
+* ``retries`` r: the player is asked again, so an action is played with probability
+  p_a (1 - q^(r+1)) / (1 - q), q the invalid share, and the turn fails with q^(r+1);
+* then ``penalty``: a uniformly random legal move is played in its place (the penalty
+  reward itself is a training signal, not part of the game's value, and is left out);
+* or ``forfeit``: the game ends with the offender at the minimum return; the estimate
+  leaves that mass out of the row (``coplay.eval.forfeits`` reads the deficit).
+
+The estimate then goes through the very exact evaluators choice policies use
+(exploitability, exact match outcomes, costly positions), and a bootstrap over the K
+answers of every state (resampled with replacement, each replicate evaluated again)
+gives a percentile confidence interval. Choice-mode policies stay exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyspiel
+
+from coplay.eval.exact import QUERY_BATCH, solvable_game, tabular_exploitability
+from coplay.eval.forfeits import forfeit_exploitability, has_forfeits
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.types import Observation, Policy
+
+
+def treat(counts: Sequence[int], invalid: int, legal: Sequence[str], cfg: InvalidActionConfig):
+    """The distribution over ``legal`` that ``counts`` valid and ``invalid`` invalid
+    answers give under the treatment ``cfg``; a forfeit's share is left out.
+
+    >>> treat([3, 1], 0, ["[Pass]", "[Bet]"], InvalidActionConfig())
+    {'[Pass]': 0.75, '[Bet]': 0.25}
+    >>> treat([1, 1], 2, ["[Pass]", "[Bet]"], InvalidActionConfig(retries=1, on_fail="penalty"))
+    {'[Pass]': 0.5, '[Bet]': 0.5}
+    >>> treat([2, 0], 2, ["[Pass]", "[Bet]"], InvalidActionConfig())
+    {'[Pass]': 0.5, '[Bet]': 0.0}
+    """
+    k = sum(counts) + invalid
+    q = invalid / k
+    fail = q ** (cfg.retries + 1)
+    scale = (1.0 - fail) / (1.0 - q) if q < 1.0 else 0.0
+    out = {a: c / k * scale for a, c in zip(legal, counts, strict=True)}
+    if cfg.on_fail == "penalty" and fail > 0:
+        out = {a: p + fail / len(legal) for a, p in out.items()}
+    return out
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The K answers at one observation: how many named each legal action, and the
+    invalid ones."""
+
+    legal: tuple[str, ...]
+    counts: tuple[int, ...]
+    invalid: int
+
+    @property
+    def k(self) -> int:
+        return sum(self.counts) + self.invalid
+
+    def resample(self, rng: np.random.Generator) -> Tally:
+        """A bootstrap replicate: K answers drawn with replacement from these."""
+        draw = rng.multinomial(self.k, np.asarray([*self.counts, self.invalid]) / self.k)
+        return Tally(self.legal, tuple(int(c) for c in draw[:-1]), int(draw[-1]))
+
+
+class SampledPolicy:
+    """A policy's action distribution estimated from ``k`` answers per observation.
+
+    It is ``TabularQueryable``: ``action_probs`` returns the estimate (the invalid
+    treatment applied; a forfeit's share missing from the row). The answers are asked
+    once per ``observation_key`` (the policy's own when it has one) and kept, so every
+    evaluator and every bootstrap replicate reads the same sample.
+    """
+
+    def __init__(self, policy: Policy, *, k: int, invalid: InvalidActionConfig | None = None):
+        if k < 1:
+            raise ValueError(f"sampled evaluation needs k >= 1 answers per state, got {k}")
+        self.policy, self.k = policy, k
+        self.invalid = invalid or InvalidActionConfig()
+        self.policy_id = f"sampled:{policy.policy_id}"
+        self.key: Callable[[Observation], Hashable] = getattr(
+            policy, "observation_key", lambda obs: obs
+        )
+        self.tallies: dict[Hashable, Tally] = {}
+
+    def observation_key(self, obs: Observation) -> Hashable:
+        return self.key(obs)
+
+    def tally(self, observations: Sequence[Observation]) -> list[Tally]:
+        """The answers at each observation, sampling those not asked yet."""
+        todo = {self.key(o): o for o in observations if self.key(o) not in self.tallies}
+        items = list(todo.items())
+        per_call = max(1, QUERY_BATCH // self.k)
+        for i in range(0, len(items), per_call):
+            batch = items[i : i + per_call]
+            asked = [o for _, o in batch for _ in range(self.k)]
+            answers = self.policy.act(asked)
+            for j, (key, obs) in enumerate(batch):
+                chunk = answers[j * self.k : (j + 1) * self.k]
+                self.tallies[key] = _count(obs, [d.action for d in chunk])
+        return [self.tallies[self.key(o)] for o in observations]
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        return [treat(t.counts, t.invalid, t.legal, self.invalid) for t in self.tally(observations)]
+
+    def invalid_rate(self) -> float:
+        """Share of invalid answers among all sampled so far (unweighted by reach)."""
+        total = sum(t.k for t in self.tallies.values())
+        return sum(t.invalid for t in self.tallies.values()) / total if total else 0.0
+
+    def replicate(self, rng: np.random.Generator) -> SampledPolicy:
+        """A bootstrap replicate: every state's answers resampled with replacement."""
+        other = SampledPolicy(self.policy, k=self.k, invalid=self.invalid)
+        other.key = self.key
+        other.tallies = {key: t.resample(rng) for key, t in self.tallies.items()}
+        return other
+
+
+def _count(obs: Observation, actions: Sequence[str | None]) -> Tally:
+    legal = tuple(obs.legal_actions or ())
+    if not legal:
+        raise ValueError(
+            f"sampled evaluation needs listed legal actions; player {obs.player} in "
+            f"{obs.game!r} has none listed here"
+        )
+    counts = [sum(a == x for a in actions) for x in legal]
+    return Tally(legal, tuple(counts), len(actions) - sum(counts))
+
+
+# ---------------------------------------------------------------- estimates
+@dataclass(frozen=True)
+class Estimate:
+    """A value on the full sample with its bootstrap percentile interval."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    k: int
+    """Answers sampled per information state."""
+    replicates: int
+
+
+def bootstrap(
+    metric: Callable[[SampledPolicy], Mapping[str, float]],
+    sampled: SampledPolicy,
+    *,
+    replicates: int = 100,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Estimate]:
+    """``metric`` on the estimate, and its interval over ``replicates`` resamples.
+
+    ``metric`` must have asked every state it needs on ``sampled`` first (the value on
+    the full sample is computed first, which asks them), so replicates resample answers
+    and never ask the policy again."""
+    point = dict(metric(sampled))
+    rng = np.random.default_rng(seed)
+    runs = [metric(sampled.replicate(rng)) for _ in range(replicates)]
+    tail = (1.0 - level) / 2 * 100
+    out = {}
+    for name, value in point.items():
+        values = np.asarray([r[name] for r in runs]) if runs else np.asarray([value])
+        low, high = np.percentile(values, [tail, 100 - tail])
+        out[name] = Estimate(float(value), float(low), float(high), sampled.k, replicates)
+    return out
+
+
+def exploitability_metric(game_name: str, params: Mapping[str, object] | None):
+    """``metric`` for ``bootstrap``: exploitability and NashConv of the estimate in every
+    seat (forfeits read as such)."""
+    from coplay.eval.exact import to_table
+
+    env, game = solvable_game(game_name, params)
+
+    def metric(policy: SampledPolicy) -> dict[str, float]:
+        tab = to_table(policy, game_name, params=params)
+        res = _exploitability(game, tab, env.spec)
+        return {"exploitability": res.exploitability, "nash_conv": res.nash_conv}
+
+    return metric
+
+
+def _exploitability(game: pyspiel.Game, tab, spec):
+    if has_forfeits(tab):
+        return forfeit_exploitability(game, tab, spec)
+    return tabular_exploitability(game, tab)
+
+
+def outcomes_metric(
+    opponent: Policy, game_name: str, params: Mapping[str, object] | None
+) -> Callable[[SampledPolicy], dict[str, float]]:
+    """``metric`` for ``bootstrap``: the exact win / loss / mean return per seat of the
+    estimate against ``opponent`` (``coplay.eval.exact_match``)."""
+    from coplay.eval.exact_match import exact_outcomes
+
+    def metric(policy: SampledPolicy) -> dict[str, float]:
+        m = {}
+        for o in exact_outcomes(policy, opponent, game_name, params=params):
+            m[f"exact_win_seat{o.seat}"] = o.win
+            m[f"exact_loss_seat{o.seat}"] = o.loss
+            m[f"exact_return_seat{o.seat}"] = o.mean_return
+        return m
+
+    return metric
+
+
+def as_metrics(prefix: str, estimates: Mapping[str, Estimate]) -> dict[str, float]:
+    """Flat metrics: ``{prefix}{name}_sampled`` and its ``_ci_low``, ``_ci_high``, ``_k``.
+
+    >>> as_metrics("eval/", {"exploitability": Estimate(0.3, 0.2, 0.4, 16, 50)})["eval/exploitability_sampled_k"]
+    16.0
+    """
+    out = {}
+    for name, e in estimates.items():
+        key = f"{prefix}{name}_sampled"
+        out |= {key: e.value, f"{key}_ci_low": e.ci_low, f"{key}_ci_high": e.ci_high}
+        out[f"{key}_k"] = float(e.k)
+    return out
+
+
+def sampled_exploitability(
+    policy: Policy,
+    game_name: str,
+    *,
+    params: Mapping[str, object] | None = None,
+    k: int = 32,
+    invalid: InvalidActionConfig | None = None,
+    replicates: int = 100,
+    seed: int = 0,
+) -> tuple[dict[str, Estimate], float]:
+    """Exploitability and NashConv of ``policy``'s sampled distribution, with intervals,
+    and the share of invalid answers among the samples."""
+    sampled = SampledPolicy(policy, k=k, invalid=invalid)
+    res = bootstrap(
+        exploitability_metric(game_name, params), sampled, replicates=replicates, seed=seed
+    )
+    return res, sampled.invalid_rate()

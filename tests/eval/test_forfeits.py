@@ -1,0 +1,66 @@
+"""Exploitability with forfeits equals OpenSpiel's where nobody forfeits, and takes
+analytic values where someone does."""
+
+import numpy as np
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.eval.exact import solvable_game, tabular_exploitability, to_table
+from coplay.eval.forfeits import forfeit_exploitability, forfeit_share, has_forfeits
+from coplay.policies.scripted import NashPolicy, RandomPolicy
+
+
+class Skewed:
+    """A fixed, state-dependent, non-uniform policy (no forfeits)."""
+
+    def action_probs(self, observations):
+        out = []
+        for obs in observations:
+            w = np.arange(1, len(obs.legal_actions) + 1, dtype=float) + len(obs.text) % 3
+            out.append(dict(zip(obs.legal_actions, w / w.sum(), strict=True)))
+        return out
+
+
+class Forfeits:
+    """Names no legal action anywhere (every row sums to 0)."""
+
+    def action_probs(self, observations):
+        return [dict.fromkeys(o.legal_actions, 0.0) for o in observations]
+
+
+@pytest.mark.parametrize("policy", [RandomPolicy(), NashPolicy("kuhn_poker"), Skewed()])
+def test_equals_openspiel_without_forfeits(policy):
+    _, game = solvable_game("kuhn_poker", None)
+    tab = to_table(policy, "kuhn_poker")
+    assert not has_forfeits(tab)
+    ours = forfeit_exploitability(game, tab, make_env("kuhn_poker").spec)
+    ref = tabular_exploitability(game, tab)
+    assert ours.nash_conv == pytest.approx(ref.nash_conv, abs=1e-9)
+    assert ours.on_policy_values == pytest.approx(ref.on_policy_values, abs=1e-9)
+    assert ours.best_response_values == pytest.approx(ref.best_response_values, abs=1e-9)
+
+
+def test_uniform_kuhn_nash_conv_is_11_over_12():
+    _, game = solvable_game("kuhn_poker", None)
+    res = forfeit_exploitability(
+        game, to_table(RandomPolicy(), "kuhn_poker"), make_env("kuhn_poker").spec
+    )
+    assert res.nash_conv == pytest.approx(11 / 12)
+
+
+def test_a_policy_that_always_forfeits():
+    # Seat 0 forfeits at once (-2, the minimum; seat 1 gets +2). A best responder gets
+    # +2 in either seat: the other forfeits at its first turn. NashConv = 4 + 0.
+    _, game = solvable_game("kuhn_poker", None)
+    tab = to_table(Forfeits(), "kuhn_poker")
+    assert has_forfeits(tab)
+    res = forfeit_exploitability(game, tab, make_env("kuhn_poker").spec)
+    assert res.on_policy_values == pytest.approx((-2.0, 2.0))
+    assert res.best_response_values == pytest.approx((2.0, 2.0))
+    assert res.nash_conv == pytest.approx(4.0)
+    assert res.exploitability == pytest.approx(2.0)
+
+
+def test_forfeit_share():
+    assert forfeit_share({"a": 0.25, "b": 0.5}) == pytest.approx(0.25)
+    assert forfeit_share({"a": 0.5, "b": 0.5 - 1e-12}) == 0.0

@@ -1,0 +1,124 @@
+"""Sampled evaluation of text policies: the treatment of invalid answers, the bootstrap,
+and agreement with exact evaluation on a choice policy wrapped to be sampled."""
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.eval.costly import FORFEIT, costly_positions
+from coplay.eval.exact import exploitability
+from coplay.eval.exact_match import exact_outcomes
+from coplay.eval.sampled import (
+    SampledPolicy,
+    bootstrap,
+    outcomes_metric,
+    sampled_exploitability,
+    treat,
+)
+from coplay.models.loading import ModelConfig, build_policy
+from coplay.policies.scripted import NashPolicy, RandomPolicy
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.train.trainer import game_text
+from coplay.types import Decision
+
+LEGAL = ["[Pass]", "[Bet]"]
+
+
+@pytest.fixture(scope="module")
+def choice_policy():
+    text = game_text(lambda: make_env("kuhn_poker"), episodes=50)
+    cfg = ModelConfig.model_validate({"tiny": {"hidden_size": 32, "intermediate_size": 64}})
+    return build_policy(cfg, corpus=text.texts, actions=text.actions, seed=1)
+
+
+class Scripted:
+    """Answers from a fixed list, cycling: ``None`` is an invalid answer."""
+
+    policy_id = "scripted-text"
+    version = 0
+
+    def __init__(self, answers):
+        self.answers, self.i = answers, 0
+
+    def act(self, observations):
+        out = []
+        for _ in observations:
+            a = self.answers[self.i % len(self.answers)]
+            self.i += 1
+            out.append(Decision(text=str(a), action=a, policy_id=self.policy_id))
+        return out
+
+
+@pytest.mark.parametrize(
+    ("cfg", "counts", "invalid", "expected"),
+    [
+        (InvalidActionConfig(), (3, 1), 0, (0.75, 0.25)),
+        (InvalidActionConfig(), (2, 1), 1, (0.5, 0.25)),  # a quarter forfeits
+        # One retry: fail 1/16; the rest in proportion 2:1.
+        (InvalidActionConfig(retries=1), (2, 1), 1, (0.625, 0.3125)),
+        (InvalidActionConfig(on_fail="penalty"), (2, 1), 1, (0.625, 0.375)),
+        (InvalidActionConfig(on_fail="penalty"), (0, 0), 4, (0.5, 0.5)),
+    ],
+)
+def test_treatment_of_invalid_answers(cfg, counts, invalid, expected):
+    probs = treat(counts, invalid, LEGAL, cfg)
+    assert tuple(probs.values()) == pytest.approx(expected)
+
+
+def test_tallies_count_the_answers_and_are_asked_once():
+    policy = Scripted(["[Bet]", None, "[Pass]", "[Bet]"])
+    sampled = SampledPolicy(policy, k=4)
+    obs = make_env("kuhn_poker")
+    obs.reset(0)
+    o = obs.observe(0)
+    (t,) = sampled.tally([o])
+    assert (t.counts, t.invalid, t.k) == ((1, 2), 1, 4)
+    assert sampled.action_probs([o]) == [{"[Pass]": 0.25, "[Bet]": 0.5}]
+    assert sampled.invalid_rate() == 0.25
+    sampled.tally([o])
+    assert policy.i == 4  # asked once
+
+
+def test_sampled_agrees_with_exact_on_a_choice_policy(choice_policy):
+    exact = exploitability(choice_policy, "kuhn_poker")
+    est, invalid = sampled_exploitability(choice_policy, "kuhn_poker", k=256, replicates=200)
+    e = est["exploitability"]
+    assert invalid == 0.0
+    assert (e.k, e.replicates) == (256, 200)
+    assert e.ci_low <= exact.exploitability <= e.ci_high
+    assert e.ci_high - e.ci_low < 0.1
+    assert abs(e.value - exact.exploitability) < 0.05
+
+
+def test_sampled_outcomes_agree_with_exact_ones(choice_policy):
+    nash = NashPolicy("kuhn_poker")
+    exact = exact_outcomes(choice_policy, nash, "kuhn_poker")
+    sampled = SampledPolicy(choice_policy, k=256)
+    est = bootstrap(outcomes_metric(nash, "kuhn_poker", None), sampled, replicates=100)
+    for o in exact:
+        e = est[f"exact_return_seat{o.seat}"]
+        assert e.ci_low <= o.mean_return <= e.ci_high
+
+
+def test_forfeits_are_scored_as_the_game_scores_them():
+    # Always invalid under the forfeit treatment: every game is lost at -2 (Kuhn's minimum).
+    never = SampledPolicy(Scripted([None]), k=3)
+    for o in exact_outcomes(never, RandomPolicy(), "kuhn_poker"):
+        assert (o.loss, o.mean_return) == pytest.approx((1.0, -2.0))
+    est, invalid = sampled_exploitability(Scripted([None]), "kuhn_poker", k=3, replicates=5)
+    assert invalid == 1.0
+    assert est["nash_conv"].value == pytest.approx(4.0)
+    # Under the penalty treatment the same answers play uniformly: uniform Kuhn's 11/12.
+    penalty = InvalidActionConfig(on_fail="penalty")
+    est, _ = sampled_exploitability(
+        Scripted([None]), "kuhn_poker", k=3, invalid=penalty, replicates=5
+    )
+    assert est["nash_conv"].value == pytest.approx(11 / 12)
+
+
+def test_costly_positions_show_a_forfeit_as_what_is_played():
+    # Half the answers are invalid: the forfeit is the most likely answer at some states.
+    sampled = SampledPolicy(Scripted([None, None, "[Pass]"]), k=3)
+    found = costly_positions(sampled, RandomPolicy(), "kuhn_poker", top=20)
+    positions = [c for seat in found for c in seat]
+    assert any(c.played == FORFEIT for c in positions)
+    assert all(c.best != FORFEIT for c in positions)
