@@ -25,12 +25,17 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyspiel
 
-from coplay.eval.exact import QUERY_BATCH, solvable_game, tabular_exploitability
+from coplay.eval.exact import (
+    QUERY_BATCH,
+    ExploitabilityResult,
+    solvable_game,
+    tabular_exploitability,
+    to_table,
+)
 from coplay.eval.forfeits import forfeit_exploitability, has_forfeits
 from coplay.rollout.invalid import InvalidActionConfig
-from coplay.types import Observation, Policy
+from coplay.types import Observation, Policy, TabularQueryable
 
 
 def treat(counts: Sequence[int], invalid: int, legal: Sequence[str], cfg: InvalidActionConfig):
@@ -178,21 +183,23 @@ def bootstrap(
 def exploitability_metric(game_name: str, params: Mapping[str, object] | None):
     """``metric`` for ``bootstrap``: exploitability and NashConv of the estimate in every
     seat (forfeits read as such)."""
-    from coplay.eval.exact import to_table
-
-    env, game = solvable_game(game_name, params)
 
     def metric(policy: SampledPolicy) -> dict[str, float]:
-        tab = to_table(policy, game_name, params=params)
-        res = _exploitability(game, tab, env.spec)
+        res = forfeiting_exploitability(policy, game_name, params=params)
         return {"exploitability": res.exploitability, "nash_conv": res.nash_conv}
 
     return metric
 
 
-def _exploitability(game: pyspiel.Game, tab, spec):
+def forfeiting_exploitability(
+    policy: TabularQueryable, game_name: str, *, params: Mapping[str, object] | None = None
+) -> ExploitabilityResult:
+    """``coplay.eval.exact.exploitability`` for a policy whose rows may leave out a
+    forfeit's share (a sampled text policy); OpenSpiel's where none does."""
+    env, game = solvable_game(game_name, params)
+    tab = to_table(policy, game_name, params=params)
     if has_forfeits(tab):
-        return forfeit_exploitability(game, tab, spec)
+        return forfeit_exploitability(game, tab, env.spec)
     return tabular_exploitability(game, tab)
 
 
@@ -217,8 +224,9 @@ def outcomes_metric(
 def as_metrics(prefix: str, estimates: Mapping[str, Estimate]) -> dict[str, float]:
     """Flat metrics: ``{prefix}{name}_sampled`` and its ``_ci_low``, ``_ci_high``, ``_k``.
 
-    >>> as_metrics("eval/", {"exploitability": Estimate(0.3, 0.2, 0.4, 16, 50)})["eval/exploitability_sampled_k"]
-    16.0
+    >>> m = as_metrics("eval/", {"exploitability": Estimate(0.3, 0.2, 0.4, 16, 50)})
+    >>> m["eval/exploitability_sampled_ci_high"], m["eval/exploitability_sampled_k"]
+    (0.4, 16.0)
     """
     out = {}
     for name, e in estimates.items():

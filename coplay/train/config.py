@@ -192,6 +192,13 @@ class TrainConfig(_Strict):
     (and greedy_loss_seat<i>, the argmax policy, in perfect-information games)."""
     transcripts: int = Field(4, ge=0)
     """Sample episodes written as JSONL transcripts at each evaluation."""
+    eval_samples: int = Field(32, gt=0)
+    """Text mode: answers sampled per information state to estimate the policy's action
+    distribution for exploitability and exact matches (coplay.eval.sampled), logged
+    under *_sampled keys with a bootstrap interval; choice mode is evaluated exactly."""
+    eval_bootstrap: int = Field(100, ge=0)
+    """Text mode: bootstrap replicates for the interval of each sampled estimate (each
+    replicate repeats the exact computation on resampled answers)."""
 
 
 RENAMED = {

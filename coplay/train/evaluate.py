@@ -14,6 +14,14 @@ from coplay.envs.registry import game_metrics
 from coplay.eval.exact import exploitability
 from coplay.eval.exact_match import exact_outcomes, sampled_and_greedy_outcomes
 from coplay.eval.matches import play_match
+from coplay.eval.sampled import (
+    SampledPolicy,
+    as_metrics,
+    bootstrap,
+    exploitability_metric,
+    forfeiting_exploitability,
+    outcomes_metric,
+)
 from coplay.eval.welfare import welfare_report
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
@@ -36,7 +44,11 @@ def evaluate(run: Run) -> dict[str, float]:
     of ``final_policy(run)`` (with the learner's own exploitability when that differs)."""
     cfg, policy = run.cfg, final_policy(run)
     m: dict[str, float] = {}
-    if run.exact:
+    if run.exact and writes(policy):
+        m |= sampled_exploitability_metrics(run, policy, "eval/")
+        if policy is not run.trainees[0].policy:
+            m |= sampled_exploitability_metrics(run, run.trainees[0].policy, "eval/learner/")
+    elif run.exact:
         res = exploitability(policy, cfg.game.name, params=cfg.game.params)
         m["eval/exploitability"] = res.exploitability
         m["eval/nash_conv"] = res.nash_conv
@@ -69,10 +81,50 @@ def evaluate(run: Run) -> dict[str, float]:
     return m
 
 
+def writes(policy: Policy) -> bool:
+    """Whether ``policy`` answers in free text: its distribution is then what its
+    answers parse to, estimated by sampling (``coplay.eval.sampled``), never the
+    choice-mode scores its ``action_probs`` would report."""
+    return getattr(policy, "mode", "choice") == "text"
+
+
+def _evaluated(run: Run, policy: Policy) -> Policy:
+    """What exact evaluation reads of ``policy``: its sampled distribution if it writes."""
+    return sampled_view(run, policy) if writes(policy) else policy
+
+
+def sampled_view(run: Run, policy: Policy) -> SampledPolicy:
+    return SampledPolicy(policy, k=run.cfg.train.eval_samples, invalid=run.cfg.game.invalid)
+
+
+def sampled_exploitability_metrics(run: Run, policy: Policy, prefix: str) -> dict[str, float]:
+    """Exploitability and NashConv of a text policy's sampled distribution, with their
+    bootstrap intervals and K (``{prefix}exploitability_sampled``, ``..._ci_low``, ...),
+    and the share of invalid answers among the samples."""
+    game = run.cfg.game
+    est = sampled_view(run, policy)
+    res = bootstrap(
+        exploitability_metric(game.name, game.params),
+        est,
+        replicates=run.cfg.train.eval_bootstrap,
+        seed=run.cfg.train.seed,
+    )
+    return as_metrics(prefix, res) | {f"{prefix}invalid_rate_sampled": est.invalid_rate()}
+
+
 def exact_match_metrics(run: Run, policy: Policy, name: str, opp: Policy) -> dict[str, float]:
     """The policy's exact outcome from each seat against ``opp`` (no sampling noise),
-    and in perfect-information games that of its greedy version too."""
+    and in perfect-information games that of its greedy version too. A text policy's
+    outcomes are those of its sampled distribution, with intervals (``*_sampled``)."""
     game, params = run.cfg.game.name, run.cfg.game.params
+    if writes(policy):
+        res = bootstrap(
+            outcomes_metric(opp, game, params),
+            sampled_view(run, policy),
+            replicates=run.cfg.train.eval_bootstrap,
+            seed=run.cfg.train.seed,
+        )
+        return as_metrics(f"eval/{name}/", res)
     if run.spec.perfect_information:
         sampled, greedy = sampled_and_greedy_outcomes(policy, opp, game, params=params)
     else:  # an argmax is no candidate for equilibrium play here: skip its walk
@@ -117,19 +169,27 @@ def evaluate_roster(run: Run) -> dict[str, float]:
     m: dict[str, float] = {}
     seating, game = run.seating, run.cfg.game
     n = run.spec.num_players
+    # Text learners are read through their sampled distributions (point estimates here)
+    # and every exact number of the roster then says so: a ``_sampled`` suffix.
+    tag = "_sampled" if any(writes(t.policy) for t in run.trainees) else ""
     if run.exact:
-        profile = [run.policies[p] for p in seating.rows(1, run.rng)[0]]
-        res = exploitability(SeatedPolicy(profile), game.name, params=game.params)
-        m["eval/exploitability"], m["eval/nash_conv"] = res.exploitability, res.nash_conv
+        profile = [_evaluated(run, run.policies[p]) for p in seating.rows(1, run.rng)[0]]
+        res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)
+        m[f"eval/exploitability{tag}"], m[f"eval/nash_conv{tag}"] = (
+            res.exploitability,
+            res.nash_conv,
+        )
         for seat, v in enumerate(res.on_policy_values):
-            m[f"eval/value_seat{seat}"] = v
+            m[f"eval/value_seat{seat}{tag}"] = v
     for member in run.trainees:
         if run.exact and (seating.rotate or set(seating.seats) == {member.name}):
-            res = exploitability(member.policy, game.name, params=game.params)
-            m[f"eval/{member.name}/exploitability"] = res.exploitability
+            res = forfeiting_exploitability(
+                _evaluated(run, member.policy), game.name, params=game.params
+            )
+            m[f"eval/{member.name}/exploitability{tag}"] = res.exploitability
         for i, (opp_name, opp) in enumerate(run.eval_opponents.items()):
             if run.exact:
-                m |= exact_values(run, member, opp, opp_name)
+                m |= {k + tag: v for k, v in exact_values(run, member, opp, opp_name).items()}
             match = play_match(
                 run.game.make,
                 member.policy,
@@ -150,8 +210,8 @@ def exact_values(run: Run, member: Trainee, opp: Policy, opp_name: str) -> dict[
     m, game, n = {}, run.cfg.game, run.spec.num_players
     for seat in sorted({s for s, name in enumerate(run.seating.seats) if name == member.name}):
         profile = [opp] * n
-        profile[seat] = member.policy
-        res = exploitability(SeatedPolicy(profile), game.name, params=game.params)
+        profile[seat] = _evaluated(run, member.policy)
+        res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)
         m[f"eval/{member.name}/{opp_name}/exact_value_seat{seat}"] = res.on_policy_values[seat]
     return m
 

@@ -119,3 +119,35 @@ def test_an_averaged_final_policy_is_matched_exactly_beside_the_learner(tic_tac_
     # two updates apart, the average and the last iterate are different policies
     assert row["eval/perfect/exact_return_seat0"] != row["eval/learner/perfect/exact_return_seat0"]
     assert "eval/learner/random/win" not in row  # sampled matches: the final policy only
+
+
+def test_a_text_run_reports_sampled_numbers_only(tmp_path):
+    # The untrained tiny model writes garbage: almost every answer is invalid, and under
+    # the forfeit treatment its sampled exploitability is far above the choice-mode
+    # scores' (which the run must not report under its name).
+    over = [
+        *TINY,
+        "model.mode=text",
+        "model.max_new_tokens=4",
+        "train.eval_samples=4",
+        "train.eval_bootstrap=10",
+        "train.eval_opponents=[nash]",
+        "train.exact_matches=on",
+    ]
+    run = setup(build_config(overrides=over), tmp_path)
+    m = evaluate(run)
+    assert not any(
+        k.startswith(("eval/exploitability", "eval/nash_conv"))
+        and not k.split("/")[-1].split("_ci")[0].endswith(("_sampled", "_k"))
+        for k in m
+    )
+    assert "eval/exploitability" not in m and "eval/nash/exact_loss_seat0" not in m
+    e, low, high = (m[f"eval/exploitability_sampled{s}"] for s in ("", "_ci_low", "_ci_high"))
+    assert low <= e <= high and m["eval/exploitability_sampled_k"] == 4
+    assert m["eval/invalid_rate_sampled"] > 0.5
+    choice = exploitability(run.trainees[0].policy, "kuhn_poker").exploitability
+    assert e > choice + 0.5
+    assert {
+        "eval/nash/exact_loss_seat0_sampled",
+        "eval/nash/exact_loss_seat0_sampled_ci_low",
+    } <= set(m)
