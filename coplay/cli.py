@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
         help="also the exact win/draw/loss per seat by walking the game tree (OpenSpiel games)",
     )
     e.add_argument(
+        "--samples",
+        type=int,
+        default=32,
+        metavar="K",
+        help="a text-mode policy's answers per information state for its sampled "
+        "exploitability and exact rows, with bootstrap intervals (coplay/eval/sampled.py)",
+    )
+    e.add_argument(
         "--costly",
         type=int,
         default=0,
@@ -439,6 +447,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         table.add_row(f"mean return, seat {seat}", f"{r:.3f}")
     table.add_row("episodes", str(res.episodes))
     table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
+    if getattr(policy, "mode", "choice") == "text":
+        return _eval_text(args, table, policy, opponent, spec, game, params)
     if decide_exact("auto", spec, game, params):
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
@@ -448,6 +458,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     console.print(table)
     if args.costly:
         _print_costly(policy, opponent, game, params, args.costly)
+    return 0
+
+
+def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: dict) -> int:
+    """``coplay eval`` of a text-mode policy: its exact rows are those of its sampled
+    distribution (``--samples`` answers per state), each with a bootstrap interval."""
+    from coplay.eval.exact import decide_exact
+    from coplay.eval.sampled import SampledPolicy, bootstrap, exploitability_metric, outcomes_metric
+
+    if args.samples <= 0:
+        raise ValueError(f"--samples must be positive, got {args.samples}")
+    sampled = SampledPolicy(policy, k=args.samples)
+    metrics = []
+    if decide_exact("auto", spec, game, params):
+        metrics.append(exploitability_metric(game, params))
+    if args.exact:
+        metrics.append(outcomes_metric(opponent, game, params))
+    for metric in metrics:
+        for name, e in bootstrap(metric, sampled, seed=args.seed).items():
+            table.add_row(
+                f"{name.replace('_', ' ')} (sampled, K={e.k})",
+                f"{e.value:.4f} [{e.ci_low:.4f}, {e.ci_high:.4f}]",
+            )
+    if metrics:
+        table.add_row(
+            f"invalid answers (sampled, K={args.samples})", f"{sampled.invalid_rate():.3f}"
+        )
+    console.print(table)
+    if args.costly:
+        _print_costly(sampled, opponent, game, params, args.costly)
     return 0
 
 

@@ -112,6 +112,7 @@ def test_cli_sft_run_directory_and_train_round_trip(data, tmp_path):
         *TINY,
         "sft.epochs=2",
         "sft.batch_size=2",
+        "model.mode=text",
     ]
     assert main(args) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -142,6 +143,17 @@ def test_cli_sft_run_directory_and_train_round_trip(data, tmp_path):
         == 0
     )
     assert (rl / "checkpoints" / "final" / "config.json").is_file()
+
+
+def test_cli_eval_of_a_text_checkpoint_is_sampled(data, tmp_path, capsys):
+    out = tmp_path / "sft"
+    args = ["sft", "--quiet", "--data", str(data), "--out", str(out), *TINY, "model.mode=text"]
+    assert main([*args, "sft.epochs=1"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "4", "--samples", "4", "--exact"]) == 0
+    shown = capsys.readouterr().out
+    assert "exploitability (sampled, K=4)" in shown and "exact loss seat0 (sampled, K=4)" in shown
+    assert "(exact)" not in shown
 
 
 def test_cli_sft_lora_writes_a_merged_checkpoint(data, tmp_path):
