@@ -17,8 +17,9 @@ from coplay.train.loop import run_loop
 
 ROOT = Path(coplay.__file__).parent
 
-UPPER = ("coplay.train", "coplay.population", "coplay.cli")
-"""The training stack and its drivers, above everything else."""
+UPPER = ("coplay.train", "coplay.population", "coplay.sft", "coplay.cli")
+"""The training stack and its drivers (population play, warm starts, the CLI), above
+everything else."""
 
 
 def module_name(path: Path) -> str:
