@@ -11,7 +11,9 @@ MODULES = [
     "coplay.envs.signalling",
     "coplay.envs.talk",
     "coplay.eval.matches",
+    "coplay.eval.sampled",
     "coplay.policies.scoring",
+    "coplay.sft.demos",
 ]
 
 
