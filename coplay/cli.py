@@ -408,7 +408,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         table.add_row(f"mean return, seat {seat}", f"{r:.3f}")
     table.add_row("episodes", str(res.episodes))
     table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
-    if decide_exact("auto", spec, game, params):
+    if decide_exact("auto", spec, game, params) and getattr(policy, "mode", None) == "text":
+        # exact evaluation reads the choice distribution, not what a text policy writes
+        table.add_row("exploitability (exact)", "not computed: a text policy (sample it)")
+    elif decide_exact("auto", spec, game, params):
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
         table.add_row("NashConv (exact)", f"{ex.nash_conv:.4f}")

@@ -65,8 +65,34 @@ def game_text(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) ->
 
 
 def wants_exact(cfg: RunConfig, spec: GameSpec) -> bool:
-    """Whether evaluations compute exact exploitability (``train.exact``)."""
+    """Whether evaluations compute exact exploitability (``train.exact``). Never for a
+    text-mode learner: exact evaluation reads the choice distribution, which is not
+    what a writing policy plays (``text_refuses_exact``)."""
+    if text_refuses_exact(cfg, "train.exact", cfg.train.exact):
+        return False
     return decide_exact(cfg.train.exact, spec, cfg.game.name, cfg.game.params)
+
+
+def text_refuses_exact(cfg: RunConfig, key: str, mode: bool | str) -> bool:
+    """True for a text-mode run, whose exact metrics would silently score the choice
+    distribution instead of the written answers; ``key`` set to on is an error."""
+    if cfg.model.mode != "text":
+        return False
+    if mode is True:
+        raise ValueError(
+            f"{key}=on reads the choice distribution, which a model.mode=text policy does "
+            f"not play; set {key}=off (a text policy is evaluated by sampling its answers)"
+        )
+    return True
+
+
+def exact_matches(cfg: RunConfig, spec: GameSpec, evals, *, exact: bool) -> tuple[str, ...]:
+    """The evaluation opponents also matched exactly (``train.exact_matches``); none for
+    a text-mode run (``text_refuses_exact``)."""
+    mode = cfg.train.exact_matches
+    if text_refuses_exact(cfg, "train.exact_matches", mode):
+        return ()
+    return exact_match_opponents(mode, spec, cfg.game.name, cfg.game.params, evals, exact=exact)
 
 
 def make_trainee(policy: LMPolicy, cfg: RunConfig, *, adapter: bool = False) -> Trainee:
@@ -142,9 +168,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         plan_states={name: part.init() for name, part in planning.items()},
         eval_opponents=evals,
         exact=exact,
-        exact_matches=exact_match_opponents(
-            cfg.train.exact_matches, spec, game.name, cfg.game.params, evals, exact=exact
-        ),
+        exact_matches=exact_matches(cfg, spec, evals, exact=exact),
     )
 
 
