@@ -67,8 +67,7 @@ class ModelConfig(BaseModel):
     def _chat_needs_text(self) -> ModelConfig:
         if self.text.context == "chat" and self.mode != "text":
             raise ValueError(
-                "model.text.context=chat is a context of written answers: it needs "
-                "model.mode=text"
+                "model.text.context=chat is a context of written answers: it needs model.mode=text"
             )
         return self
 

@@ -78,9 +78,7 @@ def train_tokenizer(
     if text:
         tok.add_tokens([AddedToken(t, normalized=False) for t in FORMAT_TOKENS])
         tok.add_special_tokens([AddedToken(t, normalized=False) for t in ROLE_TOKENS])
-    out = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token=PAD, bos_token=BOS, eos_token=EOS
-    )
+    out = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, bos_token=BOS, eos_token=EOS)
     if text:
         out.chat_template = CHAT_TEMPLATE
     return out

@@ -293,8 +293,9 @@ def update(
     iteration = learner.policy.version
     learner.policy.model.train()
     history: list[dict[str, float]] = []
+    chat = getattr(learner.policy, "wants_history", False)  # conversations stay together
     for _ in range(learner.epochs):
-        order = shuffled(samples, rng, by_conversation=getattr(learner.policy, "wants_history", False))
+        order = shuffled(samples, rng, by_conversation=chat)
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
             history.append(_minibatch_step(learner, minibatch, iteration))

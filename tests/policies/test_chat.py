@@ -7,7 +7,6 @@ import itertools
 from dataclasses import dataclass
 
 import pytest
-import torch
 
 from coplay.backends.base import Generation
 from coplay.envs.registry import list_games, make_env
