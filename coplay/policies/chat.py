@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from jinja2 import TemplateError
+
 from coplay.policies.answer import THINK_CLOSE, THINK_OPEN
 from coplay.policies.text import TextConfig
 from coplay.types import Decision, Observation
@@ -60,8 +62,22 @@ class Prompter:
         return self.tokenizer.eos_token_id
 
     # ---------------------------------------------------------------- pieces
-    def _system(self) -> dict[str, str]:
-        return {"role": "system", "content": self.text.format.instruction}
+    def _render(self, user: str, *later: dict[str, str]) -> str:
+        """The template's text of the system message, ``user`` and ``later`` messages,
+        with the generation prompt. A template that refuses a system role (Gemma's)
+        gets the instruction at the head of the first user message instead."""
+        instruction = self.text.format.instruction
+        messages = [
+            {"role": "system", "content": instruction},
+            {"role": "user", "content": user},
+            *later,
+        ]
+        render = self.tokenizer.apply_chat_template
+        try:
+            return render(messages, add_generation_prompt=True, tokenize=False)
+        except TemplateError:
+            messages = [{"role": "user", "content": f"{instruction}\n\n{user}"}, *later]
+            return render(messages, add_generation_prompt=True, tokenize=False)
 
     def head(self, user: str) -> tuple[int, ...]:
         """Ids of a conversation's start: the system message, ``user``, the generation
@@ -69,11 +85,7 @@ class Prompter:
         if user not in self._heads:
             tok = self.tokenizer
             if self.templated:
-                text = tok.apply_chat_template(
-                    [self._system(), {"role": "user", "content": user}],
-                    add_generation_prompt=True,
-                    tokenize=False,
-                )
+                text = self._render(user)
                 ids = tok(text, add_special_tokens=False)["input_ids"]
             else:
                 plain = f"{self.text.format.instruction}\n\n{user.rstrip()}\n{_PLAIN_CUE}"
@@ -89,15 +101,8 @@ class Prompter:
         key = (user, ended)
         if key not in self._turns:
             tok = self.tokenizer
-            text = tok.apply_chat_template(
-                [
-                    self._system(),
-                    {"role": "user", "content": "-"},
-                    {"role": "assistant", "content": _SENTINEL},
-                    {"role": "user", "content": user},
-                ],
-                add_generation_prompt=True,
-                tokenize=False,
+            text = self._render(
+                "-", {"role": "assistant", "content": _SENTINEL}, {"role": "user", "content": user}
             )
             after = text[text.index(_SENTINEL) + len(_SENTINEL) :]
             eos = tok.eos_token or ""

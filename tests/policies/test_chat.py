@@ -228,3 +228,54 @@ def test_a_batch_is_scored_with_one_sequence_per_conversation():
         hook.remove()
     assert [r[0] for r in rows] == [2]  # one forward pass, one row per conversation
     assert scored.mask.sum() == sum(len(d.response_ids) for d in decisions)
+
+
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>'"
+    " + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}"
+)
+"""A ChatML template as Qwen checkpoints bring it: the end-of-turn token is the EOS."""
+
+
+def test_a_checkpoints_own_template_keeps_prompts_exact_and_closes_answers_once():
+    from coplay.models.tiny import TinyModelConfig, build_tiny_model
+    from coplay.models.tokenizer import train_tokenizer
+    from coplay.policies.lm import LMPolicy
+
+    corpus = game_text(lambda: make_env("kuhn_poker"), episodes=20)
+    tok = train_tokenizer(corpus.texts, vocab_size=400, actions=corpus.actions, text=True)
+    tok.add_special_tokens(
+        {"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>"]}
+    )
+    tok.chat_template = CHATML
+    model = build_tiny_model(TinyModelConfig(**SMALL), vocab_size=len(tok), seed=0)
+    policy = LMPolicy(model, tok, mode="text", text=TextConfig(context="chat"))
+    end = "<think>x</think> [Raise]<|im_end|>"
+    policy = scripted(policy, [end, "<think>x</think> [Raise]", ANSWER.replace("<eos>", "")] * 4)
+    (episode,) = play_kuhn(policy, invalid=InvalidActionConfig(retries=2, on_fail="penalty"))
+    first, second, third = decisions_in_order(episode.trajectories[0])[:3]
+    for before, after in ((first, second), (second, third)):
+        sent = before.prompt_ids + before.response_ids
+        assert after.prompt_ids[: len(sent)] == sent
+    eos = tok.eos_token_id
+    between = second.prompt_ids[len(first.prompt_ids) + len(first.response_ids) :]
+    assert first.response_ids[-1] == eos and between[0] != eos  # closed once, by the answer
+    between = third.prompt_ids[len(second.prompt_ids) + len(second.response_ids) :]
+    assert between[0] == eos  # an answer cut short is closed by the template
+    assert tok.decode(third.prompt_ids).count("<|im_start|>system") == 1
+
+
+def test_a_template_without_a_system_role_gets_the_instruction_in_the_first_message():
+    policy = text_policy("kuhn_poker", context="chat")
+    policy.tokenizer.chat_template = (
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+        "supported') }}{% endif %}" + CHATML
+    )
+    policy = scripted(policy, ["<think>x</think> [Raise]", ANSWER] * 3)
+    (episode,) = play_kuhn(policy)
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    text = policy.tokenizer.decode(first.prompt_ids)
+    assert text.startswith("<|im_start|>user\n" + policy.text.format.instruction)
+    sent = first.prompt_ids + first.response_ids
+    assert second.prompt_ids[: len(sent)] == sent
