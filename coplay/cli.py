@@ -192,6 +192,8 @@ def _is_number(text: str) -> bool:
 
 def _warm_start_parsers(sub) -> None:
     """``coplay sft`` and ``coplay demos`` (coplay.sft): warm starts before RL."""
+    from coplay.policies.answer import ANSWER_FORMATS
+
     sf = sub.add_parser("sft", help="fine-tune on chat JSONL (loss on assistant turns)")
     sf.add_argument("--data", required=True, help="chat-format JSONL, one conversation a line")
     sf.add_argument("--out", required=True, help="run directory (a new one: see --force)")
@@ -214,6 +216,12 @@ def _warm_start_parsers(sub) -> None:
         default="turn",
         choices=("turn", "chat"),
         help="turn: one conversation per decision; chat: one per player and game",
+    )
+    dm.add_argument(
+        "--answer",
+        default="think",
+        help="answer format of the written answers (model.text.answer): "
+        + ", ".join(sorted(ANSWER_FORMATS)),
     )
     dm.add_argument("--seed", type=int, default=0)
     dm.add_argument("--force", action="store_true", help="move an existing --out to OUT.old-<time>")
@@ -571,6 +579,7 @@ def cmd_demos(args: argparse.Namespace) -> int:
         seed=args.seed,
         params=_game_params(args.params),
         context=args.context,
+        answer=args.answer,
     )
     console.print(f"written: {out} ({count} conversations; train on it with coplay sft)")
     return 0

@@ -60,6 +60,10 @@ class Observation:
     """``text`` as it would read after each message the player could have received
     (every one, the actual included), for the positive-listening bonus; empty where the
     game has no finite set of messages or nothing was said."""
+    history: tuple[tuple[Observation, Decision], ...] = ()
+    """The player's own earlier decisions in this episode with what it saw at each
+    (rejected answers included), oldest first: filled by the engine only for a policy
+    that reads its conversation (``wants_history``, chat context), else empty."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class Decision:
     """Log-probs under the distribution the action was actually drawn from, where that
     differs from the policy's (``logprobs``): exploration mixes in uniform choices.
     None means the policy's own."""
+    well_formed: bool | None = None
+    """Free text with an answer format: written exactly in the format (the format
+    reward reads it). None where no format applies (choices, scripted policies)."""
 
     @property
     def valid(self) -> bool:

@@ -808,3 +808,19 @@ def test_bad_input_is_one_error_line_with_exit_status_2(case, kuhn_run, tmp_path
         (kuhn_run / "config.yaml").read_bytes(),
         (kuhn_run / "summary.json").read_bytes(),
     )
+
+
+def test_a_text_checkpoint_keeps_its_format_and_is_never_scored_exactly(tmp_path, capsys):
+    import coplay
+
+    out = tmp_path / "text"
+    over = [*TINY[:1], "train.eval_opponents=[]", "rollout.games_per_iter=4"]
+    text = ["model.mode=text", "model.max_new_tokens=4", "model.text.answer=think-boxed"]
+    assert main(["train", "--quiet", "--out", str(out), *over, *text]) == 0
+    policy = coplay.load_policy(out)
+    assert (policy.mode, policy.text.answer) == ("text", "think-boxed")
+    assert policy.tokenizer.chat_template
+    # its exact rows are those of its sampled answers, each with K and an interval
+    assert main(["eval", str(out), "--episodes", "4", "--samples", "2", "--exact"]) == 0
+    shown = capsys.readouterr().out
+    assert "exploitability (sampled, K=2)" in shown and "(exact)" not in shown

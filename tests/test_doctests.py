@@ -13,7 +13,6 @@ MODULES = [
     "coplay.eval.matches",
     "coplay.eval.sampled",
     "coplay.policies.scoring",
-    "coplay.sft.demos",
 ]
 
 

@@ -10,6 +10,7 @@ Prompt rendering stays with the policy; the backend lends it its tokenizer.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -25,6 +26,26 @@ class Generation(NamedTuple):
 
     ids: tuple[int, ...]
     logprobs: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters beyond the temperature, passed to ``sample_text``."""
+
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: tuple[tuple[int, ...], ...] = field(default_factory=tuple)
+
+    def kwargs(self) -> dict[str, object]:
+        """Those that differ from plain ancestral sampling, as keyword arguments."""
+        out: dict[str, object] = {}
+        if self.top_p < 1.0:
+            out["top_p"] = self.top_p
+        if self.top_k:
+            out["top_k"] = self.top_k
+        if self.stop:
+            out["stop"] = self.stop
+        return out
 
 
 class Backend(Protocol):
@@ -45,9 +66,14 @@ class Backend(Protocol):
         ...
 
     def generate(
-        self, prompts: Sequence[Sequence[int]], *, generator: torch.Generator
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        generator: torch.Generator,
+        sampling: Sampling | None = None,
     ) -> list[Generation]:
-        """One sampled answer per prompt, in order, drawing from ``generator``."""
+        """One sampled answer per prompt, in order, drawing from ``generator`` with
+        ``sampling``'s parameters (None: plain ancestral sampling)."""
         ...
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:

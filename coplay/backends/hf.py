@@ -9,12 +9,13 @@ gradients, so its recomputed log-probs equal these up to float error.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from coplay.backends.base import ChoiceItem, Generation
+from coplay.backends.base import ChoiceItem, Generation, Sampling
 from coplay.policies.scoring import choice_table, sample_text, table_rows
 
 
@@ -53,7 +54,11 @@ class HFBackend:
 
     @torch.no_grad()
     def generate(
-        self, prompts: Sequence[Sequence[int]], *, generator: torch.Generator
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        generator: torch.Generator,
+        sampling: Sampling | None = None,
     ) -> list[Generation]:
         """Ancestral sampling, each answer ending at EOS or ``max_new_tokens``."""
         answers = sample_text(
@@ -64,6 +69,7 @@ class HFBackend:
             eos_id=self.tokenizer.eos_token_id,
             pad_id=self.tokenizer.pad_token_id,
             generator=generator,
+            **sampler_kwargs(sampling),
         )
         return [Generation(ids, lps) for ids, lps in answers]
 
@@ -87,3 +93,23 @@ def _holds(model: PreTrainedModel, state_dict: Mapping[str, torch.Tensor]) -> bo
 
 def _where(t: torch.Tensor) -> tuple:
     return t.data_ptr(), t.shape, t.dtype
+
+
+_SAMPLER_ARGS = frozenset(inspect.signature(sample_text).parameters)
+
+
+def sampler_kwargs(sampling: Sampling | None) -> dict[str, object]:
+    """``sampling``'s parameters that ``sample_text`` takes. Stop sequences it does not
+    take are left out: the policy cuts each answer at its first stop itself, which
+    keeps the same tokens and log-probs. Any other parameter it does not take is an
+    error, never a silent change of the distribution."""
+    kwargs = sampling.kwargs() if sampling is not None else {}
+    if "stop" not in _SAMPLER_ARGS:
+        kwargs.pop("stop", None)
+    missing = sorted(k for k in kwargs if k not in _SAMPLER_ARGS)
+    if missing:
+        raise ValueError(
+            f"model.text.{missing[0]} needs a sampler that supports it; this build's "
+            "sample_text does not (leave it at its default)"
+        )
+    return kwargs

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from safetensors import SafetensorError, safe_open
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
 
@@ -23,6 +23,7 @@ from coplay.backends import check_backend
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
+from coplay.policies.text import TextConfig
 
 POLICY_FILE = "coplay_policy.json"
 
@@ -52,11 +53,23 @@ class ModelConfig(BaseModel):
     backend: str = Field(
         "hf", description="Engine that runs the model in play: a name in coplay.backends.BACKENDS."
     )
+    text: TextConfig = Field(
+        default_factory=TextConfig,
+        description="Text mode: answer format, sampling, chat context and format reward.",
+    )
 
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
         return check_backend(name)
+
+    @model_validator(mode="after")
+    def _chat_needs_text(self) -> ModelConfig:
+        if self.text.context == "chat" and self.mode != "text":
+            raise ValueError(
+                "model.text.context=chat is a context of written answers: it needs model.mode=text"
+            )
+        return self
 
 
 def build_policy(
@@ -72,7 +85,8 @@ def build_policy(
     if cfg.path:
         model, tok = _load_hf(cfg.path, cfg.dtype)
     else:
-        tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size, actions=actions)
+        text = cfg.mode == "text"  # a tokenizer that can write, with a chat template
+        tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size, actions=actions, text=text)
         model = build_tiny_model(cfg.tiny, vocab_size=len(tok), seed=seed)
     model.to(cfg.device)
     return LMPolicy(
@@ -84,6 +98,7 @@ def build_policy(
         max_new_tokens=cfg.max_new_tokens,
         seed=seed,
         backend=cfg.backend,
+        text=cfg.text,
     )
 
 
@@ -227,6 +242,7 @@ def save_policy(policy: LMPolicy, folder: str | Path, *, game: PlayedGame | None
         "policy_id": policy.policy_id,
         "version": policy.version,
         "prompt_format": prompt_format(policy.tokenizer),
+        "text": policy.text.model_dump(),
     }
     if game is not None:
         meta |= {"game": game.name, "game_params": dict(game.params)}
@@ -298,6 +314,8 @@ def load_policy(path: str | Path, *, seed: int = 0, device: str = "cpu") -> LMPo
         temperature=meta.get("temperature", 1.0),
         max_new_tokens=meta.get("max_new_tokens", 24),
         seed=seed,
+        # A checkpoint from before answer formats read text answers leniently.
+        text=TextConfig.model_validate(meta.get("text", {"answer": "free"})),
     )
     policy.version = int(meta.get("version", 0))
     return policy

@@ -214,6 +214,7 @@ def save_roles(
         mode=first.mode,
         temperature=first.temperature,
         max_new_tokens=first.max_new_tokens,
+        text=first.text,
     )
     save_policy(base, folder / "base", game=game)
     meta = read_meta(folder / "base")

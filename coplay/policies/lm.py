@@ -7,14 +7,17 @@
   An observation without a legal list (``legal_actions is None``: a message turn in
   a game with talk) is answered by free text instead, so one episode, and one
   batch, can mix constrained choices and messages.
-* ``text``: the model writes freely; a parser extracts the bracketed action. The
-  recorded log-probs are per generated token under the sampling distribution.
+* ``text``: the model writes an answer in its answer format (``model.text``,
+  ``coplay.policies.answer``: a reasoning block, then the action), prompted with the
+  observation or its whole conversation (``coplay.policies.chat``). The recorded
+  log-probs are per generated token under the sampling distribution.
 
-A free-text answer to an observation without a legal list is a *message*: its
-action is the generated text itself (at most ``max_new_tokens`` tokens), always
-valid; the game's ``parse_action`` turns it into the message it records (its own
-length and charset limits). With a legal list, the action is the last bracketed
-legal action in the text, or None (invalid).
+A free-text answer to an observation without a legal list is a *message*. In text
+mode it is the answer after its reasoning block, cleaned of control bytes; the game's
+``parse_action`` turns it into the message it records (its own length and charset
+limits). Choice mode answers message turns as it always has: the whole generated
+text. With a legal list, a text-mode action is the one its format reads, or None
+(invalid: the game's treatment).
 
 The policy renders prompts and samples; the backend (``coplay.backends``, Hugging
 Face ``transformers`` by default) runs the weights, and after every update the
@@ -39,8 +42,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
 from coplay.envs.actions import parse_action
+from coplay.policies.chat import Prompter
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import fold_common_prefix
+from coplay.policies.text import TextConfig, cut_at_stop
 from coplay.types import Decision, Observation
 
 __all__ = ["ACTION_CUE", "LMPolicy", "Mode", "Scored", "explore_mixture"]
@@ -70,6 +75,7 @@ class LMPolicy:
         max_new_tokens: int = 24,
         seed: int = 0,
         backend: str = "hf",
+        text: TextConfig | None = None,
     ) -> None:
         if mode not in ("choice", "text"):
             raise ValueError(f"policy mode must be 'choice' or 'text', got {mode!r}")
@@ -81,6 +87,9 @@ class LMPolicy:
         are built with the same engine."""
         self.policy_id = policy_id
         self.mode: Mode = mode
+        self.text = text or TextConfig()
+        """Answer format, sampling, context and format reward of text mode."""
+        self._prompter: Prompter | None = None
         self._explore = 0.0
         self.generator = torch.Generator().manual_seed(seed)
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
@@ -151,6 +160,19 @@ class LMPolicy:
         return next(self.model.parameters()).device
 
     @property
+    def wants_history(self) -> bool:
+        """Whether its prompts read the player's conversation (``Observation.history``):
+        text mode in chat context."""
+        return self.mode == "text" and self.text.context == "chat"
+
+    @property
+    def prompter(self) -> Prompter:
+        """Text mode's prompts (built on first use, from the backend's tokenizer)."""
+        if self._prompter is None:
+            self._prompter = Prompter(self.tokenizer, self.text, self.max_new_tokens)
+        return self._prompter
+
+    @property
     def scorer(self) -> Scorer:
         """The learner's differentiable scoring of this policy's decisions."""
         return Scorer(self.model, self.temperature, self.tokenizer.pad_token_id or 0)
@@ -162,7 +184,11 @@ class LMPolicy:
         return (obs.text, obs.messages, obs.legal_actions)
 
     def prompt_ids(self, obs: Observation) -> tuple[int, ...]:
-        """Token ids of the prompt for ``obs`` (chat template when the tokenizer has one)."""
+        """Token ids of the prompt for ``obs`` (chat template when the tokenizer has one);
+        in text mode, with the answer format's instruction and, in chat context, the
+        conversation so far."""
+        if self.mode == "text":
+            return self.prompter.prompt(obs)
         key = obs.text
         if key not in self._prompt_cache:
             self._prompt_cache[key] = tuple(self._encode_prompt(obs))
@@ -209,7 +235,15 @@ class LMPolicy:
 
     @torch.no_grad()
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
-        """Exact constrained distribution over legal actions (choice mode semantics)."""
+        """Exact constrained distribution over legal actions (choice mode semantics).
+
+        A text-mode policy refuses: what it plays is what it writes, which this
+        distribution is not; its distribution is estimated by sampling answers."""
+        if self.mode == "text":
+            raise ValueError(
+                "exact evaluation reads the choice distribution over the legal actions, "
+                "which is not what a model.mode=text policy plays; evaluate it by sampling"
+            )
         items = [self._choice_item(o) for o in observations]
         logps = self.backend.choice_logps(items)
         out = []
@@ -329,23 +363,40 @@ class LMPolicy:
         if not observations:
             return []
         prompts = [self.prompt_ids(o) for o in observations]
-        responses = self.backend.generate(prompts, generator=self.generator)
+        if self.mode != "text":  # choice mode's message turns, as they have always been
+            responses = self.backend.generate(prompts, generator=self.generator)
+            return [
+                self._decision(o, p, ids, lps, None)
+                for o, p, (ids, lps) in zip(observations, prompts, responses, strict=True)
+            ]
+        sampling = self.text.sampling(self.tokenizer)
+        responses = self.backend.generate(prompts, generator=self.generator, sampling=sampling)
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            action = text if obs.legal_actions is None else parse_action(text, obs.legal_actions)
-            decisions.append(
-                Decision(
-                    text=text,
-                    action=action,
-                    policy_id=self.policy_id,
-                    policy_version=self.version,
-                    prompt_ids=prompt,
-                    response_ids=ids,
-                    logprobs=lps,
-                )
-            )
+            ids, lps = cut_at_stop(ids, lps, sampling.stop)
+            decisions.append(self._decision(obs, prompt, ids, lps, self.text.format))
         return decisions
+
+    def _decision(self, obs, prompt, ids, lps, answer_format) -> Decision:
+        """The decision of a written answer; without a format (choice mode's message
+        turns) the action is the whole text, or the last bracketed legal action."""
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if answer_format is None:
+            action = text if obs.legal_actions is None else parse_action(text, obs.legal_actions)
+            well_formed = None
+        else:
+            parsed = answer_format.parse(text, obs.legal_actions)
+            action, well_formed = parsed.action, parsed.well_formed
+        return Decision(
+            text=text,
+            action=action,
+            policy_id=self.policy_id,
+            policy_version=self.version,
+            prompt_ids=prompt,
+            response_ids=tuple(ids),
+            logprobs=tuple(lps),
+            well_formed=well_formed,
+        )
 
 
 def _check_explore(epsilon: float, mode: Mode) -> None:

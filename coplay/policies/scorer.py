@@ -5,7 +5,9 @@ same kernels (``coplay.policies.scoring``) on the same token ids at the same
 temperature, so a decision scored right after it was sampled gets its recorded
 log-probs back up to float error. Each decision is scored by its own kind: a
 constrained choice (it records ``choice_ids``) as one unit, free text as one unit
-per generated token, so one batch may mix both.
+per generated token, so one batch may mix both. Free-text decisions that continue
+one another (chat context) are scored one conversation per sequence
+(``coplay.policies.chains``).
 
 A scorer is the learner's own component: the learner, its loss terms and the KL
 reference call ``policy.scorer.score``. A policy whose weights need a setting first
@@ -24,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from coplay.policies.chains import chain_token_logps, conversations
 from coplay.policies.scoring import choice_table, table_rows, token_logps
 from coplay.types import Decision
 
@@ -99,6 +102,13 @@ class Scorer:
     def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
         if not decisions:
             return None
+        chains = conversations(decisions)
+        if len(chains) < len(decisions):
+            # Chat context: one forward pass per conversation scores all its answers.
+            logp, ent, mask = chain_token_logps(
+                self.model, decisions, chains, temperature=self.temperature
+            )
+            return Scored(logp=logp, entropy=ent, mask=mask)
         pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
         # Text rows pad with id 0 whatever ``pad_id`` is, as the learner always has:
         # padding is masked out, and keeping the id keeps every recomputed number.

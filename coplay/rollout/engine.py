@@ -286,12 +286,26 @@ def _gather(
             group = (key, id(policy)) if key in shared else key
             _, slots, observations, forced = pending.setdefault(group, (policy, [], [], []))
             slots.append((game, player))
-            observations.append(game.env.observe(player))
+            obs = game.env.observe(player)
+            if getattr(policy, "wants_history", False):
+                obs = replace(obs, history=_history(game, player, obs))
+            observations.append(obs)
             forced.append(game.forced(player))
     return [
         (policy, RolloutRequest(*policy_key(policy), tuple(obs), tuple(forced)), slots)
         for policy, slots, obs, forced in pending.values()
     ]
+
+
+def _history(game: _Live, player: int, obs: Observation) -> tuple:
+    """``player``'s decisions so far in ``game`` with what it saw at each, rejected
+    answers included, oldest first (``Observation.history``)."""
+    pairs = []
+    for turn in game.trajectories[player].turns:
+        pairs += [(turn.observation, d) for d in turn.invalid_attempts]
+        pairs.append((turn.observation, turn.decision))
+    pairs += [(obs, d) for d in game.rejected.get(player, ())]
+    return tuple(pairs)
 
 
 def _resolve(
@@ -304,11 +318,17 @@ def _resolve(
 ) -> None:
     """Accept a legal decision, or apply the retry / penalty / forfeit treatment."""
     earlier = game.rejected.setdefault(player, [])
+    if obs.history:  # the turn keeps what the env showed; the decisions hold the rest
+        obs = replace(obs, history=())
     if dec.valid and obs.legal_actions is None:
         # A message is free text, so only the game can say whether it is one (an
         # empty or unknown message is invalid): the same treatment as a bad action.
+        # A message with a format is played as the game reads it (its own limits).
         message = game.env.parse_action(player, dec.action)
-        dec = dec if message is not None else replace(dec, action=None)
+        if message is None:
+            dec = replace(dec, action=None)
+        elif dec.well_formed is not None:
+            dec = replace(dec, action=message)
     if dec.valid:
         game.resolved[player] = Turn(
             player=player,

@@ -23,23 +23,12 @@ from typing import Literal
 import numpy as np
 
 from coplay.envs.gameref import GameRef
+from coplay.policies.answer import ANSWER_FORMATS, check_format
 from coplay.policies.scripted import _resolve
 from coplay.population.opponents import build_opponent
 from coplay.report.atomic import write_text
 from coplay.rollout.engine import play_episodes
 from coplay.types import Episode, Observation, Policy, Turn
-
-Render = Callable[[str, str], str]
-"""``render(reasoning, action) -> answer text``."""
-
-
-def think_render(reasoning: str, action: str) -> str:
-    """The default answer format: a reasoning block, then the bracketed action.
-
-    >>> think_render("I hold the King.", "[Bet]")
-    '<think>I hold the King.</think> [Bet]'
-    """
-    return f"<think>{reasoning}</think> {action}"
 
 
 def _plain(action: str) -> str:
@@ -185,11 +174,16 @@ def narrate(
     policy: Policy,
     *,
     context: Literal["turn", "chat"] = "turn",
-    render: Render = think_render,
+    answer: str = "think",
     seed: int = 0,
 ) -> list[dict]:
     """Chat records of the episodes' listed-action turns: one per turn (``turn``), or
-    one per player and episode (``chat``: its observations and answers in order)."""
+    one per player and episode (``chat``: its observations and answers in order). Each
+    opens with the answer format's instruction as the system message and writes its
+    answers in that format, as a text-mode policy's prompts and answers look
+    (``coplay.policies.chat``), so a fine-tuned model meets in play what it learned."""
+    fmt = ANSWER_FORMATS[check_format(answer)]
+    render, system = fmt.render, fmt.instruction
     rng = np.random.default_rng(seed)
     probs_of = getattr(policy, "action_probs", None)
     records = []
@@ -202,9 +196,9 @@ def narrate(
                 for i, t in enumerate(turns)
             ]
             if context == "turn":
-                records += [_record([u, a]) for u, a in pairs]
+                records += [_record(system, [u, a]) for u, a in pairs]
             elif pairs:
-                records.append(_record([m for pair in pairs for m in pair]))
+                records.append(_record(system, [m for pair in pairs for m in pair]))
     return records
 
 
@@ -222,9 +216,10 @@ def _user(turn: Turn) -> str:
     return turn.observation.text
 
 
-def _record(contents: Sequence[str]) -> dict:
+def _record(system: str, contents: Sequence[str]) -> dict:
     roles = ("user", "assistant")
-    return {"messages": [{"role": roles[i % 2], "content": c} for i, c in enumerate(contents)]}
+    turns = [{"role": roles[i % 2], "content": c} for i, c in enumerate(contents)]
+    return {"messages": [{"role": "system", "content": system}, *turns]}
 
 
 def write_demos(
@@ -236,7 +231,7 @@ def write_demos(
     seed: int = 0,
     params: Mapping[str, object] | None = None,
     context: Literal["turn", "chat"] = "turn",
-    render: Render = think_render,
+    answer: str = "think",
 ) -> int:
     """Play ``games`` games of ``player`` in every seat and write the narrated JSONL to
     ``out``; returns the number of conversations written."""
@@ -245,6 +240,6 @@ def write_demos(
     seats = ref.make().spec.num_players
     episodes = play_episodes(ref.make, [[policy] * seats] * games, range(seed, seed + games))
     label = _resolve(player, ref.name) if player in ("nash", "perfect", "optimal") else player
-    records = narrate(episodes, label, policy, context=context, render=render, seed=seed)
+    records = narrate(episodes, label, policy, context=context, answer=answer, seed=seed)
     write_text(out, "".join(json.dumps(r) + "\n" for r in records))
     return len(records)

@@ -17,7 +17,6 @@ from transformers import PreTrainedTokenizerBase
 
 from coplay.sft.data import Conversation, DataError
 
-# --- FALLBACK (remove once the tiny model's tokenizer ships its own chat template) ---
 FALLBACK_CHAT_TEMPLATE = (
     "{% for m in messages %}"
     "{{ '<|' + m['role'] + '|>\n' + m['content'] + '\n' }}"
@@ -25,8 +24,8 @@ FALLBACK_CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
-"""A plain-text chat template for tokenizers that have none (today's tiny default
-model): role headers as text, an EOS after every assistant turn (generation stops
+"""A plain-text chat template for checkpoints whose tokenizer has none (base models;
+the tiny default model in text mode brings its own): role headers as text, an EOS after every assistant turn (generation stops
 there). It is saved with the SFT checkpoint, so ``coplay train model.path=...`` renders
 prompts with the very template the model was fine-tuned on."""
 
@@ -37,9 +36,6 @@ def ensure_chat_template(tokenizer: PreTrainedTokenizerBase) -> bool:
         return False
     tokenizer.chat_template = FALLBACK_CHAT_TEMPLATE
     return True
-
-
-# --- end of FALLBACK ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

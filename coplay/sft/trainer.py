@@ -90,6 +90,11 @@ def build_sft_config(
         data = merge(data, load_yaml(file))
     for item in overrides:
         data = apply_override(data, item)
+    # SFT teaches a model to write: unless told otherwise its checkpoint plays in text
+    # mode, and the tiny model gets the text path's tokenizer and chat template.
+    model = data.setdefault("model", {})
+    if isinstance(model, dict):
+        model.setdefault("mode", "text")
     settings = data.pop(SECTION, None) or {}
     try:  # validated under its section's name, so errors read ``sft.epochs: ...``
         sft = _Section.model_validate({SECTION: settings}).sft

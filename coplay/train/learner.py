@@ -21,6 +21,7 @@ import torch
 from coplay.algos.advantages import Advantages
 from coplay.algos.losses.aggregation import AGGREGATIONS, global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
+from coplay.policies.chains import conversations
 from coplay.policies.lm import LMPolicy
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import LossTerm, Metrics, Micro, Sample, Setup
@@ -292,8 +293,9 @@ def update(
     iteration = learner.policy.version
     learner.policy.model.train()
     history: list[dict[str, float]] = []
+    chat = getattr(learner.policy, "wants_history", False)  # conversations stay together
     for _ in range(learner.epochs):
-        order = rng.permutation(len(samples))
+        order = shuffled(samples, rng, by_conversation=chat)
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
             history.append(_minibatch_step(learner, minibatch, iteration))
@@ -314,6 +316,19 @@ def update(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )
     return out
+
+
+def shuffled(
+    samples: Sequence[Sample], rng: np.random.Generator, *, by_conversation: bool
+) -> Sequence[int]:
+    """Sample indices in a random order. In chat context the turns of a conversation
+    stay together, in turn order, so a micro-batch scores each conversation with one
+    forward pass (``coplay.policies.chains``); a conversation cut by a minibatch or
+    micro-batch boundary costs one more pass, never a different number."""
+    if not by_conversation:
+        return rng.permutation(len(samples))
+    groups = conversations([s.decision for s in samples])
+    return [i for g in rng.permutation(len(groups)) for i in groups[g]]
 
 
 def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: int) -> Metrics:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from coplay.train.format_reward import well_formed_rate
 from coplay.types import Episode
 
 
@@ -35,7 +36,7 @@ def rollout_metrics(
         rets = [e.returns[seat] for e in episodes if e.seats[seat] == learner_id and not e.prefix]
         if rets:
             m[f"rollout/return_seat{seat}"] = float(np.mean(rets))
-    return m | group_metrics(episodes, learner_id)
+    return m | group_metrics(episodes, learner_id) | well_formed_rate(episodes, learner_id)
 
 
 def group_metrics(episodes: Sequence[Episode], learner_id: str) -> dict[str, float]:

@@ -23,6 +23,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.rollout.restarts import opening_targets
 from coplay.train.checkpoints.state import load_weights
 from coplay.train.critic import Critic, critic_update, fill_values
+from coplay.train.format_reward import add_format_rewards
 from coplay.train.learner import (
     Learner,
     Sample,
@@ -57,6 +58,7 @@ class Trainee:
         """Advantages, then the policy (and critic) update; ``adv/*``, ``loss/*`` and
         ``critic/*`` metrics."""
         t0 = time.perf_counter()
+        shaped = self.format_rewards(episodes)
         if self.critic is not None:
             fill_values(self.critic, episodes)
         est = self.estimator.estimate(episodes, self.adv_state)
@@ -68,12 +70,21 @@ class Trainee:
         replayed, recalled = recall(self.learner, samples)
         samples, filtered = filter_samples(self.algo, samples, keep, episodes)
         metrics = {**est.metrics, **filtered, **update(self.learner, samples + replayed, rng)}
-        metrics |= recalled
+        metrics |= recalled | shaped
         if self.critic is not None and est.value_targets is not None:
             turns, targets = learner_turns(episodes, est.value_targets, self.name)
             metrics |= critic_update(self.critic, turns, targets, rng, epochs=self.learner.epochs)
         metrics["perf/update_s"] = time.perf_counter() - t0
         return metrics
+
+    def format_rewards(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """Add text mode's format reward to this learner's returns (``model.text``)."""
+        if getattr(self.policy, "mode", None) != "text":
+            return {}
+        text = self.policy.text
+        return add_format_rewards(
+            episodes, self.name, reward=text.format_reward, penalty=text.format_penalty
+        )
 
     def state(self) -> dict[str, Any]:
         """What a resumed run needs of this learner besides its weights (saved once

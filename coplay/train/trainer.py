@@ -65,7 +65,9 @@ def game_text(make: Callable[[], Env], *, episodes: int = 300, seed: int = 0) ->
 
 
 def wants_exact(cfg: RunConfig, spec: GameSpec) -> bool:
-    """Whether evaluations compute exact exploitability (``train.exact``)."""
+    """Whether evaluations compute exact exploitability (``train.exact``). A text-mode
+    learner is then read through its sampled answers (``coplay.train.evaluate.writes``),
+    never through the choice distribution it does not play."""
     return decide_exact(cfg.train.exact, spec, cfg.game.name, cfg.game.params)
 
 

@@ -26,3 +26,34 @@ def test_too_many_actions_keep_subword_pieces():
     actions = [f"[{i}]" for i in range(MAX_ACTION_TOKENS + 1)]
     tok = train_tokenizer(CORPUS, vocab_size=300, actions=actions)
     assert len(tok(" [7]", add_special_tokens=False)["input_ids"]) > 1
+
+
+def test_the_choice_tokenizer_stays_as_it_was():
+    tok = train_tokenizer(CORPUS, vocab_size=300, actions=["[Bet]"])
+    assert not tok.chat_template and "<think>" not in tok.get_vocab()
+
+
+def test_the_text_tokenizer_writes_the_format_and_words_in_few_tokens():
+    tok = train_tokenizer(CORPUS, vocab_size=400, actions=["[Pass]", "[Bet]"], text=True)
+    answer = "<think>I have a strong card, so I bet.</think> [Bet]"
+    ids = tok(answer, add_special_tokens=False)["input_ids"]
+    pieces = [tok.decode([i]) for i in ids]
+    assert pieces[0] == "<think>" and "</think>" in pieces and pieces[-1] == " [Bet]"
+    assert " strong" in pieces and " card" in pieces  # ordinary words are single tokens
+    # the reasoning tags are not special: decoding keeps them for the parser
+    assert tok.decode(ids, skip_special_tokens=True) == answer
+    boxed = tok("\\boxed{Bet}", add_special_tokens=False)["input_ids"]
+    assert tok.decode(boxed[:1]) == "\\boxed{"
+
+
+def test_the_text_tokenizer_has_a_chat_template_closing_answers_with_eos():
+    tok = train_tokenizer(CORPUS, vocab_size=400, text=True)
+    messages = [
+        {"role": "system", "content": "Rules."},
+        {"role": "user", "content": "Your card: K."},
+        {"role": "assistant", "content": "[Bet]"},
+    ]
+    text = tok.apply_chat_template(messages, tokenize=False)
+    assert text == "<|system|>\nRules.\n<|user|>\nYour card: K.\n<|assistant|>\n[Bet]<eos>\n"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.convert_tokens_to_ids("<|user|>") in ids and tok.eos_token_id in ids

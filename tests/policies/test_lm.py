@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from coplay.envs.registry import make_env
+from coplay.policies.answer import clean_text
 from coplay.policies.lm import LMPolicy, explore_mixture
+from coplay.policies.text import TextConfig
 from coplay.rollout.engine import play_episodes
 from coplay.types import Observation
 
@@ -201,11 +203,19 @@ def test_score_refuses_an_empty_batch(tiny):
         LMPolicy(model, tok).scorer.score([])
 
 
-def test_text_mode_message_turn_action_is_the_text(tiny):
+def test_text_mode_message_turn_action_is_the_cleaned_text(tiny):
     model, tok = tiny
-    policy = LMPolicy(model, tok, mode="text", max_new_tokens=3, seed=10)
+    policy = LMPolicy(
+        model, tok, mode="text", max_new_tokens=3, seed=10, text=TextConfig(answer="free")
+    )
     for d in policy.act(_message_turns()):
-        assert d.valid and d.action == d.text
+        assert d.valid and d.action == clean_text(d.text)
+
+
+def test_text_mode_refuses_exact_action_probs(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="not what a model.mode=text policy plays"):
+        LMPolicy(model, tok, mode="text").action_probs(_observations(1))
 
 
 def test_text_mode_marks_unparsable_answers_invalid(tiny):

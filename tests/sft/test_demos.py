@@ -9,9 +9,10 @@ import pytest
 
 from coplay.cli import main
 from coplay.envs.actions import parse_action
+from coplay.policies.answer import ANSWER_FORMATS
 from coplay.policies.scripted import NashPolicy
 from coplay.sft.data import read_conversations
-from coplay.sft.demos import RANDOM_WHY, think_render, write_demos
+from coplay.sft.demos import RANDOM_WHY, write_demos
 
 STRATEGY_WORDS = ("strategy", "equilibrium", "best", "optimal", "strong", "weak", "probability")
 
@@ -50,7 +51,7 @@ def test_nash_demos_state_the_equilibrium_probabilities(tmp_path):
         if not stated:
             continue
         # The stated mix equals the table at this observation (found by its text).
-        env_probs = _probs_for(nash, conv.messages[0].content)
+        env_probs = _probs_for(nash, conv.messages[-2].content)
         for name, p in stated:
             assert float(p) == pytest.approx(env_probs[f"[{name}]"], abs=0.006)
         checked += 1
@@ -82,15 +83,20 @@ def test_same_seed_same_file_and_chat_context(tmp_path):
     n = write_demos(c, game="tic_tac_toe", player="perfect", games=3, seed=1, context="chat")
     assert n == 6  # one conversation per player and game
     roles = [m.role for m in read_conversations(c)[0].messages]
-    assert roles[:4] == ["user", "assistant", "user", "assistant"]
+    assert roles[:5] == ["system", "user", "assistant", "user", "assistant"]
 
 
-def test_custom_render_is_used(tmp_path):
+def test_answers_are_written_in_the_chosen_format_with_its_instruction(tmp_path):
     path = tmp_path / "boxed.jsonl"
-    boxed = lambda r, a: f"{r}\n\\boxed{{{a}}}"  # noqa: E731
-    write_demos(path, game="kuhn_poker", player="random", games=2, render=boxed)
-    assert all("\\boxed{[" in ans for _, ans in _answers(path))
-    assert think_render("x", "[Bet]") == "<think>x</think> [Bet]"
+    write_demos(path, game="kuhn_poker", player="random", games=2, answer="think-boxed")
+    fmt = ANSWER_FORMATS["think-boxed"]
+    for conv in read_conversations(path):
+        system, *_, last = conv.messages
+        assert (system.role, system.content) == ("system", fmt.instruction)
+        parsed = fmt.parse(last.content, ["[Pass]", "[Bet]"])
+        assert parsed.action in ("[Pass]", "[Bet]") and "\\boxed{" in last.content
+    with pytest.raises(ValueError, match="unknown answer format"):
+        write_demos(path, game="kuhn_poker", player="random", games=1, answer="nope")
 
 
 def test_cli_demos_then_sft(tmp_path, capsys):

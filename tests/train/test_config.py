@@ -173,3 +173,17 @@ def test_presets_name_their_game_and_purpose_in_one_line():
         assert info.game == build_config(preset=name).game.name
         assert 20 <= len(info.purpose) <= 90 and "\n" not in info.purpose, name
     assert preset_info("kuhn-selfplay").purpose.startswith("The default: self-play on Kuhn")
+
+
+def test_chat_context_needs_text_mode():
+    with pytest.raises(ConfigError, match="model.text.context=chat .* needs model.mode=text"):
+        build_config(overrides=["model.text.context=chat"])
+
+
+def test_the_text_section_takes_its_settings_from_overrides():
+    cfg = build_config(
+        overrides=["model.mode=text", "model.text.answer=think-boxed", "model.text.top_k=5"]
+    )
+    assert (cfg.model.text.answer, cfg.model.text.top_k) == ("think-boxed", 5)
+    with pytest.raises(ConfigError, match="unknown answer format 'xml'"):
+        build_config(overrides=["model.mode=text", "model.text.answer=xml"])

@@ -425,3 +425,21 @@ def test_the_learner_recalls_and_saves_its_memory_of_targets():
     assert recall(fresh, samples[2:])[0] == replayed
     with pytest.raises(ValueError, match="'target' loss term, which this run has not"):
         load_terms_state(make_learner(base, LossConfig(), optim), state)
+
+
+def test_chat_conversations_stay_together_in_turn_order_when_shuffled():
+    from coplay.train.learner import shuffled
+    from coplay.types import Decision
+
+    def d(prompt, response):
+        return Decision("", None, "x", prompt_ids=prompt, response_ids=response)
+
+    convo = [d((1,), (2,)), d((1, 2, 3), (4,)), d((1, 2, 3, 4, 5), (6,))]
+    other = [d((9,), (8,)), d((9, 8, 7), (6,))]
+    samples = [Sample(x, 0.0) for x in (convo[2], other[1], convo[0], other[0], convo[1])]
+    for seed in range(5):
+        order = list(shuffled(samples, np.random.default_rng(seed), by_conversation=True))
+        assert sorted(order) == list(range(5))
+        assert order in ([2, 4, 0, 3, 1], [3, 1, 2, 4, 0])
+    plain = shuffled(samples, np.random.default_rng(0), by_conversation=False)
+    assert list(plain) == list(np.random.default_rng(0).permutation(5))

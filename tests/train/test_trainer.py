@@ -12,7 +12,13 @@ from coplay.train.checkpoints.state import state_records
 from coplay.train.config import ConfigError, build_config
 from coplay.train.parts.planning import Explore, Restarts
 from coplay.train.parts.seating import Against, SelfPlay
-from coplay.train.trainer import check_weights, game_text, setup, train, wants_exact
+from coplay.train.trainer import (
+    check_weights,
+    game_text,
+    setup,
+    train,
+    wants_exact,
+)
 from tests.train.runs import TINY, rows
 
 
@@ -172,3 +178,21 @@ def test_a_magnet_final_policy_is_saved_and_evaluated(tmp_path):
     assert all(torch.equal(saved[k], v) for k, v in magnet.items())
     (weights,) = state["models"].values()  # the learner's own, which differ from the magnet
     assert not all(torch.equal(weights[k], v) for k, v in magnet.items())
+
+
+def test_a_text_run_in_chat_context_trains_and_logs_its_format_reward(tmp_path):
+    overrides = [
+        *TINY,
+        "model.mode=text",
+        "model.max_new_tokens=6",
+        "model.text.context=chat",
+        "model.text.format_penalty=-0.25",
+        "game.invalid.on_fail=penalty",
+    ]
+    train(build_config(overrides=overrides), tmp_path / "run")
+    logged = rows(tmp_path / "run" / "metrics.jsonl")[1:]
+    assert all("eval/exploitability" not in r for r in logged)
+    for r in logged:
+        # nothing the random model writes is well formed: the penalty on every answer
+        assert r["rollout/well_formed"] == 0.0
+        assert r["rollout/format_reward"] <= -0.25

@@ -1,0 +1,86 @@
+"""Settings of the free-text path: answer format, sampling, context and format reward.
+
+``TextConfig`` is the ``model.text`` section of a run config. It is read only in text
+mode (``model.mode=text``); choice mode decides by scoring the legal actions and
+ignores it. Temperature and ``max_new_tokens`` stay in ``model`` itself, where
+choice mode reads the temperature too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from coplay.backends.base import Sampling
+from coplay.policies.answer import ANSWER_FORMATS, AnswerFormat, check_format
+
+Context = Literal["turn", "chat"]
+
+
+class TextConfig(BaseModel):
+    """How a free-text policy writes its answers and what it sees of its past turns."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    answer: str = "think"
+    """Answer format, a name in ``coplay.policies.answer.ANSWER_FORMATS``: think,
+    think-boxed (a reasoning block, then the action bracketed or boxed), bracket, boxed
+    (reasoning optional) or free (the lenient reading: last bracketed legal action)."""
+    context: Context = "turn"
+    """'turn': each prompt is the current observation alone; 'chat': the player's whole
+    conversation so far (rules as system message, observations as user messages, its
+    own answers as assistant messages, token for token as sampled)."""
+    drop_reasoning: bool = False
+    """Chat context: leave earlier answers' reasoning blocks out of the prompt (the
+    training sequence then starts anew at each turn that had one)."""
+    max_context_tokens: int | None = Field(None, gt=0)
+    """Chat context: the longest prompt plus answer; the oldest turns are dropped, with a
+    visible marker, to stay within it. None: no limit."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling: draw from the smallest set of tokens with this much mass."""
+    top_k: int = Field(0, ge=0)
+    """Draw from the k likeliest tokens only; 0 is off."""
+    stop: list[str] = Field(default_factory=list)
+    """Strings that end an answer (kept in it), besides the end-of-sequence token."""
+    format_reward: float = 0.0
+    """Added to the return of a trajectory for each well-formed answer (logged as
+    rollout/format_reward, apart from the game's return)."""
+    format_penalty: float = Field(0.0, le=0.0)
+    """Added for each answer that is not well formed (invalid ones included)."""
+
+    @field_validator("answer")
+    @classmethod
+    def _known_answer(cls, name: str) -> str:
+        return check_format(name)
+
+    @property
+    def format(self) -> AnswerFormat:
+        return ANSWER_FORMATS[self.answer]
+
+    def sampling(self, tokenizer) -> Sampling:
+        """The sampling parameters ``sample_text`` takes, stop strings as token ids."""
+        stop = tuple(tuple(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in self.stop)
+        return Sampling(top_p=self.top_p, top_k=self.top_k, stop=stop)
+
+
+def cut_at_stop(
+    ids: Sequence[int], logprobs: Sequence[float], stop: Sequence[Sequence[int]]
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The answer up to and including the first stop sequence in it: what sampling with
+    that stop would have drawn (the same tokens, the same log-probs), so a sampler
+    without stop sequences wastes only the tokens past it.
+
+    >>> cut_at_stop([5, 7, 8, 9], [-1.0, -2.0, -3.0, -4.0], [(7, 8)])
+    ((5, 7, 8), (-1.0, -2.0, -3.0))
+    """
+    ends = [
+        i + len(s)
+        for s in stop
+        if s
+        for i in range(len(ids) - len(s) + 1)
+        if tuple(ids[i : i + len(s)]) == tuple(s)
+    ]
+    end = min(ends, default=len(ids))
+    return tuple(ids[:end]), tuple(logprobs[:end])

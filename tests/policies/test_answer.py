@@ -1,0 +1,97 @@
+"""Answer formats: what each format reads from well-formed and malformed answers."""
+
+import pytest
+
+from coplay.policies.answer import (
+    ANSWER_FORMATS,
+    check_format,
+    clean_text,
+    render_answer,
+)
+
+LEGAL = ("[Pass]", "[Bet]")
+MALFORMED = {
+    "empty": "",
+    "only reasoning": "<think>K is the best card, so betting wins.</think>",
+    "truncated reasoning": "<think>K is the best card, so [Bet]",
+    "two actions": "<think>hm</think> [Bet] [Pass]",
+    "two boxed actions": "<think>hm</think> \\boxed{Bet} \\boxed{Pass}",
+    "garbage": "\x11\ufffdy\ufffdeg [2]*# [4]",
+    "an illegal action": "<think>hm</think> [Raise]",
+    "a second reasoning block": "<think>a</think><think>b</think> [Bet]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in ANSWER_FORMATS if n != "free"))
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_answers_name_no_action(name, case):
+    parsed = ANSWER_FORMATS[name].parse(MALFORMED[case], LEGAL)
+    assert parsed.action is None and parsed.well_formed is False
+
+
+@pytest.mark.parametrize("name", sorted(ANSWER_FORMATS))
+@pytest.mark.parametrize("action", LEGAL)
+def test_rendered_answers_parse_back_well_formed(name, action):
+    fmt = ANSWER_FORMATS[name]
+    parsed = fmt.parse(fmt.render("My card is K, so I bet.", action), LEGAL)
+    assert parsed.action == action and parsed.well_formed
+
+
+def test_think_format_reads_the_reasoning_and_the_action():
+    parsed = ANSWER_FORMATS["think"].parse("  <think> I hold K [Pass]? no </think>\n[bet]", LEGAL)
+    # brackets inside the reasoning do not count; the action is matched ignoring case
+    assert (parsed.action, parsed.reasoning, parsed.well_formed) == (
+        "[Bet]",
+        "I hold K [Pass]? no",
+        True,
+    )
+
+
+def test_text_around_the_single_action_is_valid_but_not_well_formed():
+    parsed = ANSWER_FORMATS["think"].parse("<think>x</think> So I will [Bet].", LEGAL)
+    assert parsed.action == "[Bet]" and not parsed.well_formed
+
+
+def test_boxed_format_reads_boxes_not_brackets():
+    fmt = ANSWER_FORMATS["think-boxed"]
+    assert fmt.parse("<think>x</think> \\boxed{[Bet]}", LEGAL).action == "[Bet]"
+    assert fmt.parse("<think>x</think> \\boxed{ pass }", LEGAL).action == "[Pass]"
+    assert fmt.parse("<think>x</think> [Bet]", LEGAL).action is None
+
+
+def test_reasoning_is_required_or_optional_by_format():
+    assert ANSWER_FORMATS["think"].parse("[Bet]", LEGAL).action is None
+    assert ANSWER_FORMATS["bracket"].parse("[Bet]", LEGAL).action == "[Bet]"
+    assert ANSWER_FORMATS["bracket"].parse("<think>x</think> [Bet]", LEGAL).action == "[Bet]"
+    assert ANSWER_FORMATS["bracket"].parse("<think>x [Bet]", LEGAL).action is None
+
+
+def test_free_format_is_the_lenient_reading():
+    parsed = ANSWER_FORMATS["free"].parse("\x11garbage [Bet] more [Pass]", LEGAL)
+    assert parsed.action == "[Pass]"
+
+
+def test_a_message_is_the_cleaned_text_after_the_reasoning():
+    fmt = ANSWER_FORMATS["think"]
+    parsed = fmt.parse("<think>offer low</think> I take\x11 the\n books\ufffd ", None)
+    assert (parsed.action, parsed.well_formed) == ("I take the books", True)
+    assert fmt.parse("<think>never closed", None).action is None
+
+
+def test_clean_text_drops_control_and_replacement_characters():
+    text = "a\x00b\x1bc\u200bd\ufffde\u00e9 \t f"
+    assert clean_text(text) == "abcde\u00e9 f"
+
+
+def test_render_answer_is_the_demonstrations_render_function():
+    assert render_answer("Q beats J.", "[Bet]", answer="think-boxed") == (
+        "<think>Q beats J.</think> \\boxed{Bet}"
+    )
+    assert render_answer("", "[Bet]", answer="bracket") == "[Bet]"
+
+
+def test_unknown_format_names_the_registered_ones():
+    with pytest.raises(
+        ValueError, match="unknown answer format 'xml'; registered: boxed, bracket, free"
+    ):
+        check_format("xml")

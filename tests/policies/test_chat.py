@@ -1,0 +1,281 @@
+"""Chat context: token-exact prompts across turns on every game, reasoning dropping,
+the context budget, and the invalid treatment of malformed answers."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pytest
+
+from coplay.backends.base import Generation
+from coplay.envs.registry import list_games, make_env
+from coplay.models.loading import ModelConfig, build_policy
+from coplay.policies.chains import conversations
+from coplay.policies.chat import omitted_marker
+from coplay.policies.text import TextConfig
+from coplay.rollout.engine import play_episodes
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.train.trainer import game_text
+
+RETRY_THEN_PENALTY = InvalidActionConfig(retries=1, on_fail="penalty")
+SMALL = {"hidden_size": 32, "intermediate_size": 64}
+
+
+def text_policy(game: str, seed: int = 0, **text) -> object:
+    make = lambda: make_env(game)  # noqa: E731
+    corpus = game_text(make, episodes=20, seed=seed)
+    cfg = ModelConfig(mode="text", max_new_tokens=6, tiny=SMALL, text=TextConfig(**text))
+    return build_policy(cfg, corpus=corpus.texts, actions=corpus.actions, seed=seed)
+
+
+def decisions_in_order(traj):
+    return [d for turn in traj.turns for d in (*turn.invalid_attempts, turn.decision)]
+
+
+def registered_games() -> list[str]:
+    return [g.name for g in list_games()]
+
+
+@pytest.mark.parametrize("game", registered_games())
+def test_each_prompt_begins_with_the_previous_prompt_and_answer(game):
+    policy = text_policy(game, context="chat")
+    n = make_env(game).spec.num_players
+    episodes = play_episodes(
+        lambda: make_env(game),
+        [[policy] * n] * 2,
+        [0, 1],
+        invalid=RETRY_THEN_PENALTY,
+        max_turns=4,
+    )
+    followed = 0
+    for traj in (t for e in episodes for t in e.trajectories):
+        decisions = decisions_in_order(traj)
+        for before, after in itertools.pairwise(decisions):
+            sent = before.prompt_ids + before.response_ids
+            assert after.prompt_ids[: len(sent)] == sent
+            followed += 1
+        for turn in traj.turns:  # the record keeps what the env showed, not the history
+            assert turn.observation.history == ()
+    assert followed > 0
+
+
+def test_turn_context_sends_no_history():
+    policy = text_policy("kuhn_poker")
+    assert not policy.wants_history
+    (episode,) = play_episodes(
+        lambda: make_env("kuhn_poker"), [[policy] * 2], [0], invalid=RETRY_THEN_PENALTY
+    )
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    assert first.prompt_ids == second.prompt_ids  # the retry sees the same single turn
+
+
+# --- scripted answers: the structure of the context, exactly ---------------------------
+
+
+@dataclass
+class ScriptedBackend:
+    """Writes the given answers in turn (as the tokenizer encodes them), log-probs 0."""
+
+    tokenizer: object
+    answers: list[str]
+    model: object = None
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    version: int = 0
+
+    def generate(self, prompts, *, generator, sampling=None):
+        out = []
+        for _ in prompts:
+            text = self.answers.pop(0)
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            out.append(Generation(tuple(ids), (0.0,) * len(ids)))
+        return out
+
+
+def scripted(policy, answers):
+    policy.backend = ScriptedBackend(
+        policy.tokenizer, list(answers), policy.model, policy.temperature
+    )
+    return policy
+
+
+def play_kuhn(policy, seed=0, invalid=RETRY_THEN_PENALTY):
+    return play_episodes(lambda: make_env("kuhn_poker"), [[policy] * 2], [seed], invalid=invalid)
+
+
+ANSWER = "<think>I hold a card.</think> [Pass]<eos>"
+
+
+def test_dropping_reasoning_keeps_the_answers_from_the_closing_tag_on():
+    policy = scripted(
+        text_policy("kuhn_poker", context="chat", drop_reasoning=True),
+        [
+            "<think>not sure</think> [Raise]<eos>",
+            ANSWER,
+            "<think>again</think> [Pass]<eos>",
+        ]
+        * 3,
+    )
+    (episode,) = play_kuhn(policy)
+    tok = policy.tokenizer
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    between = tok.decode(second.prompt_ids[len(first.prompt_ids) :])
+    assert "not sure" not in between and between.startswith(" [Raise]<eos>")
+    assert second.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids
+    # the sequence breaks where the reasoning was dropped: one training sequence per turn
+    decisions = [d for t in episode.trajectories for d in decisions_in_order(t)]
+    assert len(conversations(decisions)) == len(decisions)
+
+
+def test_answers_without_reasoning_stay_whole_when_dropping():
+    policy = scripted(
+        text_policy("kuhn_poker", context="chat", drop_reasoning=True),
+        ["[Raise]<eos>", "[Pass]<eos>"] * 3,
+    )
+    (episode,) = play_kuhn(policy)
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    assert second.prompt_ids[: len(first.prompt_ids) + len(first.response_ids)] == (
+        first.prompt_ids + first.response_ids
+    )
+
+
+def test_an_answer_cut_short_gets_the_end_of_message_the_template_writes():
+    policy = scripted(text_policy("kuhn_poker", context="chat"), ["[Raise]", ANSWER] * 3)
+    (episode,) = play_kuhn(policy)
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    rest = second.prompt_ids[len(first.prompt_ids) + len(first.response_ids) :]
+    assert rest[0] == policy.tokenizer.eos_token_id  # closed by the template, not sampled
+
+
+def test_the_context_budget_drops_the_oldest_turns_with_a_marker():
+    policy = text_policy("kuhn_poker", context="chat", max_context_tokens=260)
+    policy = scripted(policy, ["<think>x</think> [Raise]<eos>"] * 12)
+    invalid = InvalidActionConfig(retries=5, on_fail="penalty")
+    (episode,) = play_kuhn(policy, invalid=invalid)
+    decisions = decisions_in_order(episode.trajectories[0])
+    tok = policy.tokenizer
+    assert all(len(d.prompt_ids) + policy.max_new_tokens <= 260 for d in decisions)
+    marked = [d for d in decisions if "earlier turn" in tok.decode(d.prompt_ids)]
+    assert marked and marked[0] is not decisions[0]
+    dropped = int(tok.decode(marked[0].prompt_ids).split("(")[1].split(" ")[0])
+    assert omitted_marker(dropped).strip() in tok.decode(marked[0].prompt_ids)
+    # a new training sequence starts where the oldest turns were dropped
+    assert len(conversations(decisions)) > 1
+
+
+def test_a_budget_below_one_turn_is_a_clear_error():
+    policy = scripted(text_policy("kuhn_poker", context="chat", max_context_tokens=20), [ANSWER])
+    with pytest.raises(ValueError, match="max_context_tokens=20 cannot hold one turn"):
+        play_kuhn(policy)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "",
+        "<think>K is best.</think>",
+        "<think>K is best, so [Bet]",
+        "<think>hm</think> [Bet] [Pass]",
+        "\x11\x12y eg [2]*#",
+    ],
+    ids=["empty", "only reasoning", "truncated reasoning", "two actions", "garbage"],
+)
+@pytest.mark.parametrize("on_fail", ["penalty", "forfeit"])
+def test_malformed_answers_get_the_games_invalid_treatment(answer, on_fail):
+    policy = scripted(text_policy("kuhn_poker"), [answer + "<eos>"] * 4)
+    invalid = InvalidActionConfig(retries=1, on_fail=on_fail, penalty=-0.5)
+    (episode,) = play_kuhn(policy, invalid=invalid)
+    turn = episode.trajectories[0].turns[0]
+    assert len(turn.invalid_attempts) == 1 and turn.decision.action is None
+    assert turn.treatment == on_fail and turn.decision.well_formed is False
+    if on_fail == "forfeit":
+        assert episode.forfeited_by == 0 and episode.returns[0] == -2.0
+    else:
+        assert turn.played_action in ("[Pass]", "[Bet]") and turn.reward <= -0.5 + 2.0
+
+
+def test_a_message_reaches_the_other_player_clean_and_within_the_games_limits():
+    policy = text_policy("negotiation", context="chat")
+    env = make_env("negotiation", message="free", max_message_chars=12)
+    long = "<think>ask</think> I want\x11 all\x1b the books\ufffd please<eos>"
+    policy = scripted(policy, [long] * 40)
+    (episode,) = play_episodes(
+        lambda: make_env("negotiation", message="free", max_message_chars=12),
+        [[policy] * env.spec.num_players],
+        [0],
+        invalid=RETRY_THEN_PENALTY,
+        max_turns=2,
+    )
+    said = episode.turns[0]
+    assert said.observation.legal_actions is None
+    assert said.played_action == "I want all t"  # cleaned, cut to the game's 12 characters
+
+
+def test_a_batch_is_scored_with_one_sequence_per_conversation():
+    answers = ["<think>x</think> [Raise]<eos>", ANSWER] * 6
+    policy = scripted(text_policy("kuhn_poker", context="chat"), answers)
+    (episode,) = play_kuhn(policy)
+    decisions = [d for t in episode.trajectories for d in decisions_in_order(t)]
+    assert len(conversations(decisions)) == 2 < len(decisions)
+    rows = []
+    hook = policy.model.register_forward_hook(
+        lambda m, a, kw, out: rows.append(kw["input_ids"].shape), with_kwargs=True
+    )
+    try:
+        scored = policy.scorer.score(decisions)
+    finally:
+        hook.remove()
+    assert [r[0] for r in rows] == [2]  # one forward pass, one row per conversation
+    assert scored.mask.sum() == sum(len(d.response_ids) for d in decisions)
+
+
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>'"
+    " + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}"
+)
+"""A ChatML template as Qwen checkpoints bring it: the end-of-turn token is the EOS."""
+
+
+def test_a_checkpoints_own_template_keeps_prompts_exact_and_closes_answers_once():
+    from coplay.models.tiny import TinyModelConfig, build_tiny_model
+    from coplay.models.tokenizer import train_tokenizer
+    from coplay.policies.lm import LMPolicy
+
+    corpus = game_text(lambda: make_env("kuhn_poker"), episodes=20)
+    tok = train_tokenizer(corpus.texts, vocab_size=400, actions=corpus.actions, text=True)
+    tok.add_special_tokens(
+        {"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>"]}
+    )
+    tok.chat_template = CHATML
+    model = build_tiny_model(TinyModelConfig(**SMALL), vocab_size=len(tok), seed=0)
+    policy = LMPolicy(model, tok, mode="text", text=TextConfig(context="chat"))
+    end = "<think>x</think> [Raise]<|im_end|>"
+    policy = scripted(policy, [end, "<think>x</think> [Raise]", ANSWER.replace("<eos>", "")] * 4)
+    (episode,) = play_kuhn(policy, invalid=InvalidActionConfig(retries=2, on_fail="penalty"))
+    first, second, third = decisions_in_order(episode.trajectories[0])[:3]
+    for before, after in ((first, second), (second, third)):
+        sent = before.prompt_ids + before.response_ids
+        assert after.prompt_ids[: len(sent)] == sent
+    eos = tok.eos_token_id
+    between = second.prompt_ids[len(first.prompt_ids) + len(first.response_ids) :]
+    assert first.response_ids[-1] == eos and between[0] != eos  # closed once, by the answer
+    between = third.prompt_ids[len(second.prompt_ids) + len(second.response_ids) :]
+    assert between[0] == eos  # an answer cut short is closed by the template
+    assert tok.decode(third.prompt_ids).count("<|im_start|>system") == 1
+
+
+def test_a_template_without_a_system_role_gets_the_instruction_in_the_first_message():
+    policy = text_policy("kuhn_poker", context="chat")
+    policy.tokenizer.chat_template = (
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+        "supported') }}{% endif %}" + CHATML
+    )
+    policy = scripted(policy, ["<think>x</think> [Raise]", ANSWER] * 3)
+    (episode,) = play_kuhn(policy)
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    text = policy.tokenizer.decode(first.prompt_ids)
+    assert text.startswith("<|im_start|>user\n" + policy.text.format.instruction)
+    sent = first.prompt_ids + first.response_ids
+    assert second.prompt_ids[: len(sent)] == sent
