@@ -144,7 +144,7 @@ def _config_section(runs: Sequence[RunFiles], changes: Mapping[str, ConfigChange
 def _curves_section(charts: Sequence[Chart]) -> str:
     parts = [
         '<section id="curves"><h2>Curves</h2>',
-        '<p class=axis>x axis: <label><input type=radio name=xaxis value=iterations checked>'
+        "<p class=axis>x axis: <label><input type=radio name=xaxis value=iterations checked>"
         " iteration</label> <label><input type=radio name=xaxis value=seconds> wall time (s)"
         "</label> <span class=hint>dashed: initial value (before training) and reference "
         "(0 = exact Nash)</span></p>",

@@ -65,7 +65,9 @@ def game_html(record: dict[str, Any]) -> str:
     seats = list(record.get("seats") or [])
     returns = list(record.get("returns") or [])
     n = max(len(seats), len(returns), 1 + max((t["player"] for t in record["turns"]), default=0))
-    head = "".join(f"<th>seat {s} · {_esc(seats[s] if s < len(seats) else '?')}</th>" for s in range(n))
+    head = "".join(
+        f"<th>seat {s} · {_esc(seats[s] if s < len(seats) else '?')}</th>" for s in range(n)
+    )
     rows = []
     for step, turns in _by_step(record["turns"]):
         cells = ["<td></td>"] * n
@@ -84,7 +86,7 @@ def game_html(record: dict[str, Any]) -> str:
     return (
         f'<div class=game data-seed="{_esc(record.get("seed"))}">'
         f"<p class=gamehead>{_esc(record.get('game'))}, seed {_esc(record.get('seed'))}{note}</p>"
-        f"<table class=conversation><tr><th class=step>step</th>{head}</tr>{"".join(rows)}'
+        f"<table class=conversation><tr><th class=step>step</th>{head}</tr>{''.join(rows)}"
         f"<tr><th>return</th>{ret}</tr></table></div>"
     )
 
