@@ -126,7 +126,8 @@ def _config_section(runs: Sequence[RunFiles], changes: Mapping[str, ConfigChange
                 f"<tr><td><code>{_esc(k)}</code></td><td>{_esc(a)}</td><td>{_esc(b)}</td></tr>"
                 for k, a, b in found.changes
             )
-            what = f"{len(found.changes)} keys differ" if found.changes else "no key differs"
+            n = len(found.changes)
+            what = f"{n} keys differ" if n > 1 else "1 key differs" if n else "no key differs"
             parts.append(
                 f"<p>Nearest preset: <b>{_esc(found.preset)}</b> ({what}).</p>"
                 + (
