@@ -111,13 +111,14 @@ def _add_point(line: Series, iteration: int, seconds: float, value: float) -> No
 
 
 def _add_marks(charts: dict[str, Chart], lines: dict, run: int, prefix: str) -> None:
-    """Dashed lines of a run: each curve's initial value (its row 0, the evaluation
-    before training) and the known reference of its key (0 for exploitability)."""
+    """Dashed lines of a run: each evaluation curve's initial value (row 0: the
+    evaluation before training) and the known reference of its key (0 for
+    exploitability)."""
     for (name, label), line in list(lines.items()):
         if line.dash or not line.iterations:
             continue
         marks = []
-        if line.iterations[0] == 0 and len(line.iterations) > 1:
+        if section_of(name) == "eval" and line.iterations[0] == 0 and len(line.iterations) > 1:
             marks.append((f"{prefix}{label} initial".strip(), line.values[0]))
         reference = REFERENCES.get(name.rsplit("/", 1)[-1])
         if reference is not None and not any(s.label == "reference" for s in charts[name].series):

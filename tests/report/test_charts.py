@@ -11,7 +11,7 @@ def run(name, rows):
 
 
 ROWS = [
-    {"iteration": 0, "eval/exploitability": 0.46},
+    {"iteration": 0, "eval/exploitability": 0.46, "perf/elapsed_s": 0.0},
     {
         "iteration": 1,
         "eval/exploitability": 0.40,
@@ -51,6 +51,7 @@ def test_every_numeric_key_is_charted_in_section_order_with_both_axes():
         ("reference", [0.0, 0.0], True),
     ]
     assert [s.label for s in charts["rollout/return"].series] == ["seat 0", "seat 1"]
+    assert not any(s.dash for s in charts["perf/elapsed_s"].series)  # initial: eval/ only
 
 
 def test_several_runs_overlay_with_their_names():
