@@ -2,10 +2,10 @@
 
     python examples/screenshots.py RUN [--out docs/images/report.png]
 
-RUN is a run directory (for the README: the kuhn-selfplay preset with
-``train.iterations=40 rollout.games_per_iter=32 train.eval_every=5
-train.eval_episodes=32``). Its report is written first (``coplay report``), then the
-first evaluation and rollout curves and a sample game are captured as one PNG. Needs Playwright
+RUN is a run directory; the README's is ``coplay train --out runs/kuhn-selfplay
+train.iterations=40 rollout.games_per_iter=32 train.eval_every=5 train.eval_episodes=32``.
+Its report is written first (``coplay report``), then the
+curves of ``KEYS`` and a sample game are captured as one PNG. Needs Playwright
 and a Chromium on PATH (Debian's ``chromium``).
 """
 
@@ -23,18 +23,28 @@ WIDTH = 1360
 """Three charts per row."""
 
 
-COMPOSE = """(charts) => {
-  // Keep the title, the first evaluation and rollout curves and one sample game.
-  const pick = (sel) => document.querySelector(sel);
-  const grids = ["eval", "rollout"].map((s) => pick(`.grid[data-section="${s}"]`));
-  for (const grid of grids) [...grid.children].slice(charts).forEach((c) => c.remove());
-  const parts = [pick("header h1"), ...grids, pick("details.iteration .game")];
-  document.body.replaceChildren(...parts.filter(Boolean));
+KEYS = (
+    "eval/exploitability",
+    "eval/learner/nash/exact_loss",
+    "rollout/return",
+    "loss/entropy",
+    "loss/kl",
+    "perf/decisions_per_s",
+)
+"""The charts the screenshot keeps, in this order."""
+
+COMPOSE = """(keys) => {
+  // Keep the title, the charts named in keys and one sample game.
+  const grid = document.querySelector(".grid");
+  const charts = keys.map((k) => document.querySelector(`.chart[data-key="${k}"]`));
+  grid.replaceChildren(...charts.filter(Boolean));
+  const game = document.querySelector("details.iteration .game");
+  document.body.replaceChildren(document.querySelector("header h1"), grid, game);
 }"""
 
 
-def capture(page_file: Path, out: Path, *, charts: int = 3) -> None:
-    """The page reduced to ``charts`` evaluation and rollout curves and one game."""
+def capture(page_file: Path, out: Path) -> None:
+    """The page reduced to the charts of ``KEYS`` and one game."""
     chromium = shutil.which("chromium")
     if chromium is None:
         raise SystemExit("no chromium on PATH (Debian: apt-get install chromium)")
@@ -42,7 +52,7 @@ def capture(page_file: Path, out: Path, *, charts: int = 3) -> None:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": WIDTH, "height": 900})
         page.goto(page_file.resolve().as_uri())
-        page.evaluate(COMPOSE, charts)
+        page.evaluate(COMPOSE, list(KEYS))
         page.screenshot(path=str(out), full_page=True)
         browser.close()
 

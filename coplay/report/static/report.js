@@ -42,7 +42,7 @@
       grid.appendChild(box);
       const tables = chart.series.map((s) => [s[axis], s.values]);
       const joined = uPlot.join(tables);
-      const plot = new uPlot(options(chart, axis, 430), joined, box);
+      const plot = new uPlot(options(chart, axis, 420), joined, box);
       report.charts.push({ key: chart.key, plot: plot });
     }
   }
