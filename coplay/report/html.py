@@ -203,8 +203,9 @@ def _metagame_section(runs: Sequence[RunFiles]) -> str:
 
 
 def heatmap(game: Metagame) -> str:
-    """The first player's payoff matrix as a coloured table: rows the member in seat 0,
-    columns the member in seat 1; blue above 0, red below, the value in each cell."""
+    """The first player's payoff matrix as a coloured table (PSRO: rows the member in
+    seat 0, columns the member in seat 1; a league's one matrix: seats averaged); blue
+    above 0, red below, the value in each cell."""
     matrix = game.payoffs[0] if game.payoffs else ()
     finite = [abs(v) for row in matrix for v in row if v is not None]
     scale = max(finite, default=1.0) or 1.0
@@ -213,10 +214,12 @@ def heatmap(game: Metagame) -> str:
     for member, row in zip(game.members, matrix, strict=False):
         cells = "".join(_heat_cell(v, scale) for v in row)
         rows.append(f"<tr><th>{_esc(member)}</th>{cells}</tr>")
-    return (
-        "<p>Expected return of the row member (seat 0) against the column member (seat 1).</p>"
-        f'<table class="heatmap"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+    caption = (
+        "Expected return of the row member (seat 0) against the column member (seat 1)."
+        if len(game.payoffs) > 1
+        else "Mean return of the row member against the column member, both seats averaged."
     )
+    return f'<p>{caption}</p><table class="heatmap"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
 
 
 def _heat_cell(value: float | None, scale: float) -> str:
