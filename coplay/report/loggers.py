@@ -80,7 +80,10 @@ class TensorBoardLogger:
 
 class WandbLogger:
     """A Weights & Biases run in offline mode, its files under ``out/wandb``; nothing is
-    sent anywhere (``wandb sync out/wandb/offline-run-*`` uploads it later)."""
+    sent anywhere (``wandb sync out/wandb/offline-run-*`` uploads it later). Each
+    segment of a resumed run is an offline run of its own, from its first step on.
+    wandb's service process writes the records: they reach the file shortly after
+    ``finish`` returns."""
 
     def __init__(self, opening: Opening) -> None:
         import wandb
