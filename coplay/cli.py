@@ -70,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ROSTER_YAML",
         help="seat a roster (docs/roster.md): a policy per seat or role, several learners",
     )
+    t.add_argument(
+        "--report",
+        action="store_true",
+        help="write the HTML report to <run>/report.html at each evaluation and at the end "
+        "(sets train.report=true)",
+    )
     t.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 
     e = sub.add_parser("eval", help="evaluate a run or checkpoint against an opponent")
@@ -147,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
 
     _warm_start_parsers(sub)
+    _report_parsers(sub)
     sub.add_parser("games", help="list registered games and game families")
     sub.add_parser("presets", help="list bundled presets: game and purpose")
     _population_parsers(sub)
@@ -155,6 +162,22 @@ def _parser() -> argparse.ArgumentParser:
             "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
         )
     return p
+
+
+def _report_parsers(sub) -> None:
+    r = sub.add_parser("report", help="one self-contained HTML page of one or more runs")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="run directories (several overlay)")
+    r.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE.html",
+        help="where to write it (default: RUN/report.html for one run, report.html for several)",
+    )
+    r.add_argument("--games", type=int, default=8, help="latest sample games shown per run")
+    sh = sub.add_parser("show", help="print a run's sample games as conversations")
+    sh.add_argument("run", metavar="RUN", help="run directory")
+    sh.add_argument("--iteration", type=int, default=None, help="games of this iteration only")
+    sh.add_argument("--games", type=int, default=2, help="how many (the latest)")
 
 
 POPULATION_RESUME_HELP = (
@@ -355,10 +378,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
             )
-        cfg = build_config(file=out / "config.yaml", overrides=args.overrides)
+        overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
+        cfg = build_config(file=out / "config.yaml", overrides=overrides)
     else:
         preset = base_preset(args.preset, args.config)
-        cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
+        overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
+        cfg = build_config(preset=preset, file=args.config, overrides=overrides)
         out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
         _claim(out, args.force)
     console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
@@ -368,7 +393,42 @@ def cmd_train(args: argparse.Namespace) -> int:
         run = lambda progress: train(cfg, out, resume=bool(args.resume), progress=progress)  # noqa: E731
         summary = _with_progress(run, cfg.train.iterations, args.quiet, status=_status)
     _print_summary(summary)
+    if cfg.train.report:
+        console.print(f"report: {out / 'report.html'}")
     console.print(f"run directory: {out}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from coplay.train.report import write_report
+
+    if args.games < 0:
+        raise ValueError(f"--games must be 0 or more, got {args.games}")
+    default = Path(args.runs[0]) / "report.html" if len(args.runs) == 1 else Path("report.html")
+    out = Path(args.out) if args.out else default
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; name an .html file")
+    written = write_report(args.runs, out, games=args.games)
+    console.print(f"written: {written} ({written.stat().st_size / 1024:.0f} kB)")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from coplay.report.runfiles import load_run
+    from coplay.report.show import show_games
+
+    if args.games <= 0:
+        raise ValueError(f"--games must be positive, got {args.games}")
+    run = load_run(args.run)
+    if not run.transcripts:
+        raise ValueError(f"{run.path} has no transcripts (train.transcripts: 0, or no evaluation)")
+    shown = show_games(run.transcripts, console, games=args.games, iteration=args.iteration)
+    if not shown:
+        found = sorted({r.get("iteration") for r in run.transcripts})
+        raise ValueError(
+            f"{run.path} has no transcripts of iteration {args.iteration}; "
+            f"it has {', '.join(map(str, found))}"
+        )
     return 0
 
 
@@ -926,6 +986,8 @@ COMMANDS = {
     "tournament": cmd_tournament,
     "check-env": cmd_check_env,
     "games": cmd_games,
+    "report": cmd_report,
+    "show": cmd_show,
     "presets": cmd_presets,
     "psro": cmd_psro,
     "league": cmd_league,

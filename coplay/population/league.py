@@ -300,7 +300,7 @@ class LeagueHook(Hook):
             list(league.members),
             SAMPLERS[self.cfg.sampler].weights(view, self.cfg),
         )
-        return view.metrics
+        return view.metrics | member_metrics(league.members, self.pool.probs, view.win_rates)
 
     def after(self, run, it, batch, metrics):
         league = self.league
@@ -335,6 +335,18 @@ class LeagueHook(Hook):
         league.tally = Tally(*(np.asarray(x, np.int64) for x in tree["tally"]))
         league.since = Tally(*(np.asarray(x, np.int64) for x in tree["since"]))
         league.payoff = None if tree["payoff"] is None else np.asarray(tree["payoff"])
+
+
+def member_metrics(
+    members: Sequence[Policy], probs: np.ndarray, win_rates: np.ndarray
+) -> dict[str, float]:
+    """Each member's probability of being drawn (``league/weight/<id>``) and the learner's
+    estimated chance of beating it (``league/win_rate/<id>``) this iteration."""
+    out = {}
+    for m, p, x in zip(members, probs, win_rates, strict=True):
+        out[f"league/weight/{m.policy_id}"] = float(p)
+        out[f"league/win_rate/{m.policy_id}"] = float(x)
+    return out
 
 
 def settings_yaml(cfg: LeagueConfig) -> str:
@@ -411,6 +423,8 @@ def _add_snapshot(cfg: LeagueConfig, run: Run, league: _League, it: int, reason:
     league.tally = league.tally.grown(len(league.members))
     if SAMPLERS[cfg.sampler].needs_payoff:
         league.payoff = _member_payoff(cfg, league, it)
+        ids = [m.policy_id for m in league.members]
+        sinks.write_metagame(run.out / "metagame.json", ids, [league.payoff])
 
 
 def _member_payoff(cfg: LeagueConfig, league: _League, seed: int) -> np.ndarray:

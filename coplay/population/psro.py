@@ -62,6 +62,7 @@ from coplay.population.metagame import (
 )
 from coplay.population.oracles import ORACLES, Target, member_folder
 from coplay.report import atomic, sinks
+from coplay.report.loggers import Loggers, Opening, open_loggers
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.safe_tree import save_tree
 from coplay.train.checkpoints.state import STATE_DIR, StateError, read_state, restoring
@@ -305,6 +306,24 @@ def run_psro(
         (out / "psro.jsonl").write_text("")
         outer = _Outer([initial_member(cfg, out)], None, [])
         save_outer(out, outer)  # a run stopped during its first response resumes too
+    opening = Opening(out, "psro.jsonl", len(outer.steps), cfg.model_dump(mode="json"))
+    loggers = open_loggers(cfg.run.train.loggers, opening)
+    try:
+        return _outer_loop(cfg, out, outer, game, loggers, progress, stop_after)
+    finally:
+        loggers.close()
+
+
+def _outer_loop(
+    cfg: PsroConfig,
+    out: Path,
+    outer: _Outer,
+    game: pyspiel.Game | None,
+    loggers: Loggers,
+    progress: Callable[[PsroStep], None] | None,
+    stop_after: int | None,
+) -> PsroResult:
+    """PSRO iterations from where ``outer`` stands to the last (or ``stop_after``)."""
     members, steps, payoffs = outer.members, outer.steps, outer.payoffs
     tables: list[os_policy.Policy] = []
     start = time.perf_counter() - (steps[-1].elapsed_s if steps else 0.0)
@@ -355,7 +374,8 @@ def run_psro(
         )
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
-        sinks.append_metrics(out / "psro.jsonl", k, _step_metrics(step) | fallback)
+        loggers.log(k, _step_metrics(step, members) | fallback)
+        sinks.write_metagame(out / "metagame.json", [m.policy_id for m in members], payoffs)
         save_outer(out, _Outer(members, payoffs, steps))
         if progress:
             progress(step)
@@ -389,8 +409,15 @@ def _respond(
     return member, value, best
 
 
-def _step_metrics(step: PsroStep) -> dict[str, float]:
-    return {
+def _step_metrics(step: PsroStep, members: list[Policy]) -> dict[str, float]:
+    """The step's numbers, with each member's weight in the meta-strategy per seat
+    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none)."""
+    weights = {
+        f"psro/weight_seat{seat}/{m.policy_id}": w
+        for seat, marginal in enumerate(step.marginals)
+        for m, w in zip(members, marginal, strict=False)
+    }
+    return weights | {
         "psro/members": step.members,
         "psro/exploitability": step.exploitability,
         "psro/nash_conv": step.nash_conv,

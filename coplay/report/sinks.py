@@ -127,3 +127,11 @@ def as_metrics(prefix: str, record: Any) -> dict[str, float]:
         if isinstance(v, int | float):
             out[f"{prefix}/{k}"] = float(v)
     return out
+
+
+def write_metagame(path: Path, members: Sequence[str], payoffs: Sequence[Any] | None) -> None:
+    """The population's meta-game (``metagame.json``), replaced atomically: member ids and
+    ``payoffs[p][i][j]``, player p's expected return with member i in seat 0 and member j
+    in seat 1 (a league's single matrix: member i's mean return against j)."""
+    matrices = [[[_clean(float(x)) for x in row] for row in p] for p in (payoffs or [])]
+    write_text(path, json.dumps({"members": list(members), "payoffs": matrices}) + "\n")

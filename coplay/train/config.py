@@ -26,6 +26,7 @@ from pydantic import (
 from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig, moved_key
 from coplay.models.loading import ModelConfig, PlayedGame
+from coplay.report.loggers import check_logger
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
 from coplay.train.parts.planning import ExploreConfig, RestartsConfig
@@ -199,6 +200,18 @@ class TrainConfig(_Strict):
     eval_bootstrap: int = Field(100, ge=0)
     """Text mode: bootstrap replicates for the interval of each sampled estimate (each
     replicate repeats the exact computation on resampled answers)."""
+    loggers: list[str] = Field(default_factory=lambda: ["jsonl"])
+    """Metric sinks (coplay.report.loggers): jsonl (metrics.jsonl, always on), tensorboard
+    (event files in <run>/tensorboard), wandb (an offline run in <run>/wandb); each
+    receives the same namespaced keys. tensorboard and wandb are optional extras."""
+    report: bool = False
+    """Write the HTML report (coplay report) to <run>/report.html at each evaluation and
+    at the end; `coplay train --report` sets it."""
+
+    @field_validator("loggers")
+    @classmethod
+    def _loggers_installed(cls, names: list[str]) -> list[str]:
+        return [check_logger(n) for n in names]
 
 
 RENAMED = {

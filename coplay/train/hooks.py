@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from coplay.report import sinks
+from coplay.report.loggers import Loggers, Opening, open_loggers
 from coplay.rollout.source import Batch
 from coplay.train.checkpoints.state import save_state
 from coplay.train.loop import Run
@@ -72,18 +73,35 @@ class Evaluate(Hook):
 
 @dataclass
 class Log(Hook):
-    """The iteration's metrics row, with the run's elapsed seconds (over every segment)."""
+    """The iteration's metrics row, with the run's elapsed seconds (over every segment),
+    sent to every sink of ``train.loggers`` (metrics.jsonl always)."""
 
     before_s: float = 0.0
     """Seconds earlier segments of a resumed run took."""
     start: float = field(default_factory=time.perf_counter)
+    sinks: Sequence[str] = ()
+    """The sinks besides metrics.jsonl (``train.loggers``)."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """The run's config as plain data, for the sinks that keep it (wandb)."""
+    loggers: Loggers | None = None
+    """Opened by ``open`` once the run knows its first step (after a resume's load)."""
 
     def elapsed(self) -> float:
         return self.before_s + time.perf_counter() - self.start
 
+    def open(self, out: Path, first_step: int) -> Loggers:
+        opening = Opening(out, first_step=first_step, config=self.config)
+        self.loggers = open_loggers(self.sinks, opening)
+        return self.loggers
+
+    def close(self) -> None:
+        if self.loggers is not None:
+            self.loggers.close()
+            self.loggers = None
+
     def after(self, run, it, batch, metrics):
         row = {**metrics, "perf/elapsed_s": self.elapsed()}
-        sinks.append_metrics(run.out / "metrics.jsonl", it, row)
+        (self.loggers or self.open(run.out, it)).log(it, row)
         return {"perf/elapsed_s": row["perf/elapsed_s"]}
 
 
@@ -118,4 +136,20 @@ class Report(Hook):
 
     def after(self, run, it, batch, metrics):
         self.progress(it, dict(metrics))
+        return {}
+
+
+@dataclass
+class WriteReport(Hook):
+    """``train.report``: the run's HTML report (``report.html``) rewritten after every
+    evaluation (every ``every`` iterations and at the ``last``), once the row is logged."""
+
+    every: int
+    last: int
+
+    def after(self, run, it, batch, metrics):
+        if it % self.every == 0 or it == self.last:
+            from coplay.train.report import write_report
+
+            write_report([run.out], run.out / "report.html")
         return {}

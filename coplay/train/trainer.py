@@ -34,7 +34,7 @@ from coplay.train.checkpoints.state import load_state
 from coplay.train.config import RunConfig
 from coplay.train.critic import make_critic
 from coplay.train.evaluate import evaluate, final_policy
-from coplay.train.hooks import Evaluate, Hook, Log, Progress, Report, Save
+from coplay.train.hooks import Evaluate, Hook, Log, Progress, Report, Save, WriteReport
 from coplay.train.learner import make_adapter_learner, make_learner
 from coplay.train.loop import Run, run_loop
 from coplay.train.parts.planning import planning_parts
@@ -183,8 +183,10 @@ def standard_hooks(
     """``extra`` hooks (a league), then evaluate, log, save and report, in that order."""
     t = run.cfg.train
     ev = Evaluate(evaluate, t.eval_every, t.iterations, transcripts=t.transcripts)
-    log = Log()
+    log = Log(sinks=tuple(t.loggers), config=run.cfg.model_dump(mode="json"))
     hooks: list[Hook] = [*extra, ev, log]
+    if t.report:
+        hooks.append(WriteReport(t.eval_every, t.iterations))
     saver = Save(t.save_every, end, hooks, checkpoint=save)
     hooks.append(saver)
     if progress:
@@ -199,9 +201,11 @@ def begin(run: Run, hooks: Sequence[Hook], ev: Evaluate, log: Log, resume: bool)
         done, _, log.before_s = rundir.resume(
             run.out, run.cfg, LOGS, lambda: (load_state(run, hooks), ev.evals)
         )
+        log.open(run.out, done + 1)  # the sinks drop what a killed segment logged after
         return done
+    loggers = log.open(run.out, 0)
     if initial := ev.initial(run):  # row 0; a run without evaluations has none
-        sinks.append_metrics(run.out / "metrics.jsonl", 0, initial)
+        loggers.log(0, initial)
     return 0
 
 
@@ -232,6 +236,8 @@ def drive(
             final(run, run.out / "checkpoints" / "final")
     except KeyboardInterrupt:
         raise rundir.RunInterrupted(run.out, saver.saved) from None
+    finally:
+        log.close()
     return end, ev, log.elapsed()
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolverError
+from coplay.policies.scripted import RandomPolicy
 from coplay.population.league import (
     SAMPLERS,
     LeagueConfig,
@@ -15,6 +16,7 @@ from coplay.population.league import (
     Sampler,
     Tally,
     league_elo,
+    member_metrics,
     run_league,
     snapshot_reason,
     tally_games,
@@ -231,6 +233,19 @@ def test_a_sampler_that_needs_the_payoff_gets_it_refreshed_at_each_snapshot(
     assert league.payoff.shape == (2, 2)
     np.testing.assert_allclose(league.payoff, 0.0, atol=1e-12)
     assert len(league.tables) == 2  # the exact meta-game grew with the league
+    metagame = json.loads((tmp_path / "metagame.json").read_text())  # the report's heatmap
+    assert metagame == {"members": ["snap:0", "snap:1"], "payoffs": [league.payoff.tolist()]}
+
+
+def test_each_iteration_logs_the_members_weights_and_win_rates():
+    members = [RandomPolicy(seed=0, policy_id="snap:0"), RandomPolicy(seed=1, policy_id="bot")]
+    m = member_metrics(members, np.array([0.25, 0.75]), np.array([0.5, 0.9]))
+    assert m == {
+        "league/weight/snap:0": 0.25,
+        "league/win_rate/snap:0": 0.5,
+        "league/weight/bot": 0.75,
+        "league/win_rate/bot": 0.9,
+    }
 
 
 def _rows(out):

@@ -211,6 +211,13 @@ def test_exact_oracle_drives_kuhn_mixture_to_equilibrium(tmp_path):
         assert step.best_value == pytest.approx(step.exploitability, abs=1e-9)
     table = json.loads((tmp_path / "members" / "01" / "table.json").read_text())
     assert all(sorted(p.values()) == [0.0, 1.0] for p in table.values())  # pure responses
+    # the report's inputs: each member's weight per iteration and the latest meta-game
+    last = sinks.read_metrics(tmp_path / "psro.jsonl")[-1]
+    weights = {k: v for k, v in last.items() if k.startswith("psro/weight_seat0/")}
+    assert list(weights.values()) == pytest.approx(res.steps[-1].marginals[0])
+    metagame = json.loads((tmp_path / "metagame.json").read_text())
+    assert metagame["members"] == list(res.members)
+    np.testing.assert_allclose(metagame["payoffs"], res.payoffs)
 
 
 def test_exact_best_response_beats_always_bet_by_one_third():

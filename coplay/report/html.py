@@ -1,0 +1,243 @@
+"""One self-contained HTML page of one or more runs (``coplay report``).
+
+Everything the page needs is inside it: the data as JSON, uPlot (a 50 kB MIT charting
+library, vendored in ``static/`` with its licence) for the curves, and the page's own
+script and style, so it opens offline and can be mailed or attached as one file.
+Sections: what the runs are and how their config differs from the nearest preset;
+curves of every logged key against iterations or wall time (``charts.py``);
+throughput; the population's meta-game as a heatmap (league and PSRO runs); sample
+games as conversations, one column per seat, each showing only what that seat saw.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+from coplay.report.charts import SECTIONS, Chart, build_charts
+from coplay.report.runfiles import Metagame, RunFiles
+from coplay.report.transcripts import transcripts_html
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+
+@dataclass(frozen=True)
+class ConfigChanges:
+    """How a run's config differs from the preset nearest to it."""
+
+    preset: str | None
+    """The bundled preset with the fewest differing keys (None: no preset compared)."""
+    changes: tuple[tuple[str, str, str], ...]
+    """(dotted key, the preset's value, the run's value) of every differing key, the
+    values as JSON text ("(absent)" where one side lacks the key)."""
+
+
+def _static(name: str) -> str:
+    return resources.files("coplay.report").joinpath("static", name).read_text()
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def render(
+    runs: Sequence[RunFiles], changes: Mapping[str, ConfigChanges] | None = None, *, games: int = 8
+) -> str:
+    """The page of ``runs`` (several overlay in the same charts); ``changes`` by run
+    path; ``games``: the latest sample games shown per run."""
+    changes = changes or {}
+    charts = build_charts(runs)
+    body = [
+        _header(runs),
+        _config_section(runs, changes),
+        _curves_section(charts),
+        _throughput_section(runs),
+        _metagame_section(runs),
+        _games_section(runs, games),
+    ]
+    title = "coplay report: " + ", ".join(r.name for r in runs)
+    data = {"charts": [_chart_json(c) for c in charts]}
+    payload = json.dumps(data, allow_nan=False).replace("</", "<\\/")
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{_esc(title)}</title>",
+            f"<style>{_static('uPlot.min.css')}\n{_static('report.css')}</style>",
+            "</head><body>",
+            *body,
+            f'<script type="application/json" id="coplay-data">{payload}</script>',
+            f"<script>{_static('uPlot.iife.min.js')}</script>",
+            f"<script>{_static('report.js')}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def _chart_json(chart: Chart) -> dict[str, Any]:
+    series = []
+    for s in chart.series:
+        shade = PALETTE[(s.run + len(series)) % len(PALETTE)] if not s.dash else "#888"
+        series.append(asdict(s) | {"color": shade})
+    return {"key": chart.key, "section": chart.section, "series": series}
+
+
+def _header(runs: Sequence[RunFiles]) -> str:
+    rows = []
+    for r in runs:
+        game = (r.config.get("game") or {}).get("name", "?")
+        last = r.metrics[-1]
+        wall = r.summary.get("wall_s", last.get("perf/elapsed_s"))
+        wall_text = "-" if wall is None else f"{wall:.1f} s"
+        rows.append(
+            f"<tr><td>{_esc(r.name)}</td><td>{_esc(r.kind)}</td><td>{_esc(game)}</td>"
+            f"<td>{last['iteration']}</td><td>{wall_text}</td><td><code>{_esc(r.path)}</code></td></tr>"
+        )
+    nav = " · ".join(
+        f'<a href="#{s}">{t}</a>'
+        for s, t in (
+            ("config", "Config"),
+            ("curves", "Curves"),
+            ("throughput", "Throughput"),
+            ("metagame", "Meta-game"),
+            ("games", "Games"),
+        )
+    )
+    return (
+        "<header><h1>coplay report</h1>"
+        f"<nav>{nav}</nav>"
+        "<table class=runs><tr><th>run</th><th>kind</th><th>game</th><th>iterations</th>"
+        f"<th>wall time</th><th>directory</th></tr>{''.join(rows)}</table></header>"
+    )
+
+
+def _config_section(runs: Sequence[RunFiles], changes: Mapping[str, ConfigChanges]) -> str:
+    parts = ['<section id="config"><h2>Config</h2>']
+    for r in runs:
+        found = changes.get(str(r.path))
+        parts.append(f"<h3>{_esc(r.name)}</h3>")
+        if found is not None and found.preset:
+            rows = "".join(
+                f"<tr><td><code>{_esc(k)}</code></td><td>{_esc(a)}</td><td>{_esc(b)}</td></tr>"
+                for k, a, b in found.changes
+            )
+            n = len(found.changes)
+            what = f"{n} keys differ" if n > 1 else "1 key differs" if n else "no key differs"
+            parts.append(
+                f"<p>Nearest preset: <b>{_esc(found.preset)}</b> ({what}).</p>"
+                + (
+                    f"<table class=changes><tr><th>key</th><th>preset</th><th>this run</th></tr>{rows}</table>"
+                    if rows
+                    else ""
+                )
+            )
+        dumped = json.dumps(r.config, indent=2) if r.config else "(no config.yaml)"
+        parts.append(f"<details><summary>full config</summary><pre>{_esc(dumped)}</pre></details>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _curves_section(charts: Sequence[Chart]) -> str:
+    parts = [
+        '<section id="curves"><h2>Curves</h2>',
+        "<p class=axis>x axis: <label><input type=radio name=xaxis value=iterations checked>"
+        " iteration</label> <label><input type=radio name=xaxis value=seconds> wall time (s)"
+        "</label> <span class=hint>dashed: initial value (before training) and reference "
+        "(0 = exact Nash)</span></p>",
+    ]
+    seen: list[str] = []
+    for c in charts:
+        if c.section not in seen:
+            seen.append(c.section)
+    for section in seen:
+        title = SECTIONS.get(section, section)
+        parts.append(f'<h3>{_esc(title)}</h3><div class=grid data-section="{_esc(section)}"></div>')
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _throughput_section(runs: Sequence[RunFiles]) -> str:
+    """Means of every ``perf/*`` key per run (elapsed time: its last value)."""
+    keys = sorted({k for r in runs for row in r.metrics for k in row if k.startswith("perf/")})
+    head = "".join(f"<th>{_esc(k.removeprefix('perf/'))}</th>" for k in keys)
+    rows = []
+    for r in runs:
+        cells = []
+        for k in keys:
+            values = [row[k] for row in r.metrics if isinstance(row.get(k), int | float)]
+            if not values:
+                cells.append("<td>-</td>")
+                continue
+            shown = values[-1] if k == "perf/elapsed_s" else sum(values) / len(values)
+            cells.append(f"<td>{_fmt(shown)}</td>")
+        rows.append(f"<tr><td>{_esc(r.name)}</td>{''.join(cells)}</tr>")
+    return (
+        '<section id="throughput"><h2>Throughput</h2>'
+        "<p>Mean per iteration (elapsed_s: the run's total).</p>"
+        f"<table class=perf><tr><th>run</th>{head}</tr>{''.join(rows)}</table></section>"
+    )
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}" if math.isfinite(x) else str(x)
+
+
+def _metagame_section(runs: Sequence[RunFiles]) -> str:
+    parts = ['<section id="metagame"><h2>Meta-game</h2>']
+    found = [r for r in runs if r.metagame is not None]
+    if not found:
+        parts.append(
+            "<p>No population in these runs (a league with the meta sampler or a PSRO run "
+            "writes metagame.json). Meta-strategy weights over iterations, where logged, are "
+            "among the curves (League, PSRO).</p>"
+        )
+    for r in found:
+        parts.append(f"<h3>{_esc(r.name)}</h3>" + heatmap(r.metagame))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def heatmap(game: Metagame) -> str:
+    """The first player's payoff matrix as a coloured table (PSRO: rows the member in
+    seat 0, columns the member in seat 1; a league's one matrix: seats averaged); blue
+    above 0, red below, the value in each cell."""
+    matrix = game.payoffs[0] if game.payoffs else ()
+    finite = [abs(v) for row in matrix for v in row if v is not None]
+    scale = max(finite, default=1.0) or 1.0
+    head = "".join(f"<th>{_esc(m)}</th>" for m in game.members[: len(matrix[0]) if matrix else 0])
+    rows = []
+    for member, row in zip(game.members, matrix, strict=False):
+        cells = "".join(_heat_cell(v, scale) for v in row)
+        rows.append(f"<tr><th>{_esc(member)}</th>{cells}</tr>")
+    caption = (
+        "Expected return of the row member (seat 0) against the column member (seat 1)."
+        if len(game.payoffs) > 1
+        else "Mean return of the row member against the column member, both seats averaged."
+    )
+    return f'<p>{caption}</p><table class="heatmap"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
+
+
+def _heat_cell(value: float | None, scale: float) -> str:
+    if value is None:
+        return "<td>-</td>"
+    a = min(1.0, abs(value) / scale)
+    rgb = "31,119,180" if value >= 0 else "214,39,40"
+    return f'<td style="background: rgba({rgb},{a:.2f})" data-value="{value}">{value:.3f}</td>'
+
+
+def _games_section(runs: Sequence[RunFiles], games: int) -> str:
+    parts = [
+        '<section id="games"><h2>Sample games</h2>',
+        "<p>One column per seat: what that seat saw (its private information only) and what "
+        "it answered; hover an answer for its log-probabilities.</p>",
+    ]
+    for r in runs:
+        parts.append(f"<h3>{_esc(r.name)}</h3>")
+        parts.append(transcripts_html(r.transcripts, games))
+    parts.append("</section>")
+    return "\n".join(parts)

@@ -1,0 +1,79 @@
+"""Sample games of a run in the terminal (``coplay show``): each game as a conversation.
+
+Every turn is a panel in its seat's colour: what that seat saw (its own observation,
+so its private information only), then what it answered, with the answer's
+probability under the policy that sampled it. ``rich`` draws it; piped output is
+plain text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.text import Text
+
+from coplay.report.transcripts import select_games
+
+SEAT_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
+
+
+def answer_line(turn: dict[str, Any]) -> Text:
+    """``answered [Bet]  (p = 0.50)``, with rejected attempts and the reward."""
+    line = Text()
+    for rejected in turn.get("rejected") or ():
+        line.append(f"rejected: {rejected}\n", style="red strike")
+    line.append("answered ", style="dim")
+    line.append(turn.get("text") or "", style="bold" if turn.get("valid", True) else "bold red")
+    action = turn.get("action")
+    if action and action != (turn.get("text") or "").strip():
+        line.append(f"  -> {action}")
+    if logps := turn.get("logprobs"):
+        line.append(f"  (p = {math.exp(sum(logps)):.3f})", style="dim")
+    if reward := turn.get("reward"):
+        line.append(f"  reward {reward:g}", style="dim")
+    return line
+
+
+def game_view(record: dict[str, Any]) -> Group:
+    """One game: a header, a panel per turn, the returns."""
+    seats = list(record.get("seats") or [])
+    parts: list[Any] = [
+        Rule(
+            f"iteration {record.get('iteration')} · {record.get('game')} · seed {record.get('seed')}"
+        )
+    ]
+    for turn in record["turns"]:
+        seat = int(turn["player"])
+        style = SEAT_STYLES[seat % len(SEAT_STYLES)]
+        who = seats[seat] if seat < len(seats) else turn.get("policy_id", "?")
+        saw = Text((turn.get("observation") or "").rstrip())
+        parts.append(
+            Panel(
+                Group(saw, answer_line(turn)),
+                title=f"seat {seat} · {who}",
+                title_align="left",
+                border_style=style,
+            )
+        )
+    returns = "  ".join(f"seat {i}: {r:g}" for i, r in enumerate(record.get("returns") or ()))
+    parts.append(Text(f"returns  {returns}", style="bold"))
+    return Group(*parts)
+
+
+def show_games(
+    records: Sequence[dict[str, Any]],
+    console: Console,
+    *,
+    games: int,
+    iteration: int | None = None,
+) -> int:
+    """Print the chosen games; returns how many were printed."""
+    chosen = select_games(records, games, iteration)
+    for record in chosen:
+        console.print(game_view(record))
+    return len(chosen)

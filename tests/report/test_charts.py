@@ -1,0 +1,62 @@
+"""Charts from discovered keys: seats and members share a chart, runs overlay, marks."""
+
+from pathlib import Path
+
+from coplay.report.charts import build_charts, chart_of
+from coplay.report.runfiles import RunFiles
+
+
+def run(name, rows):
+    return RunFiles(path=Path(name), kind="train", config={}, metrics=rows)
+
+
+ROWS = [
+    {"iteration": 0, "eval/exploitability": 0.46, "perf/elapsed_s": 0.0},
+    {
+        "iteration": 1,
+        "eval/exploitability": 0.40,
+        "rollout/return_seat0": 0.5,
+        "rollout/return_seat1": -0.5,
+        "perf/elapsed_s": 2.0,
+        "league/weight/snap:0": 1.0,
+        "flag": True,
+        "loss/skipped": None,
+    },
+    {"iteration": 2, "eval/exploitability": 0.30, "perf/elapsed_s": 4.5},
+]
+
+
+def test_keys_map_to_charts_by_seat_and_member():
+    assert chart_of("rollout/return_seat1") == ("rollout/return", "seat 1")
+    assert chart_of("league/weight/snap:20") == ("league/weight", "snap:20")
+    assert chart_of("psro/weight_seat0/psro:01") == ("psro/weight_seat0", "psro:01")
+    assert chart_of("loss/kl") == ("loss/kl", "")
+    assert chart_of("psro/best_response_value") == ("psro/response_value", "exact best response")
+
+
+def test_every_numeric_key_is_charted_in_section_order_with_both_axes():
+    charts = {c.key: c for c in build_charts([run("a", ROWS)])}
+    assert list(charts) == [
+        "eval/exploitability",
+        "rollout/return",
+        "league/weight",
+        "perf/elapsed_s",
+    ]
+    curve, *marks = charts["eval/exploitability"].series
+    assert curve.iterations == [0, 1, 2] and curve.values == [0.46, 0.40, 0.30]
+    assert curve.seconds == [0.0, 2.0, 4.5]
+    # dashed: the initial value (row 0) across the run, and the exact Nash reference
+    assert [(m.label, m.values, m.dash) for m in marks] == [
+        ("initial", [0.46, 0.46], True),
+        ("reference", [0.0, 0.0], True),
+    ]
+    assert [s.label for s in charts["rollout/return"].series] == ["seat 0", "seat 1"]
+    assert not any(s.dash for s in charts["perf/elapsed_s"].series)  # initial: eval/ only
+
+
+def test_several_runs_overlay_with_their_names():
+    charts = {c.key: c for c in build_charts([run("a", ROWS), run("b", ROWS[:2])])}
+    labels = [(s.label, s.run) for s in charts["rollout/return"].series]
+    assert labels == [("a seat 0", 0), ("a seat 1", 0), ("b seat 0", 1), ("b seat 1", 1)]
+    refs = [s for s in charts["eval/exploitability"].series if s.label == "reference"]
+    assert len(refs) == 1  # one reference line, not one per run

@@ -1,0 +1,117 @@
+"""The report page: self-contained, every chart with data, games per seat, in a real
+headless Chromium; ``coplay report`` and its one-line errors."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from coplay.cli import main
+from coplay.report.html import heatmap, render
+from coplay.report.runfiles import Metagame, RunFiles
+
+
+def page_data(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="coplay-data">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def test_the_page_embeds_its_scripts_and_data_and_escapes_transcript_text():
+    rows = [{"iteration": 0, "eval/exploitability": 0.5}, {"iteration": 1, "loss/kl": 0.1}]
+    game = {"iteration": 1, "seats": ["a"], "returns": [0.0], "turns": [{"player": 0, "step": 0,
+            "observation": "</script><script>alert(1)</script>", "text": "x"}]}  # fmt: skip
+    page = render([RunFiles(Path("r"), "train", {}, rows, transcripts=[game])])
+    assert "http" not in re.sub(r"https?://github.com/leeoniya/uPlot", "", page).split("<body>")[1]
+    assert page.count("<script>") == 2 and "alert(1)</script>" not in page
+    assert [c["key"] for c in page_data(page)["charts"]] == ["eval/exploitability", "loss/kl"]
+
+
+def test_the_heatmap_colours_each_payoff_and_shows_its_value():
+    table = heatmap(Metagame(("m0", "m1"), (((0.0, 0.5), (-0.5, None)),)))
+    assert 'rgba(31,119,180,1.00)" data-value="0.5">0.500' in table
+    assert 'rgba(214,39,40,1.00)" data-value="-0.5">-0.500' in table
+    assert "<td>-</td>" in table and "<th>m1</th>" in table
+
+
+def test_coplay_report_writes_one_file_for_several_runs(tiny_run, tmp_path, capsys):
+    out = tmp_path / "both.html"
+    assert main(["report", str(tiny_run), str(tiny_run), "--out", str(out)]) == 0
+    assert f"written: {out}" in capsys.readouterr().out
+    series = page_data(out.read_text())["charts"][0]["series"]
+    assert {s["run"] for s in series} == {0, 1}
+
+
+def test_bad_input_is_one_error_line_and_status_2(tiny_run, tmp_path, capsys):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_run, broken, ignore=shutil.ignore_patterns("checkpoints", "state"))
+    lines = (broken / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (broken / "metrics.jsonl").write_text(lines[0] + "{not json\n" + "".join(lines[1:]))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "metrics.jsonl").write_text("")
+    cases = {
+        str(tmp_path / "nowhere"): f"{tmp_path / 'nowhere'}: no such run directory",
+        str(empty): f"{empty / 'metrics.jsonl'} is empty: the run has logged no iteration yet",
+        str(broken): f"{broken / 'metrics.jsonl'}:2 is not valid JSON (Expecting property name "
+        "enclosed in double quotes)",
+    }
+    for run, message in cases.items():
+        assert main(["report", run]) == 2
+        assert capsys.readouterr().err == f"coplay report: error: {message}\n"
+
+
+def test_train_report_writes_the_page_into_the_run(tiny_run):
+    page = (tiny_run / "report.html").read_text()
+    assert "Nearest preset: <b>kuhn-selfplay</b>" in page
+    assert "<code>train.iterations</code></td><td>600</td><td>2</td>" in page
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium on PATH (Debian's chromium package; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def test_the_report_of_a_tiny_run_loads_cleanly_in_chromium(tiny_run, browser):
+    page = browser.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
+    page.goto((tiny_run / "report.html").as_uri())
+    charts = page.evaluate(
+        """() => window.coplayReport.charts.map(c => ({key: c.key,
+             points: c.plot.data.slice(1).flat().filter(v => v != null).length,
+             drawn: c.plot.root.querySelector('canvas').width > 0}))"""
+    )
+    assert errors == []
+    keys = {c["key"] for c in charts}
+    assert {"eval/exploitability", "rollout/return", "loss/kl", "perf/decisions_per_s"} <= keys
+    assert all(c["points"] > 0 and c["drawn"] for c in charts), charts
+    page.check("input[value=seconds]")  # wall time on the x axis: the charts are redrawn
+    assert page.evaluate("window.coplayReport.axis") == "seconds"
+    assert page.evaluate("window.coplayReport.charts.length") == len(charts) and errors == []
+    page.close()
+
+
+def test_each_seat_sees_only_its_own_card_in_the_browser(tiny_run, browser):
+    page = browser.new_page()
+    page.goto((tiny_run / "report.html").as_uri())
+    last = json.loads((tiny_run / "transcripts.jsonl").read_text().splitlines()[-1])
+    cards = {t["player"]: re.search(r"Your card: (\w)", t["observation"])[1] for t in last["turns"]}
+    newest = page.locator("details.iteration").first  # the latest iteration, open
+    game = newest.locator(".game").last  # its games in logged order
+    for seat, card in cards.items():
+        own = " ".join(game.locator(f'td[data-seat="{seat}"]').all_inner_texts())
+        other = " ".join(game.locator(f'td[data-seat="{1 - seat}"]').all_inner_texts())
+        assert f"You are player {seat}. Your card: {card}." in own
+        assert f"Your card: {card}" not in other  # Kuhn deals two different cards
+    page.close()

@@ -1,0 +1,48 @@
+"""``coplay show``: sample games printed as conversations; bad input is one line."""
+
+import json
+
+from rich.console import Console
+
+from coplay.cli import main
+from coplay.report.show import show_games
+
+
+def test_games_print_what_each_seat_saw_and_answered(capsys):
+    record = {
+        "iteration": 3,
+        "game": "kuhn_poker",
+        "seed": 1,
+        "seats": ["learner", "learner"],
+        "returns": [-1.0, 1.0],
+        "turns": [
+            {"player": 0, "observation": "Your card: J.", "text": "[Pass]", "logprobs": [-0.5]},
+            {"player": 1, "observation": "Your card: Q.", "text": "[Bet]", "logprobs": []},
+        ],
+    }
+    console = Console(width=100, force_terminal=False)
+    with console.capture() as cap:
+        assert show_games([record], console, games=1) == 1
+    text = cap.get()
+    assert "seat 0 · learner" in text and "Your card: J." in text
+    assert "answered [Pass]  (p = 0.607)" in text
+    assert text.index("Your card: J.") < text.index("Your card: Q.")
+    assert "returns  seat 0: -1  seat 1: 1" in text
+
+
+def test_coplay_show_prints_a_runs_games(tiny_run, capsys):
+    assert main(["show", str(tiny_run), "--games", "1"]) == 0
+    out = capsys.readouterr().out
+    last = json.loads((tiny_run / "transcripts.jsonl").read_text().splitlines()[-1])
+    assert f"iteration {last['iteration']} · kuhn_poker · seed {last['seed']}" in out
+    assert last["turns"][0]["observation"].splitlines()[1] in out
+
+
+def test_coplay_show_bad_input_is_one_line(tiny_run, tmp_path, capsys):
+    assert main(["show", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert main(["show", str(tiny_run), "--iteration", "99"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"coplay show: error: {tiny_run} has no transcripts of iteration 99; it has 1, 2\n"
+    )
