@@ -2,7 +2,7 @@
 
 A ``Session`` seats a policy or a person in every seat of a game and plays game after
 game (seed ``seed + g`` for game ``g``), keeping a running score by player name. The
-terminal and the web page only ask it who must answer, show that seat its own
+terminal and the web page deal a game, ask it who must answer, show that seat its own
 observation, hand it the person's answer and let it ``advance``: every policy move up
 to the next person's turn or the end of the game. What a person sees during a game is
 their seat's observation, the game's own view of what that seat may know; every
@@ -173,7 +173,7 @@ class Session:
 
     # ---------------------------------------------------------------- the game
     def new_game(self) -> None:
-        """Deal the next game (seed ``seed + games played``) and play up to a person's turn."""
+        """Deal the next game (seed ``seed + games played``); ``advance`` plays it."""
         if self.env is not None and self.outcome is None:
             raise ValueError("the game on the table is not over")
         self.env, self.moves, self.outcome = self.make_env(), [], None
@@ -181,7 +181,6 @@ class Session:
         self._seats = self._lineup_of(self.games_played)
         self.env.reset(self.seed + self.games_played)
         self.games_played += 1
-        self.advance()
 
     def waiting(self) -> list[int]:
         """The person seats whose answer the game waits for (none when it is over)."""

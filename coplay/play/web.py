@@ -170,6 +170,8 @@ class Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _deal(session: Session, body: dict) -> None:
         session.new_game()
+        if session.person_seats():  # the policies' moves before the person's first
+            session.advance()
 
     @staticmethod
     def _step(session: Session, body: dict) -> None:
@@ -209,7 +211,7 @@ def make_server(
     replaying the games of ``transcripts`` where that file exists."""
     replays = read_transcripts(transcripts) if transcripts is not None else []
     if session.env is None:
-        session.new_game()
+        Handler._deal(session, {})
     try:
         return PlayServer((host, port), session, replays)
     except OSError as err:
