@@ -676,13 +676,16 @@ def cmd_play(args: argparse.Namespace) -> int:
     from coplay.envs.probe import resolve_factory
     from coplay.play.setup import play, seating
 
-    if bool(args.agent) == bool(args.watch):
+    # argparse may hand a game parameter (key=value) to the agent or to --watch.
+    named = [x for x in [args.agent, *(args.watch or [])] if x]
+    agent = args.agent if args.agent and "=" not in args.agent else None
+    if bool(agent) == bool(args.watch):
         raise ValueError("name one agent to play against, or the policies to --watch (not both)")
-    specs = args.watch or [args.agent]
+    specs = [agent] if agent else [w for w in args.watch if "=" not in w]
     for spec in specs:
         _check_player(spec)
     game, params = _tournament_game(args.game, specs)
-    params |= _game_params(args.params)
+    params |= _game_params([*args.params, *(w for w in named if "=" in w)])
     make_env = resolve_factory(game, params)
     built = {spec: _player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(specs)}
     seats = seating(specs, make_env().spec.num_players, seat=None if args.watch else args.seat)

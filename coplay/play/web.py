@@ -43,7 +43,7 @@ def table_state(session: Session) -> dict[str, Any]:
     seats, persons = session.seats(), session.person_seats()
     watching = not persons
     over = session.outcome is not None
-    shown = range(len(seats)) if watching or over else persons
+    shown = range(len(seats)) if watching else persons  # the others' are in the outcome
     return {
         "game": session.env.spec.name,
         "seed": session.deal_seed,
