@@ -168,6 +168,10 @@ class Session:
         """The seed of the game on the table (or of the last one)."""
         return self.seed + max(self.games_played - 1, 0)
 
+    @property
+    def games_finished(self) -> int:
+        return self.games_played - (self.env is not None and self.outcome is None)
+
     def person_seats(self) -> list[int]:
         return [s for s, name in enumerate(self.seats()) if self.players[name] is PERSON]
 
@@ -220,6 +224,8 @@ class Session:
     def advance(self, max_steps: int | None = None) -> list[Move]:
         """Play steps while no person's answer is missing: the policies answer, the
         game steps. Stops at a person's turn, at the end, or after ``max_steps``."""
+        if self.env is None:
+            raise ValueError("no game on the table; start one")
         played: list[Move] = []
         steps = 0
         while self.outcome is None and not self.waiting() and steps != max_steps:
@@ -299,7 +305,7 @@ def headline(returns: Sequence[float], seats: Sequence[str], persons: Sequence[i
 
 def score_line(session: Session) -> str:
     """``score after 2 games: you +1 (1 won, 0 drawn, 1 lost) · nash -1 (...)``."""
-    done = session.games_played - (session.outcome is None and session.env is not None)
+    done = session.games_finished
     parts = [f"{name} {_tally(t)}" for name, t in session.score.items()]
     return f"score after {done} game{'s' * (done != 1)}: " + " · ".join(parts)
 

@@ -111,6 +111,30 @@ def replay_summary(games: list[ReplayGame]) -> list[dict[str, Any]]:
     ]
 
 
+def play_move(session: Session, body: dict) -> None:
+    """The person's move, then the policies' up to the person's next turn."""
+    session.answer(int(body.get("seat", -1)), str(body.get("move", "")))
+    session.advance()
+
+
+def deal(session: Session, body: dict) -> None:
+    """The next game, played up to the person's first turn (watching: not at all)."""
+    session.new_game()
+    if session.person_seats():
+        session.advance()
+
+
+def step(session: Session, body: dict) -> None:
+    """Watching: one more step of the policies."""
+    if session.person_seats():
+        raise ValueError("policies move by themselves when a person plays")
+    session.advance(max_steps=1)
+
+
+ACTIONS = {"/api/move": play_move, "/api/new": deal, "/api/step": step}
+"""What each POST does to the session, given the request's JSON body."""
+
+
 class PlayServer(ThreadingHTTPServer):
     """The page's server: one session, its lock (requests come on threads), the replays."""
 
@@ -149,8 +173,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json({"error": f"no such page: {path}"}, HTTPStatus.NOT_FOUND)
 
     def do_POST(self) -> None:
-        actions = {"/api/move": self._play, "/api/new": self._deal, "/api/step": self._step}
-        action = actions.get(self.path)
+        action = ACTIONS.get(self.path)
         if action is None:
             return self._json({"error": f"no such action: {self.path}"}, HTTPStatus.NOT_FOUND)
         try:
@@ -161,23 +184,6 @@ class Handler(BaseHTTPRequestHandler):
         except (IllegalMove, ValueError) as err:
             return self._json({"error": str(err)}, HTTPStatus.BAD_REQUEST)
         self._json(state)
-
-    @staticmethod
-    def _play(session: Session, body: dict) -> None:
-        session.answer(int(body.get("seat", -1)), str(body.get("move", "")))
-        session.advance()
-
-    @staticmethod
-    def _deal(session: Session, body: dict) -> None:
-        session.new_game()
-        if session.person_seats():  # the policies' moves before the person's first
-            session.advance()
-
-    @staticmethod
-    def _step(session: Session, body: dict) -> None:
-        if session.person_seats():
-            raise ValueError("policies move by themselves when a person plays")
-        session.advance(max_steps=1)
 
     def _body(self) -> dict:
         length = int(self.headers.get("Content-Length") or 0)
@@ -211,7 +217,7 @@ def make_server(
     replaying the games of ``transcripts`` where that file exists."""
     replays = read_transcripts(transcripts) if transcripts is not None else []
     if session.env is None:
-        Handler._deal(session, {})
+        deal(session, {})
     try:
         return PlayServer((host, port), session, replays)
     except OSError as err:

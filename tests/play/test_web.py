@@ -143,7 +143,11 @@ def test_the_replay_steps_through_a_recorded_game(tiny_run, page):
     page.select_option("#replay-game", str(index))
     game = recorded[index]
     for at, turn in enumerate(game.turns):
-        page.wait_for_function(f"document.querySelector('#replay-pos').dataset.at === '{at}'")
+        page.wait_for_function(
+            "([game, at]) => { const pos = document.querySelector('#replay-pos');"
+            " return pos.dataset.game === game && pos.dataset.at === at; }",
+            arg=[str(index), str(at)],
+        )
         assert page.inner_text("#replay-view").rstrip("\n") == turn.observation.rstrip("\n")
         assert page.inner_text("#replay-answer") == turn.text
         assert (
