@@ -1,0 +1,314 @@
+"""Games between people and policies, one at a time, independent of any screen or page.
+
+A ``Session`` seats a policy or a person in every seat of a game and plays game after
+game (seed ``seed + g`` for game ``g``), keeping a running score by player name. The
+terminal and the web page deal a game, ask it who must answer, show that seat its own
+observation, hand it the person's answer and let it ``advance``: every policy move up
+to the next person's turn or the end of the game. What a person sees during a game is
+their seat's observation, the game's own view of what that seat may know; every
+seat's final view (the showdown) is part of the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from coplay.rollout.invalid import forfeit_returns
+from coplay.types import Env, Observation, Policy, TabularQueryable
+
+PERSON = None
+"""The seat value of a person (a policy seat holds its ``Policy``)."""
+AGENT_RETRIES = 2
+"""Extra answers a policy may give after one that names no legal move; then it forfeits."""
+
+
+class IllegalMove(ValueError):
+    """A person's answer that names no legal move; the message lists the legal ones."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """One seat's move, as the log and the showdown show it."""
+
+    step: int
+    seat: int
+    player: str
+    """The name of whoever sat there (``you``, a policy spec)."""
+    action: str
+    text: str
+    """What the seat answered: the move for a person, a text policy's whole answer."""
+    view: str
+    """The seat's observation when it moved: private to that seat until the game ends."""
+    probs: Mapping[str, float] | None = None
+    """The policy's distribution over the legal moves, when asked for and known."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a game ended: returns per seat and every seat's final view."""
+
+    returns: tuple[float, ...]
+    views: tuple[str, ...]
+    truncated: bool = False
+    forfeited_by: int | None = None
+
+
+@dataclass
+class Tally:
+    """One player's running score: the sum of its returns and its wins, draws, losses."""
+
+    total: float = 0.0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+
+
+def verdict(returns: Sequence[float], seat: int) -> str:
+    """``won`` (the one best return), ``drew`` (tied best) or ``lost``; a single
+    player's game is ``scored``.
+
+    >>> verdict([1.0, -1.0], 0), verdict([0.0, 0.0], 1), verdict([-2.0, 2.0], 0)
+    ('won', 'drew', 'lost')
+    """
+    if len(returns) == 1:
+        return "scored"
+    best = max(returns)
+    if returns[seat] < best:
+        return "lost"
+    return "won" if list(returns).count(best) == 1 else "drew"
+
+
+def read_move(text: str, observation: Observation, parse: Callable[[str], str | None]) -> str:
+    """The legal move a person's answer names: the move itself (brackets and case
+    optional), its number in the list (where moves are not numbers themselves), or any
+    text the game parses; else ``IllegalMove``.
+
+    >>> obs = Observation("kuhn_poker", 0, "", legal_actions=("[Pass]", "[Bet]"))
+    >>> read_move("bet", obs, lambda t: None), read_move("1", obs, lambda t: None)
+    ('[Bet]', '[Pass]')
+    """
+    answer = text.strip()
+    legal = observation.legal_actions
+    if legal is None:  # a free-text turn: the game reads the text
+        action = parse(answer) if answer else None
+        if action is None:
+            raise IllegalMove(f"the game does not accept {answer!r} here; write a message")
+        return action
+    by_name = {_bare(a).lower(): a for a in legal}
+    if _bare(answer).lower() in by_name:
+        return by_name[_bare(answer).lower()]
+    if numbered(legal) and answer.isdigit() and 1 <= int(answer) <= len(legal):
+        return legal[int(answer) - 1]
+    action = parse(answer)
+    if action is None:
+        raise IllegalMove(f"{answer!r} is no legal move; legal: {' '.join(legal)}")
+    return action
+
+
+def numbered(legal: Sequence[str]) -> bool:
+    """Whether moves can be picked by number: not where a move's name is a number
+    (tic-tac-toe's cells), which would make "3" mean two things."""
+    return not any(_bare(a).isdigit() for a in legal)
+
+
+def _bare(action: str) -> str:
+    return action.strip().removeprefix("[").removesuffix("]").strip()
+
+
+class Session:
+    """Game after game of one game between the named ``players``.
+
+    ``players`` maps a name to its policy, or to ``PERSON``; ``lineup`` names who sits
+    in each seat in the first game, and with ``rotate`` it turns by one seat every
+    game. ``show_probs`` asks policies for their distribution over the legal moves at
+    each of their moves (``Move.probs``). ``score`` is kept by name.
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[], Env],
+        players: Mapping[str, Policy | None],
+        lineup: Sequence[str],
+        *,
+        seed: int = 0,
+        rotate: bool = False,
+        show_probs: bool = False,
+    ) -> None:
+        unknown = sorted(set(lineup) - set(players))
+        if unknown:
+            raise ValueError(f"the lineup names unknown players: {', '.join(unknown)}")
+        seats = make_env().spec.num_players
+        if len(lineup) != seats:
+            raise ValueError(f"the game has {seats} seats but the lineup names {len(lineup)}")
+        self.make_env, self.players, self.lineup = make_env, dict(players), tuple(lineup)
+        self.seed, self.rotate, self.show_probs = seed, rotate, show_probs
+        self.games_played = 0
+        self.score = {name: Tally() for name in self.lineup}
+        self.env: Env | None = None
+        self.moves: list[Move] = []
+        """The moves of the game on the table (or the last one), in order."""
+        self.outcome: Outcome | None = None
+        """How the game on the table ended; None while it runs."""
+        self._answers: dict[int, str] = {}
+        self._steps = 0
+        self._seats = self.lineup
+
+    # ----------------------------------------------------------------- who sits
+    def seats(self) -> tuple[str, ...]:
+        """Who sits in each seat in the game on the table (before the first: the lineup)."""
+        return self._seats
+
+    def _lineup_of(self, game: int) -> tuple[str, ...]:
+        turn = game % len(self.lineup) if self.rotate else 0
+        return self.lineup[-turn:] + self.lineup[:-turn] if turn else self.lineup
+
+    @property
+    def deal_seed(self) -> int:
+        """The seed of the game on the table (or of the last one)."""
+        return self.seed + max(self.games_played - 1, 0)
+
+    @property
+    def games_finished(self) -> int:
+        return self.games_played - (self.env is not None and self.outcome is None)
+
+    def person_seats(self) -> list[int]:
+        return [s for s, name in enumerate(self.seats()) if self.players[name] is PERSON]
+
+    # ---------------------------------------------------------------- the game
+    def new_game(self) -> None:
+        """Deal the next game (seed ``seed + games played``); ``advance`` plays it."""
+        if self.env is not None and self.outcome is None:
+            raise ValueError("the game on the table is not over")
+        self.env, self.moves, self.outcome = self.make_env(), [], None
+        self._answers, self._steps = {}, 0
+        self._seats = self._lineup_of(self.games_played)
+        self.env.reset(self.seed + self.games_played)
+        self.games_played += 1
+
+    def waiting(self) -> list[int]:
+        """The person seats whose answer the game waits for (none when it is over)."""
+        if self.env is None or self.outcome is not None:
+            return []
+        persons = set(self.person_seats())
+        return [p for p in self.env.players_to_act() if p in persons and p not in self._answers]
+
+    def shows(self, move: Move) -> bool:
+        """Whether a person at this table may see ``move`` now: their own moves, every
+        move of a game of perfect information, all once the game is over, when only
+        policies play, or with ``show_probs`` (the person asked to look). Otherwise a
+        move is known only through the person's own observation, as the game words it."""
+        return (
+            self.players[move.player] is PERSON
+            or self.outcome is not None
+            or self.show_probs
+            or not self.person_seats()
+            or self.env.spec.perfect_information
+        )
+
+    def view(self, seat: int) -> Observation:
+        """What ``seat`` may see now: the game's own observation for that seat."""
+        if self.env is None:
+            raise ValueError("no game on the table; start one")
+        return self.env.observe(seat)
+
+    def answer(self, seat: int, text: str) -> str:
+        """Take a person's answer for ``seat``: the legal move it names (``IllegalMove``
+        otherwise). The move is played by the next ``advance``."""
+        if seat not in self.waiting():
+            raise IllegalMove(f"seat {seat} is not to move now")
+        action = read_move(text, self.view(seat), lambda t: self.env.parse_action(seat, t))
+        self._answers[seat] = action
+        return action
+
+    def advance(self, max_steps: int | None = None) -> list[Move]:
+        """Play steps while no person's answer is missing: the policies answer, the
+        game steps. Stops at a person's turn, at the end, or after ``max_steps``."""
+        if self.env is None:
+            raise ValueError("no game on the table; start one")
+        played: list[Move] = []
+        steps = 0
+        while self.outcome is None and not self.waiting() and steps != max_steps:
+            played += self._step()
+            steps += 1
+        return played
+
+    def _step(self) -> list[Move]:
+        env, seats = self.env, self.seats()
+        acting = env.players_to_act()
+        moves = []
+        for p in acting:
+            if p in self._answers:
+                action = self._answers.pop(p)
+                view = env.observe(p).text
+                moves.append(Move(self._steps, p, seats[p], action, action, view))
+                continue
+            move = self._policy_move(p)
+            if move is None:
+                self._finish(forfeit_returns(env.spec, p), forfeited_by=p)
+                return moves
+            moves.append(move)
+        env.step({m.seat: m.action for m in moves})
+        self.moves += moves
+        self._steps += 1
+        if env.is_terminal():
+            self._finish(env.returns())
+        elif self._steps >= env.spec.max_turns:
+            self._finish(env.returns(), truncated=True)
+        return moves
+
+    def _policy_move(self, seat: int) -> Move | None:
+        """The seat's policy's move; None when it named no legal move in
+        ``1 + AGENT_RETRIES`` answers (a forfeit)."""
+        name = self.seats()[seat]
+        policy = self.players[name]
+        obs = self.env.observe(seat)
+        probs = None
+        if self.show_probs and obs.legal_actions and isinstance(policy, TabularQueryable):
+            probs = policy.action_probs([obs])[0]
+        for _ in range(1 + AGENT_RETRIES):
+            decision = policy.act([obs])[0]
+            if decision.action is not None:
+                return Move(
+                    self._steps, seat, name, decision.action, decision.text, obs.text, probs
+                )
+        return None
+
+    def _finish(
+        self, returns: Sequence[float], *, truncated: bool = False, forfeited_by: int | None = None
+    ) -> None:
+        views = tuple(self.env.observe(p).text for p in range(len(returns)))
+        self.outcome = Outcome(tuple(float(r) for r in returns), views, truncated, forfeited_by)
+        for seat, name in enumerate(self.seats()):
+            tally = self.score[name]
+            tally.total += returns[seat]
+            word = verdict(returns, seat)
+            tally.wins += word == "won"
+            tally.draws += word == "drew"
+            tally.losses += word == "lost"
+
+
+def headline(returns: Sequence[float], seats: Sequence[str], persons: Sequence[int]) -> str:
+    """``you won (+1)`` for a person; ``seat 0 (nash) won`` or ``a draw`` when watching.
+
+    >>> headline([-1.0, 1.0], ["you", "nash"], [0]), headline([0.0, 0.0], ["a", "b"], [])
+    ('you lost (-1)', 'a draw')
+    """
+    if persons:
+        return f"you {verdict(returns, persons[0])} ({returns[persons[0]]:+g})"
+    best = max(range(len(returns)), key=lambda s: returns[s])
+    word = verdict(returns, best)
+    if word == "drew":
+        return "a draw"
+    return f"seat {best} ({seats[best]}) {word} ({returns[best]:+g})"
+
+
+def score_line(session: Session) -> str:
+    """``score after 2 games: you +1 (1 won, 0 drawn, 1 lost) · nash -1 (...)``."""
+    done = session.games_finished
+    parts = [f"{name} {_tally(t)}" for name, t in session.score.items()]
+    return f"score after {done} game{'s' * (done != 1)}: " + " · ".join(parts)
+
+
+def _tally(t: Tally) -> str:
+    return f"{t.total:+g} ({t.wins} won, {t.draws} drawn, {t.losses} lost)"

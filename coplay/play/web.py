@@ -1,0 +1,240 @@
+"""``coplay play --web``: the same session in a local web page, plus replays of a run's games.
+
+The standard library serves one page (``page.html``: its script and style inline, so
+nothing is fetched from the network) and a small JSON API over one ``Session``:
+
+    GET  /api/state           the table as the person may see it (``table_state``)
+    POST /api/move            {"seat": 0, "move": "[Bet]"}: the person's move, then the
+                              policies' moves up to the person's next turn
+    POST /api/new             deal the next game (once the game on the table is over)
+    POST /api/step            watching: one more step of the policies
+    GET  /api/replays         the run's recorded games (``transcripts.jsonl``), summarised
+    GET  /api/replays/<i>     one recorded game, turn by turn
+
+A person's private information leaves the server only for the person's own seats: the
+other seats' views and their hidden moves are sent once the game is over.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from coplay.play.session import IllegalMove, Move, Session, headline, numbered, score_line
+from coplay.play.transcripts import ReplayGame, read_transcripts
+
+MAX_BODY = 64 * 1024
+"""Largest request body read (a move is a few bytes)."""
+
+
+def page() -> str:
+    return files("coplay.play").joinpath("page.html").read_text()
+
+
+def table_state(session: Session) -> dict[str, Any]:
+    """The table as the person may see it: their own views and legal moves, the moves
+    ``session.shows``, the score; every view and move once the game is over."""
+    seats, persons = session.seats(), session.person_seats()
+    watching = not persons
+    over = session.outcome is not None
+    shown = range(len(seats)) if watching else persons  # the others' are in the outcome
+    return {
+        "game": session.env.spec.name,
+        "seed": session.deal_seed,
+        "number": session.games_played,
+        "seats": [
+            {"seat": s, "name": n, "person": session.players[n] is None}
+            for s, n in enumerate(seats)
+        ],
+        "watching": watching,
+        "show_probs": session.show_probs,
+        "views": [{"seat": s, "text": session.view(s).text} for s in shown],
+        "turns": [_turn(session, s) for s in session.waiting()],
+        "log": [_move(m, session.shows(m)) for m in session.moves],
+        "outcome": _outcome(session) if over else None,
+        "score": [{"name": name, **asdict(t)} for name, t in session.score.items()],
+        "score_line": score_line(session),
+    }
+
+
+def _turn(session: Session, seat: int) -> dict[str, Any]:
+    legal = session.view(seat).legal_actions
+    return {
+        "seat": seat,
+        "legal": None if legal is None else list(legal),
+        "numbered": legal is not None and numbered(legal),
+    }
+
+
+def _move(move: Move, shown: bool) -> dict[str, Any]:
+    if not shown:
+        return {"seat": move.seat, "player": move.player, "hidden": True}
+    return {
+        "seat": move.seat,
+        "player": move.player,
+        "action": move.action,
+        "text": move.text,
+        "probs": dict(move.probs) if move.probs else None,
+        "hidden": False,
+    }
+
+
+def _outcome(session: Session) -> dict[str, Any]:
+    out = session.outcome
+    return {
+        "returns": list(out.returns),
+        "headline": headline(out.returns, session.seats(), session.person_seats()),
+        "views": list(out.views),
+        "truncated": out.truncated,
+        "forfeited_by": out.forfeited_by,
+    }
+
+
+def replay_summary(games: list[ReplayGame]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": i,
+            "iteration": g.iteration,
+            "game": g.game,
+            "seed": g.seed,
+            "seats": list(g.seats),
+            "returns": list(g.returns),
+            "turns": len(g.turns),
+        }
+        for i, g in enumerate(games)
+    ]
+
+
+def play_move(session: Session, body: dict) -> None:
+    """The person's move, then the policies' up to the person's next turn."""
+    session.answer(int(body.get("seat", -1)), str(body.get("move", "")))
+    session.advance()
+
+
+def deal(session: Session, body: dict) -> None:
+    """The next game, played up to the person's first turn (watching: not at all)."""
+    session.new_game()
+    if session.person_seats():
+        session.advance()
+
+
+def step(session: Session, body: dict) -> None:
+    """Watching: one more step of the policies."""
+    if session.person_seats():
+        raise ValueError("policies move by themselves when a person plays")
+    session.advance(max_steps=1)
+
+
+ACTIONS = {"/api/move": play_move, "/api/new": deal, "/api/step": step}
+"""What each POST does to the session, given the request's JSON body."""
+
+
+class PlayServer(ThreadingHTTPServer):
+    """The page's server: one session, its lock (requests come on threads), the replays."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], session: Session, replays: list[ReplayGame]):
+        super().__init__(address, Handler)
+        self.session, self.replays = session, replays
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: PlayServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # the page polls nothing, but a request log would drown the terminal
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == "/":
+            return self._send(HTTPStatus.OK, page().encode(), "text/html; charset=utf-8")
+        if path == "/api/state":
+            with self.server.lock:
+                return self._json(table_state(self.server.session))
+        if path == "/api/replays":
+            return self._json(replay_summary(self.server.replays))
+        if path.startswith("/api/replays/") and path.rsplit("/", 1)[1].isdigit():
+            index = int(path.rsplit("/", 1)[1])
+            if index < len(self.server.replays):
+                return self._json(asdict(self.server.replays[index]))
+        self._json({"error": f"no such page: {path}"}, HTTPStatus.NOT_FOUND)
+
+    def do_POST(self) -> None:
+        action = ACTIONS.get(self.path)
+        if action is None:
+            return self._json({"error": f"no such action: {self.path}"}, HTTPStatus.NOT_FOUND)
+        try:
+            body = self._body()
+            with self.server.lock:
+                action(self.server.session, body)
+                state = table_state(self.server.session)
+        except (IllegalMove, ValueError) as err:
+            return self._json({"error": str(err)}, HTTPStatus.BAD_REQUEST)
+        self._json(state)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            raise ValueError(f"request body of {length} bytes is too large")
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as err:
+            raise ValueError(f"the request body is no JSON: {err}") from None
+        if not isinstance(body, dict):
+            raise ValueError("the request body must be a JSON object")
+        return body
+
+    def _json(self, data: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
+        self._send(status, json.dumps(data).encode(), "application/json")
+
+    def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def make_server(
+    session: Session, *, host: str = "127.0.0.1", port: int = 0, transcripts: Path | None = None
+) -> PlayServer:
+    """A server for ``session`` (its first game dealt) on ``host:port`` (0: a free port),
+    replaying the games of ``transcripts`` where that file exists."""
+    replays = read_transcripts(transcripts) if transcripts is not None else []
+    if session.env is None:
+        deal(session, {})
+    try:
+        return PlayServer((host, port), session, replays)
+    except OSError as err:
+        raise OSError(
+            f"cannot serve on {host}:{port}: {err.strerror or err}; pass another --port"
+        ) from None
+
+
+def serve(session: Session, *, host: str, port: int, transcripts: Path | None) -> int:
+    """Serve the page until Ctrl-C; the exit status (0)."""
+    server = make_server(session, host=host, port=port, transcripts=transcripts)
+    replays = f", {len(server.replays)} recorded games to replay" if server.replays else ""
+    print(f"coplay play: open {server.url} (Ctrl-C stops){replays}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print(f"\ncoplay play: stopped; {score_line(session)}")
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,176 @@
+"""Session: the game loop between people and policies, checked against the games' rules."""
+
+from __future__ import annotations
+
+import doctest
+from functools import partial
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.play import session as session_module
+from coplay.play.session import IllegalMove, Session, read_move, verdict
+from coplay.policies.scripted import make_scripted
+from coplay.types import Decision, Observation
+from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
+
+
+def kuhn(agent="random", **kwargs) -> Session:
+    players = {"you": None, agent: make_scripted(agent, "kuhn_poker", 0)}
+    return Session(partial(make_env, "kuhn_poker"), players, ["you", agent], **kwargs)
+
+
+def test_doctests():
+    result = doctest.testmod(session_module)
+    assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("answers", [["1", "1"], ["bet", "bet"], ["[Pass]", "2"], ["2", "2"]])
+def test_a_person_plays_kuhn_and_the_returns_follow_the_rules(answers):
+    for seed in range(6):
+        s = kuhn("nash", seed=seed)
+        s.new_game()
+        s.advance()
+        mine = iter(answers)
+        while s.outcome is None:
+            (seat,) = s.waiting()
+            assert seat == 0
+            s.answer(seat, next(mine))
+            s.advance()
+        cards = [kuhn_card(v) for v in s.outcome.views]
+        assert cards[0] == kuhn_card(s.moves[0].view)  # the person's card did not change
+        assert s.outcome.returns == kuhn_returns(cards, [m.action for m in s.moves])
+        assert s.score["you"].total == s.outcome.returns[0]
+
+
+def test_rotating_seats_and_the_running_score():
+    s = kuhn("random", seed=3, rotate=True)
+    seats_played, totals = [], [0.0, 0.0]
+    for _ in range(4):
+        s.new_game()
+        s.advance()
+        seats_played.append(s.person_seats())
+        while s.outcome is None:
+            s.answer(s.waiting()[0], "1")
+            s.advance()
+        you = s.person_seats()[0]
+        totals[0] += s.outcome.returns[you]
+        totals[1] += s.outcome.returns[1 - you]
+    assert seats_played == [[0], [1], [0], [1]]
+    assert (s.score["you"].total, s.score["random"].total) == tuple(totals)
+    you = s.score["you"]
+    assert you.wins + you.draws + you.losses == 4 and you.draws == 0  # Kuhn never draws
+    assert s.games_played == 4
+
+
+def test_seeds_deal_the_same_cards_again():
+    first, again = kuhn(seed=7), kuhn(seed=7)
+    first.new_game()
+    again.new_game()
+    assert first.view(0).text == again.view(0).text
+
+
+def test_an_imperfect_information_game_hides_the_agents_moves_until_the_end():
+    s = kuhn("random", seed=1)
+    s.new_game()
+    s.advance()
+    s.answer(0, "[Pass]")
+    s.advance()
+    if s.outcome is None:  # the agent bet: its move shows only through the person's view
+        assert [s.shows(m) for m in s.moves] == [True, False]
+        assert "p1 Bet" in s.view(0).text
+        s.answer(0, "[Pass]")
+        s.advance()
+    assert all(s.shows(m) for m in s.moves)
+
+
+def test_show_probs_gives_the_policy_distribution_over_the_legal_moves():
+    s = kuhn("nash", seed=0, show_probs=True)
+    s.new_game()
+    s.advance()
+    s.answer(0, "[Bet]")
+    s.advance()
+    agent = s.moves[1]
+    assert set(agent.probs) == {"[Pass]", "[Bet]"}
+    assert sum(agent.probs.values()) == pytest.approx(1.0)
+    assert s.shows(agent)
+
+
+def test_tic_tac_toe_against_the_perfect_player_is_never_won():
+    players = {"you": None, "perfect": make_scripted("perfect", "tic_tac_toe", 0)}
+    s = Session(partial(make_env, "tic_tac_toe"), players, ["you", "perfect"])
+    for _ in range(3):
+        s.new_game()
+        s.advance()
+        while s.outcome is None:
+            legal = s.view(0).legal_actions
+            s.answer(0, legal[-1].strip("[]"))  # a cell's name, never a position
+            s.advance()
+        assert s.outcome.returns == tic_tac_toe_returns(tic_tac_toe_board(s.outcome.views[0]))
+        assert s.outcome.returns[0] <= 0
+        assert all(s.shows(m) for m in s.moves)  # perfect information
+
+
+def test_watching_advances_one_step_at_a_time():
+    players = {
+        "nash": make_scripted("nash", "kuhn_poker", 0),
+        "random": make_scripted("random", "kuhn_poker", 1),
+    }
+    s = Session(partial(make_env, "kuhn_poker"), players, ["nash", "random"])
+    s.new_game()
+    assert s.moves == [] and s.person_seats() == []
+    assert len(s.advance(max_steps=1)) == 1
+    s.advance()
+    assert s.outcome is not None and 2 <= len(s.moves) <= 3
+
+
+def test_read_move_accepts_the_name_its_number_or_text_the_game_parses():
+    obs = Observation("kuhn_poker", 0, "", legal_actions=("[Pass]", "[Bet]"))
+    env = make_env("kuhn_poker")
+    env.reset(0)
+    parse = partial(env.parse_action, 0)
+    assert read_move(" BET ", obs, parse) == "[Bet]"
+    assert read_move("2", obs, parse) == "[Bet]"
+    assert read_move("I will [pass]", obs, parse) == "[Pass]"
+    for wrong in ("3", "0", "raise", ""):
+        with pytest.raises(IllegalMove, match="legal: \\[Pass\\] \\[Bet\\]"):
+            read_move(wrong, obs, parse)
+    cells = Observation("tic_tac_toe", 0, "", legal_actions=("[2]", "[5]"))
+    assert read_move("2", cells, lambda t: None) == "[2]"  # cell 2, not the second move
+    with pytest.raises(IllegalMove):
+        read_move("1", cells, lambda t: None)
+
+
+def test_answers_out_of_turn_are_refused():
+    s = kuhn(seed=0)
+    s.new_game()
+    s.advance()
+    with pytest.raises(IllegalMove, match="seat 1 is not to move"):
+        s.answer(1, "[Bet]")
+    with pytest.raises(ValueError, match="not over"):
+        s.new_game()
+
+
+class Mute:
+    """A policy that never names a legal move."""
+
+    policy_id, version = "mute", 0
+
+    def act(self, observations):
+        return [Decision(text="hmm", action=None, policy_id="mute") for _ in observations]
+
+
+def test_a_policy_without_a_legal_move_forfeits():
+    s = Session(partial(make_env, "kuhn_poker"), {"you": None, "mute": Mute()}, ["mute", "you"])
+    s.new_game()
+    s.advance()
+    assert s.outcome is not None and s.outcome.forfeited_by == 0
+    assert s.outcome.returns == (-2.0, 2.0)  # Kuhn's minimum return, zero-sum
+    assert verdict(s.outcome.returns, 1) == "won"
+
+
+def test_a_lineup_must_fill_the_game():
+    with pytest.raises(ValueError, match="2 seats but the lineup names 1"):
+        Session(partial(make_env, "kuhn_poker"), {"you": None}, ["you"])
+    with pytest.raises(ValueError, match="unknown players: bob"):
+        Session(partial(make_env, "kuhn_poker"), {"you": None}, ["you", "bob"])

@@ -1,0 +1,53 @@
+"""Reading a run's transcripts back for replay."""
+
+from __future__ import annotations
+
+import math
+
+from coplay.play.transcripts import read_transcripts
+from coplay.report.sinks import append_transcripts
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
+
+
+def episode(seed: int) -> Episode:
+    def turn(step: int, player: int, action: str, logprobs: tuple[float, ...]) -> Turn:
+        obs = Observation("kuhn_poker", player, f"view {step}", legal_actions=("[Pass]", "[Bet]"))
+        decision = Decision(
+            text=f"I {action}", action=action, policy_id="learner", logprobs=logprobs
+        )
+        return Turn(player, obs, decision, step, played_action=action, reward=float(step))
+
+    trajectories = (
+        Trajectory(0, "learner", [turn(0, 0, "[Bet]", (-0.5,)), turn(2, 0, "[Pass]", ())]),
+        Trajectory(1, "nash", [turn(1, 1, "[Bet]", (-0.25, -0.25))]),
+    )
+    return Episode("kuhn_poker", seed, seed, ("learner", "nash"), trajectories, (-1.0, 1.0))
+
+
+def test_the_games_come_back_in_play_order_with_their_probabilities(tmp_path):
+    path = tmp_path / "transcripts.jsonl"
+    append_transcripts(path, [episode(3)], iteration=5)
+    append_transcripts(path, [episode(4)], iteration=6)
+    games = read_transcripts(path)
+    assert [(g.iteration, g.seed) for g in games] == [(5, 3), (6, 4)]
+    first = games[0]
+    assert first.seats == ("learner", "nash") and first.returns == (-1.0, 1.0)
+    assert [(t.step, t.player, t.action) for t in first.turns] == [
+        (0, 0, "[Bet]"),
+        (1, 1, "[Bet]"),
+        (2, 0, "[Pass]"),
+    ]
+    assert first.turns[0].observation == "view 0" and first.turns[0].text == "I [Bet]"
+    assert first.turns[0].legal_actions == ("[Pass]", "[Bet]")
+    assert math.isclose(first.turns[0].probability, math.exp(-0.5))
+    assert math.isclose(first.turns[1].probability, math.exp(-0.5))  # a sequence's product
+    assert first.turns[2].probability is None  # no log-probs recorded (a scripted seat)
+    assert [t.reward for t in first.turns] == [0.0, 1.0, 2.0]
+
+
+def test_a_torn_last_line_and_a_missing_file_read_as_fewer_games(tmp_path):
+    path = tmp_path / "transcripts.jsonl"
+    assert read_transcripts(path) == []
+    append_transcripts(path, [episode(1), episode(2)], iteration=1)
+    path.write_text(path.read_text()[:-40])  # killed while writing the second
+    assert [g.seed for g in read_transcripts(path)] == [1]

@@ -1,0 +1,254 @@
+"""``coplay play --web``: a scripted person clicks whole games in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.models.checkpoints import find_policy
+from coplay.play.session import Session
+from coplay.play.transcripts import read_transcripts
+from coplay.play.web import make_server
+from coplay.policies.scripted import make_scripted
+from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def serving(session: Session, transcripts: Path | None = None):
+    """The page's server on a free port, in a thread; stop it with ``.shutdown()``."""
+    server = make_server(session, port=0, transcripts=transcripts)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def page(browser):
+    """A page that fails the test on any console error or uncaught exception."""
+    pg = browser.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    pg.close()
+    assert errors == []
+
+
+def kuhn_session(agent, name: str, **kwargs) -> Session:
+    players = {"you": None, name: agent}
+    return Session(partial(make_env, "kuhn_poker"), players, ["you", name], **kwargs)
+
+
+def test_a_person_clicks_kuhn_against_the_trained_agent_and_the_result_follows_the_rules(
+    tiny_run, page
+):
+    agent = find_policy(tiny_run).load(seed=0)
+    server = serving(kuhn_session(agent, "agent", seed=11, show_probs=True, rotate=True))
+    page.goto(server.url)
+    plans = [["Bet", "Bet"], ["Pass", "Pass"], ["Pass", "Bet"], ["Bet", "Pass"]]
+    total = 0.0
+    for game, plan in enumerate(plans):
+        you = game % 2
+        page.wait_for_selector(f"#view-{you}")
+        my_card = kuhn_card(page.inner_text(f"#view-{you}"))
+        clicks = iter(plan)
+        while page.is_hidden("#result"):
+            # Only the person's own view is on the page during the game.
+            assert page.locator("pre[id^=view-]").count() == 1
+            assert page.inner_text("#views").count("Your card") == 1
+            page.click(f"#moves button[data-action='[{next(clicks)}]']")
+            page.wait_for_function(
+                "document.querySelector('#moves button:not([disabled])') "
+                "|| !document.querySelector('#result').hidden"
+            )
+        returns = json.loads(page.get_attribute("#result", "data-returns"))
+        cards = [kuhn_card(t) for t in page.locator(".final-view").all_inner_texts()]
+        moves = page.eval_on_selector_all("#log li", "items => items.map(i => i.dataset.action)")
+        assert cards[you] == my_card
+        assert tuple(returns) == kuhn_returns(cards, moves)
+        word = "won" if returns[you] > 0 else "lost"
+        assert page.inner_text("#headline") == f"You {word} ({returns[you]:+g})"
+        assert page.locator("#log .probs .bar").count() >= 2  # the agent's distribution
+        total += returns[you]
+        assert page.inner_text(
+            "#score tbody tr:first-child td:nth-child(2)"
+        ) == f"{total:+g}".replace("+0", "0")
+        page.click("#next-game")
+        page.wait_for_function(
+            f"document.querySelector('#title').textContent.includes('game {game + 2}')"
+        )
+    server.shutdown()
+
+
+def test_a_person_clicks_tic_tac_toe_and_the_result_matches_the_board(page):
+    players = {"you": None, "random": make_scripted("random", "tic_tac_toe", 3)}
+    for seed, preference in ((0, "402681357"), (1, "012345678"), (2, "876543210")):
+        session = Session(partial(make_env, "tic_tac_toe"), players, ["you", "random"], seed=seed)
+        server = serving(session)
+        page.goto(server.url)
+        clicked = []
+        while True:
+            page.wait_for_function(
+                "document.querySelector('#moves button:not([disabled])') "
+                "|| !document.querySelector('#result').hidden"
+            )
+            if page.is_visible("#result"):
+                break
+            legal = page.eval_on_selector_all("#moves button", "bs => bs.map(b => b.textContent)")
+            cell = next(c for c in preference if c in legal)
+            clicked.append(int(cell))
+            page.click(f"#moves button[data-action='[{cell}]']")
+        board = tic_tac_toe_board(page.locator(".final-view").first.inner_text())
+        assert all(board[c] == "x" for c in clicked)  # the clicked cells are the person's
+        expected = tic_tac_toe_returns(board)
+        word = {1.0: "won", 0.0: "drew", -1.0: "lost"}[expected[0]]
+        assert page.inner_text("#headline") == f"You {word} ({expected[0]:+g})"
+        assert json.loads(page.get_attribute("#result", "data-returns")) == list(expected)
+        server.shutdown()
+
+
+def test_the_replay_steps_through_a_recorded_game(tiny_run, page):
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random")
+    server = serving(session, transcripts=tiny_run / "transcripts.jsonl")
+    recorded = read_transcripts(tiny_run / "transcripts.jsonl")
+    page.goto(server.url)
+    page.click("#tab-replay")
+    index = len(recorded) - 1
+    page.wait_for_selector(f"#replay-game option[value='{index}']", state="attached")
+    page.select_option("#replay-game", str(index))
+    game = recorded[index]
+    for at, turn in enumerate(game.turns):
+        page.wait_for_function(
+            "([game, at]) => { const pos = document.querySelector('#replay-pos');"
+            " return pos.dataset.game === game && pos.dataset.at === at; }",
+            arg=[str(index), str(at)],
+        )
+        assert page.inner_text("#replay-view").rstrip("\n") == turn.observation.rstrip("\n")
+        assert page.inner_text("#replay-answer") == turn.text
+        assert (
+            page.text_content("#replay-who")
+            == f"step {turn.step} · seat {turn.player} ({turn.policy_id})"
+        )
+        prob = re.search(r"probability (\d\.\d+)", page.inner_text("#replay-prob"))
+        assert float(prob[1]) == pytest.approx(turn.probability, abs=5e-4)
+        page.click("#replay-next")
+    assert page.is_visible("#replay-end") and page.is_disabled("#replay-next")
+    signed = [f"{r:+g}".replace("+0", "0") for r in game.returns]
+    assert page.inner_text("#replay-returns") == ", ".join(
+        f"seat {s} ({game.seats[s]}) {r}" for s, r in enumerate(signed)
+    )
+    page.click("#replay-prev")
+    assert page.inner_text("#replay-view").rstrip("\n") == game.turns[-1].observation.rstrip("\n")
+    server.shutdown()
+
+
+def test_watching_two_policies_step_by_step(page):
+    players = {
+        "nash": make_scripted("nash", "kuhn_poker", 0),
+        "random": make_scripted("random", "kuhn_poker", 1),
+    }
+    server = serving(Session(partial(make_env, "kuhn_poker"), players, ["nash", "random"]))
+    page.goto(server.url)
+    page.wait_for_selector("#view-1")  # a spectator sees every seat
+    steps = 0
+    while page.is_hidden("#result"):
+        page.click("#step")
+        steps += 1
+        page.wait_for_function(
+            f"document.querySelectorAll('#log li').length === {steps} "
+            "|| !document.querySelector('#result').hidden"
+        )
+    assert 2 <= steps <= 3
+    assert re.fullmatch(r"Seat [01] \((nash|random)\) won \(\+[12]\)", page.inner_text("#headline"))
+    server.shutdown()
+
+
+def get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_the_api_sends_the_other_seats_view_only_once_the_game_is_over():
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random", seed=2)
+    server = serving(session)
+    status, state = get(server.url + "api/state")
+    assert status == 200 and state["turns"] == [
+        {"seat": 0, "legal": ["[Pass]", "[Bet]"], "numbered": True}
+    ]
+    assert "You are player 1" not in json.dumps(state)  # seat 1's card stays on the server
+    status, state = post(server.url + "api/move", {"seat": 0, "move": "raise"})
+    assert status == 400 and state == {"error": "'raise' is no legal move; legal: [Pass] [Bet]"}
+    status, state = post(server.url + "api/move", {"seat": 0, "move": "[Pass]"})
+    if state["outcome"] is None:  # the agent bet: its move is hidden, the view says it
+        assert state["log"][1] == {"seat": 1, "player": "random", "hidden": True}
+        assert "You are player 1" not in json.dumps(state)
+        status, state = post(server.url + "api/move", {"seat": 0, "move": "[Bet]"})
+    assert status == 200 and "You are player 1" in json.dumps(state["outcome"]["views"])
+    assert post(server.url + "api/step", {})[0] == 400  # policies move by themselves here
+    assert get(server.url + "api/nothing")[0] == 404
+    server.shutdown()
+
+
+def test_the_command_serves_the_page_and_stops_on_ctrl_c_in_one_line():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "coplay.cli", "play", "random", "--game", "tic_tac_toe"]
+    child = subprocess.Popen(
+        [*command, "--web", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = child.stdout.readline()
+        url = re.fullmatch(
+            r"coplay play: open (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops\)\n", line
+        )[1]
+        with urllib.request.urlopen(url) as reply:
+            assert "<title>coplay play</title>" in reply.read().decode()
+        assert get(url + "api/state")[1]["game"] == "tic_tac_toe"
+    finally:
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    assert child.returncode == 0 and err == ""
+    assert (
+        out
+        == "\ncoplay play: stopped; score after 0 games: you +0 (0 won, 0 drawn, 0 lost) · random +0 (0 won, 0 drawn, 0 lost)\n"
+    )
