@@ -2,8 +2,8 @@
 
 Choices are scored with one prompt pass plus short continuations
 (``choice_sequence_logps``) and renormalised over each decision's legal actions;
-free text is sampled token by token from softmax(logits / temperature)
-(``sample_text``). Both run the kernels the learner's ``Scorer`` runs with
+free text is sampled token by token from softmax(logits / temperature), optionally
+cut by top-k and top-p (``sample_text``). Both run the kernels the learner's ``Scorer`` runs with
 gradients, so its recomputed log-probs equal these up to float error.
 """
 
@@ -15,7 +15,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends.base import ChoiceItem, Generation
-from coplay.policies.scoring import choice_table, sample_text, table_rows
+from coplay.policies.scoring import check_sampling, choice_table, sample_text, table_rows
 
 
 class HFBackend:
@@ -31,14 +31,18 @@ class HFBackend:
         temperature: float = 1.0,
         max_new_tokens: int = 24,
         version: int = 0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        stop: Sequence[Sequence[int]] = (),
     ) -> None:
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.version = version
+        # Free-text sampling only; the learner must recompute with the same top_p/top_k.
+        self.top_p, self.top_k, self.stop = top_p, top_k, tuple(tuple(s) for s in stop)
 
     @property
     def pad_id(self) -> int:
@@ -55,7 +59,8 @@ class HFBackend:
     def generate(
         self, prompts: Sequence[Sequence[int]], *, generator: torch.Generator
     ) -> list[Generation]:
-        """Ancestral sampling, each answer ending at EOS or ``max_new_tokens``."""
+        """Ancestral sampling, each answer ending at EOS, a stop sequence or
+        ``max_new_tokens``."""
         answers = sample_text(
             self.model,
             prompts,
@@ -64,6 +69,9 @@ class HFBackend:
             eos_id=self.tokenizer.eos_token_id,
             pad_id=self.tokenizer.pad_token_id,
             generator=generator,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            stop=self.stop,
         )
         return [Generation(ids, lps) for ids, lps in answers]
 
