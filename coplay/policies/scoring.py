@@ -553,7 +553,13 @@ def sample_text(
             out_tokens[rows[gone]], out_logps[rows[gone]] = tokens[gone], logps[gone]
             out_ends[rows[gone]] = ends[gone]
             keep = live.nonzero().squeeze(-1)
-            rows, tokens, logps, ends, nxt = rows[keep], tokens[keep], logps[keep], ends[keep], nxt[keep]
+            rows, tokens, logps, ends, nxt = (
+                rows[keep],
+                tokens[keep],
+                logps[keep],
+                ends[keep],
+                nxt[keep],
+            )
             live = live[keep]
             dec.select(keep)
         logits = dec.step(model, nxt)
