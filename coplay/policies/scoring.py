@@ -468,14 +468,67 @@ class _Decoder:
         self.attn, self.next_pos = self.attn[keep], self.next_pos[keep]
 
 
-def _stop_table(stop: Sequence[Sequence[int]], eos_id: int, device) -> list[torch.Tensor]:
+def _stop_table(
+    stop: Sequence[Sequence[int]], eos_id: int | None, device: torch.device
+) -> list[torch.Tensor]:
     """EOS and the stop sequences as (S, m) id tensors, one per length m."""
     by_len: dict[int, list[tuple[int, ...]]] = {}
-    for s in [(eos_id,), *(tuple(s) for s in stop)]:
+    for s in [*([(eos_id,)] if eos_id is not None else []), *(tuple(s) for s in stop)]:
         if not s:
             raise ValueError("a stop sequence must hold at least one token id")
         by_len.setdefault(len(s), []).append(s)
     return [torch.tensor(v, dtype=torch.long, device=device) for _, v in sorted(by_len.items())]
+
+
+# Rows that ended stay in the batch (their steps ignored) until this share of it has:
+# dropping copies every layer's cache, so it is batched rather than done row by row.
+_DROP_SHARE = 8
+
+
+class _Answers:
+    """The answers being written: for each batch row (``rows``: the prompt it answers)
+    its tokens, their log-probs and where it ended; rows that ended are moved out
+    when ``drop`` takes them from the batch."""
+
+    def __init__(self, b: int, n: int, device: torch.device) -> None:
+        self.rows = torch.arange(b, device=device)
+        self.tokens = torch.zeros((b, n), dtype=torch.long, device=device)
+        self.logps = torch.zeros((b, n), device=device)
+        self.ends = torch.full((b,), n, dtype=torch.long, device=device)
+        self.live = torch.ones(b, dtype=torch.bool, device=device)
+        self.alive = b
+        self.done = (self.tokens.clone(), self.logps.clone(), self.ends.clone())
+
+    def record(self, t: int, nxt: torch.Tensor, logp: torch.Tensor, stops: list) -> int:
+        """Step ``t``'s tokens and their log-probs; how many rows are still writing."""
+        self.tokens[:, t] = nxt
+        self.logps[:, t] = logp.gather(-1, nxt[:, None]).squeeze(-1)
+        ended = self.live & _ends(self.tokens, t, stops)
+        self.ends = torch.where(ended, t + 1, self.ends)
+        self.live &= ~ended
+        self.alive = int(self.live.sum())  # the one host sync of a step
+        return self.alive
+
+    def drop(self) -> torch.Tensor | None:
+        """Move ended rows out once they are ``1/_DROP_SHARE`` of the batch; the
+        batch rows kept, or None when none were dropped."""
+        if len(self.rows) - self.alive < max(1, len(self.rows) // _DROP_SHARE):
+            return None
+        self._move_out(~self.live)
+        keep = self.live.nonzero().squeeze(-1)
+        self.rows, self.tokens, self.logps = self.rows[keep], self.tokens[keep], self.logps[keep]
+        self.ends, self.live = self.ends[keep], self.live[keep]
+        return keep
+
+    def _move_out(self, which: torch.Tensor) -> None:
+        rows = self.rows[which]
+        for out, mine in zip(self.done, (self.tokens, self.logps, self.ends), strict=True):
+            out[rows] = mine[which]
+
+    def result(self) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+        self._move_out(torch.ones_like(self.live))
+        ids, lps, lens = (x.tolist() for x in self.done)
+        return [(tuple(i[:n]), tuple(lp[:n])) for i, lp, n in zip(ids, lps, lens, strict=True)]
 
 
 def _ends(tokens: torch.Tensor, t: int, table: list[torch.Tensor]) -> torch.Tensor:
@@ -489,11 +542,6 @@ def _ends(tokens: torch.Tensor, t: int, table: list[torch.Tensor]) -> torch.Tens
     return hit
 
 
-# Rows that finished stay in the batch (masked) until this share of it has: dropping
-# copies every layer's cache, so it is batched rather than done row by row.
-_DROP_SHARE = 8
-
-
 @torch.no_grad()
 def sample_text(
     model: PreTrainedModel,
@@ -501,7 +549,7 @@ def sample_text(
     *,
     max_new_tokens: int,
     temperature: float,
-    eos_id: int,
+    eos_id: int | None,
     pad_id: int,
     generator: torch.Generator,
     top_p: float = 1.0,
@@ -516,8 +564,9 @@ def sample_text(
     ``generate``: it records the exact sampling log-probs and uses the padding-free
     positions of ``token_logps``, so the learner's recomputation (with the same
     parameters) matches. The prompt pass shares the batch's common prefix; the cache
-    is preallocated; one uniform per row and step, drawn up front from ``generator``
-    and indexed by row, so a row's draws do not depend on which rows finished.
+    is preallocated (``_Decoder``); finished rows leave the batch (``_Answers``). One
+    uniform per row and step is drawn up front from ``generator`` and indexed by
+    row, so a row's draws do not depend on which other rows have finished.
     """
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
     b = len(prompts)
@@ -525,44 +574,18 @@ def sample_text(
         return [((), ())] * b
     device = next(model.parameters()).device
     uniforms = torch.rand((max_new_tokens, b), generator=generator).to(device)
-    table = _stop_table(stop, eos_id, device)
+    stops = _stop_table(stop, eos_id, device)
     out, attn, pos = forward_shared(model, prompts, pad_id, use_cache=True, logits_to_keep=1)
     dec = _Decoder(model, out.past_key_values, attn, pos, room=max_new_tokens - 1)
-    logits = out.logits[:, -1]
-    rows = torch.arange(b, device=device)  # the prompt each batch row answers
-    tokens = torch.zeros((b, max_new_tokens), dtype=torch.long, device=device)
-    logps = torch.zeros((b, max_new_tokens), device=device)
-    ends = torch.full((b,), max_new_tokens, dtype=torch.long, device=device)
-    out_tokens, out_logps, out_ends = tokens.clone(), logps.clone(), ends.clone()
-    live = torch.ones(b, dtype=torch.bool, device=device)
+    answers, logits = _Answers(b, max_new_tokens, device), out.logits[:, -1]
     for t in range(max_new_tokens):
         logp = sampling_logps(logits, temperature=temperature, top_k=top_k, top_p=top_p)
-        nxt = draw(logp, uniforms[t, rows])
-        tokens[:, t] = nxt
-        logps[:, t] = logp.gather(-1, nxt[:, None]).squeeze(-1)
-        ended = _ends(tokens, t, table) & live
-        ends = torch.where(ended, t + 1, ends)
-        live = live & ~ended
-        if t + 1 == max_new_tokens:
+        nxt = draw(logp, uniforms[t, answers.rows])
+        if answers.record(t, nxt, logp, stops) == 0 or t + 1 == max_new_tokens:
             break
-        alive = int(live.sum())  # the one host sync per step
-        if alive == 0:
-            break
-        if len(rows) - alive >= max(1, len(rows) // _DROP_SHARE):
-            gone = (~live).nonzero().squeeze(-1)
-            out_tokens[rows[gone]], out_logps[rows[gone]] = tokens[gone], logps[gone]
-            out_ends[rows[gone]] = ends[gone]
-            keep = live.nonzero().squeeze(-1)
-            rows, tokens, logps, ends, nxt = (
-                rows[keep],
-                tokens[keep],
-                logps[keep],
-                ends[keep],
-                nxt[keep],
-            )
-            live = live[keep]
+        keep = answers.drop()
+        if keep is not None:
             dec.select(keep)
+            nxt = nxt[keep]
         logits = dec.step(model, nxt)
-    out_tokens[rows], out_logps[rows], out_ends[rows] = tokens, logps, ends
-    ids, lps, lens = out_tokens.tolist(), out_logps.tolist(), out_ends.tolist()
-    return [(tuple(i[:n]), tuple(lp[:n])) for i, lp, n in zip(ids, lps, lens, strict=True)]
+    return answers.result()

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from coplay.envs.registry import make_env
+from coplay.policies import scoring
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import (
     choice_sequence_logps,
@@ -180,7 +181,9 @@ def test_sampled_frequencies_follow_the_recorded_distribution(tiny):
     assert probs.max() < 0.9  # not a point mass
 
 
-def test_stop_sequences_and_eos_end_each_answer_where_they_first_occur(tiny):
+@pytest.mark.parametrize("share", [8, 1])  # rows dropped as they end / kept, masked
+def test_stop_sequences_and_eos_end_each_answer_where_they_first_occur(tiny, share, monkeypatch):
+    monkeypatch.setattr(scoring, "_DROP_SHARE", share)
     model, tok = tiny
     prompts = _prompts(LMPolicy(model, tok))
     free = _sample(model, prompts, max_new_tokens=12, temperature=2.0)
@@ -196,6 +199,7 @@ def test_stop_sequences_and_eos_end_each_answer_where_they_first_occur(tiny):
         assert torch.allclose(torch.tensor(got_lps), torch.tensor(lps[:n]), atol=1e-5)
     assert len(cut[0][0]) <= 5 and len(cut[1][0]) <= 7
     assert len({len(ids) for ids, _ in cut}) > 1  # rows ended at different steps
+    assert {len(ids) for ids, _ in _sample(model, prompts, eos_id=None)} == {8}
 
 
 def test_sample_text_refuses_parameters_that_define_no_distribution(tiny):
