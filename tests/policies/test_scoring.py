@@ -242,3 +242,14 @@ def test_sampling_matches_the_learner_on_a_qwen2_architecture(sliding):
     with torch.no_grad():
         logp, _, _ = token_logps(model, pairs, temperature=1.0, top_k=50, top_p=0.95)
     assert torch.allclose(logp, torch.tensor([lps for _, lps in answers]), atol=1e-5)
+
+
+def test_gradients_through_the_cut_distribution_are_finite(tiny):
+    model, tok = tiny
+    prompts = _prompts(LMPolicy(model, tok), 3)
+    params = {"temperature": 0.8, "top_k": 8, "top_p": 0.7}
+    answers = _sample(model, prompts, max_new_tokens=5, **params)
+    pairs = [(p, ids) for p, (ids, _) in zip(prompts, answers, strict=True)]
+    logp, ent, _ = token_logps(model, pairs, **params)
+    (grad,) = torch.autograd.grad((logp + 0.1 * ent).sum(), model.model.embed_tokens.weight)
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
