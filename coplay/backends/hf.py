@@ -2,21 +2,20 @@
 
 Choices are scored with one prompt pass plus short continuations
 (``choice_sequence_logps``) and renormalised over each decision's legal actions;
-free text is sampled token by token from softmax(logits / temperature)
-(``sample_text``). Both run the kernels the learner's ``Scorer`` runs with
+free text is sampled token by token from softmax(logits / temperature), optionally
+cut by top-k and top-p (``sample_text``). Both run the kernels the learner's ``Scorer`` runs with
 gradients, so its recomputed log-probs equal these up to float error.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends.base import ChoiceItem, Generation, Sampling
-from coplay.policies.scoring import choice_table, sample_text, table_rows
+from coplay.policies.scoring import check_sampling, choice_table, sample_text, table_rows
 
 
 class HFBackend:
@@ -33,8 +32,7 @@ class HFBackend:
         max_new_tokens: int = 24,
         version: int = 0,
     ) -> None:
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        check_sampling(temperature=temperature, top_k=0, top_p=1.0)
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
@@ -60,7 +58,9 @@ class HFBackend:
         generator: torch.Generator,
         sampling: Sampling | None = None,
     ) -> list[Generation]:
-        """Ancestral sampling, each answer ending at EOS or ``max_new_tokens``."""
+        """Ancestral sampling, each answer ending at EOS, a stop sequence or
+        ``max_new_tokens``; ``sampling`` (the policy's: its scorer recomputes with the
+        same top-k and top-p) cuts the distribution."""
         answers = sample_text(
             self.model,
             prompts,
@@ -69,7 +69,7 @@ class HFBackend:
             eos_id=self.tokenizer.eos_token_id,
             pad_id=self.tokenizer.pad_token_id,
             generator=generator,
-            **sampler_kwargs(sampling),
+            **(sampling.kwargs() if sampling is not None else {}),
         )
         return [Generation(ids, lps) for ids, lps in answers]
 
@@ -93,23 +93,3 @@ def _holds(model: PreTrainedModel, state_dict: Mapping[str, torch.Tensor]) -> bo
 
 def _where(t: torch.Tensor) -> tuple:
     return t.data_ptr(), t.shape, t.dtype
-
-
-_SAMPLER_ARGS = frozenset(inspect.signature(sample_text).parameters)
-
-
-def sampler_kwargs(sampling: Sampling | None) -> dict[str, object]:
-    """``sampling``'s parameters that ``sample_text`` takes. Stop sequences it does not
-    take are left out: the policy cuts each answer at its first stop itself, which
-    keeps the same tokens and log-probs. Any other parameter it does not take is an
-    error, never a silent change of the distribution."""
-    kwargs = sampling.kwargs() if sampling is not None else {}
-    if "stop" not in _SAMPLER_ARGS:
-        kwargs.pop("stop", None)
-    missing = sorted(k for k in kwargs if k not in _SAMPLER_ARGS)
-    if missing:
-        raise ValueError(
-            f"model.text.{missing[0]} needs a sampler that supports it; this build's "
-            "sample_text does not (leave it at its default)"
-        )
-    return kwargs

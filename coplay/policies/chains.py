@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from coplay.policies.scoring import left_pad
+from coplay.policies.scoring import left_pad, sampling_logps
 from coplay.types import Decision
 
 
@@ -68,9 +67,11 @@ def chain_token_logps(
     *,
     temperature: float,
     pad_id: int = 0,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per answer token of every decision: log-prob, entropy of the full next-token
-    distribution, and mask, each (B, R) left-aligned in the order of ``decisions`` (R
+    """Per answer token of every decision: log-prob, entropy of the next-token
+    distribution it was sampled from (``sampling_logps``), and mask, each (B, R) left-aligned in the order of ``decisions`` (R
     the longest answer), from one forward pass per chain (all chains in one batch)."""
     device = next(model.parameters()).device
     seqs = [_full(decisions[c[-1]]) for c in chains]
@@ -91,10 +92,11 @@ def chain_token_logps(
                 where.append(i * width + k)
                 targets.append(tok)
     picked = logits[torch.tensor(rows, device=device), torch.tensor(cols, device=device)]
-    dist = F.log_softmax(picked.float() / temperature, dim=-1)  # (N, V)
+    dist = sampling_logps(picked, temperature=temperature, top_k=top_k, top_p=top_p)  # (N, V)
     tgt = torch.tensor(targets, device=device)
     logp = dist.gather(-1, tgt[:, None]).squeeze(-1)
-    entropy = -(dist.exp() * dist).sum(-1)
+    # a cut token's -inf times its 0 probability would be NaN
+    entropy = -(dist.exp() * dist.masked_fill(dist.isinf(), 0.0)).sum(-1)
     index = torch.tensor(where, device=device)
     out = []
     for values in (logp, entropy, torch.ones_like(logp)):

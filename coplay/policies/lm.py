@@ -175,7 +175,8 @@ class LMPolicy:
     @property
     def scorer(self) -> Scorer:
         """The learner's differentiable scoring of this policy's decisions."""
-        return Scorer(self.model, self.temperature, self.tokenizer.pad_token_id or 0)
+        cut = {"top_k": self.text.top_k, "top_p": self.text.top_p} if self.mode == "text" else {}
+        return Scorer(self.model, self.temperature, self.tokenizer.pad_token_id or 0, **cut)
 
     # ----------------------------------------------------------------- prompts
     def observation_key(self, obs: Observation) -> tuple:

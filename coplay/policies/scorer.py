@@ -54,6 +54,10 @@ class Scorer:
     context: Callable[[], AbstractContextManager[Any]] = nullcontext
     """Entered around every ``score``: what puts ``model`` in the policy's state (a LoRA
     role activates its adapter; the shared base disables them)."""
+    top_k: int = 0
+    top_p: float = 1.0
+    """Free text: the cut of the distribution it was sampled from (``sampling_logps``),
+    so recomputed log-probs are the recorded ones."""
 
     def score(self, decisions: Sequence[Decision]) -> Scored:
         """Differentiable per-unit log-probs and entropies of recorded decisions.
@@ -99,18 +103,20 @@ class Scorer:
         dists = tuple(table_rows(table, items))
         return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
 
+    @property
+    def _warp(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+
     def _score_text(self, decisions: Sequence[Decision]) -> Scored | None:
         if not decisions:
             return None
         chains = conversations(decisions)
         if len(chains) < len(decisions):
             # Chat context: one forward pass per conversation scores all its answers.
-            logp, ent, mask = chain_token_logps(
-                self.model, decisions, chains, temperature=self.temperature
-            )
+            logp, ent, mask = chain_token_logps(self.model, decisions, chains, **self._warp)
             return Scored(logp=logp, entropy=ent, mask=mask)
         pairs = [(d.prompt_ids, d.response_ids) for d in decisions]
         # Text rows pad with id 0 whatever ``pad_id`` is, as the learner always has:
         # padding is masked out, and keeping the id keeps every recomputed number.
-        logp, ent, mask = token_logps(self.model, pairs, temperature=self.temperature)
+        logp, ent, mask = token_logps(self.model, pairs, **self._warp)
         return Scored(logp=logp, entropy=ent, mask=mask)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from coplay.backends import BACKENDS, Generation, HFBackend, make_backend
+from coplay.backends.base import Sampling
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import token_logps
@@ -48,6 +49,29 @@ def test_generate_records_the_log_probs_the_tokens_were_sampled_with(tiny, obser
     for i, a in enumerate(answers):
         assert 1 <= len(a.ids) == len(a.logprobs) <= 5 and mask[i].sum() == len(a.ids)
         assert torch.allclose(logp[i, : len(a.ids)], torch.tensor(a.logprobs), atol=1e-5)
+
+
+def test_generate_samples_with_top_k_top_p_and_stops_the_learner_can_recompute(tiny, observations):
+    model, tok = tiny
+    prompts = [LMPolicy(model, tok).prompt_ids(o) for o in observations]
+    backend = HFBackend(model, tok, max_new_tokens=8)
+    cut = Sampling(top_k=6, top_p=0.9)
+    answers = backend.generate(prompts, generator=torch.Generator().manual_seed(1), sampling=cut)
+    stop = tuple(answers[0].ids[2:4])
+    stopping = Sampling(top_k=6, top_p=0.9, stop=(stop,))
+    stopped = backend.generate(
+        prompts, generator=torch.Generator().manual_seed(1), sampling=stopping
+    )
+    assert stopped[0].ids == answers[0].ids[:4] and stopped[0].ids[-2:] == stop
+    pairs = [(p, a.ids) for p, a in zip(prompts, stopped, strict=True)]
+    logp, _, _ = token_logps(model, pairs, temperature=1.0, top_k=6, top_p=0.9)
+    full, _, _ = token_logps(model, pairs, temperature=1.0)
+    for i, a in enumerate(stopped):
+        n = len(a.ids)
+        assert torch.allclose(logp[i, :n], torch.tensor(a.logprobs), atol=1e-5)
+        assert (logp[i, :n] > full[i, :n]).all()  # renormalised over the kept tokens
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        HFBackend(model, tok, temperature=0.0)
 
 
 def test_load_weights_runs_the_new_weights_as_their_version(tiny, observations):

@@ -19,6 +19,9 @@ CONTEXTS = {
     "chat": {"context": "chat"},
     "chat-drop": {"context": "chat", "drop_reasoning": True},
     "chat-budget": {"context": "chat", "max_context_tokens": 300},
+    # the cut distribution is what was sampled from, and what the scorer recomputes
+    "turn-cut": {"context": "turn", "top_k": 12, "top_p": 0.9},
+    "chat-cut": {"context": "chat", "top_k": 12, "top_p": 0.9},
 }
 
 
@@ -35,7 +38,7 @@ def test_recomputed_logprobs_equal_the_sampled_ones(answer, context):
     decisions = [d for e in episodes for t in e.trajectories for d in decisions_in_order(t)]
     chains = conversations(decisions)
     # random answers hold no reasoning block, so dropping leaves the chains whole
-    assert (len(chains) < len(decisions)) == (context != "turn")
+    assert (len(chains) < len(decisions)) == context.startswith("chat")
     with torch.no_grad():
         scored = policy.scorer.score(decisions)
     for i, d in enumerate(decisions):

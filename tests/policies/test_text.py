@@ -3,8 +3,6 @@
 import pytest
 from pydantic import ValidationError
 
-from coplay.backends.base import Sampling
-from coplay.backends.hf import _SAMPLER_ARGS, sampler_kwargs
 from coplay.policies.text import TextConfig, cut_at_stop
 
 
@@ -36,14 +34,3 @@ def test_cut_at_stop_keeps_the_first_stop_and_its_logprobs():
     ids, lps = cut_at_stop([4, 1, 2, 1, 2], [-1.0, -2.0, -3.0, -4.0, -5.0], [(9,), (1, 2)])
     assert (ids, lps) == ((4, 1, 2), (-1.0, -2.0, -3.0))
     assert cut_at_stop([4, 5], [-1.0, -2.0], [(9,)]) == ((4, 5), (-1.0, -2.0))
-
-
-def test_stop_is_left_to_the_policy_when_the_sampler_has_none():
-    kwargs = sampler_kwargs(Sampling(stop=((7,),)))
-    assert kwargs == ({"stop": ((7,),)} if "stop" in _SAMPLER_ARGS else {})
-
-
-@pytest.mark.skipif("top_p" in _SAMPLER_ARGS, reason="the sampler takes top_p")
-def test_top_p_is_refused_by_a_sampler_without_it():
-    with pytest.raises(ValueError, match="model.text.top_p needs a sampler"):
-        sampler_kwargs(Sampling(top_p=0.5))

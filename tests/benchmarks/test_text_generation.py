@@ -1,0 +1,29 @@
+"""Smoke test of the free-text sampling benchmark: both arms, equal token counts."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location(
+        "text_generation", ROOT / "benchmarks/text_generation.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_quick_run_times_both_arms_on_both_models(capsys):
+    # ``compare`` raises unless both arms made batch x new_tokens tokens.
+    rows = _bench().main(["--quick", "--threads", "1"])
+    assert [(r["model"], r["batch"], r["new_tokens"]) for r in rows] == [
+        ("tiny", 4, 4),
+        ("qwen2", 4, 4),
+    ]
+    for r in rows:
+        assert set(r["median_s"]) == {"sample_text", "generate"}
+        assert all(s > 0 for s in r["median_s"].values())
+        assert r["ratio"] == r["median_s"]["generate"] / r["median_s"]["sample_text"]
+    assert "ratio" in capsys.readouterr().out
