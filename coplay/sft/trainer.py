@@ -88,13 +88,12 @@ def build_sft_config(
     data: dict[str, Any] = load_preset(preset) if preset else {}
     if file:
         data = merge(data, load_yaml(file))
+    # SFT teaches a model to write: its checkpoint plays in text mode (whatever the
+    # preset, which is about choice-mode RL) unless an override says otherwise, and
+    # the tiny model gets the text path's tokenizer and chat template.
+    data = apply_override(data, "model.mode=text")
     for item in overrides:
         data = apply_override(data, item)
-    # SFT teaches a model to write: unless told otherwise its checkpoint plays in text
-    # mode, and the tiny model gets the text path's tokenizer and chat template.
-    model = data.setdefault("model", {})
-    if isinstance(model, dict):
-        model.setdefault("mode", "text")
     settings = data.pop(SECTION, None) or {}
     try:  # validated under its section's name, so errors read ``sft.epochs: ...``
         sft = _Section.model_validate({SECTION: settings}).sft

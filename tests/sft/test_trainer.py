@@ -112,16 +112,19 @@ def test_cli_sft_run_directory_and_train_round_trip(data, tmp_path):
         *TINY,
         "sft.epochs=2",
         "sft.batch_size=2",
-        "model.mode=text",
     ]
     assert main(args) == 0
+    # a fine-tuned model writes: text mode by default, the tiny tokenizer's own template
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["fallback_chat_template"] is False
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     assert all(r["sft/loss"] > 0 for r in rows)
     assert (out / "config.yaml").is_file() and (out / "sft.yaml").is_file()
     final = out / "checkpoints" / "final"
     AutoModelForCausalLM.from_pretrained(final)  # a plain HF folder
-    assert load_policy(final).tokenizer.chat_template  # the template it was tuned on
+    tuned = load_policy(final)
+    assert tuned.mode == "text" and tuned.tokenizer.chat_template  # the one it was tuned on
     rl = tmp_path / "rl"
     assert (
         main(
