@@ -15,7 +15,8 @@ import numpy as np
 import pyspiel
 
 from coplay.envs import actions as action_text
-from coplay.envs.renderers import RENDERERS, Renderer, legal_action_map, render, renderer_for
+from coplay.envs.chance import ChanceDraws
+from coplay.envs.renderers import RENDERERS, Renderer, render, renderer_for
 from coplay.types import GameKind, GameSpec, Observation
 
 MAX_TURNS_CAP = 1000
@@ -34,11 +35,21 @@ class UnknownGameError(ValueError):
     """A game name that neither the registry nor OpenSpiel knows."""
 
 
-def _register_python_games(openspiel_name: str) -> None:
-    """OpenSpiel's pure-Python games (``python_iterated_prisoners_dilemma``) register
-    themselves on import; import them only when such a game is asked for."""
-    if openspiel_name.startswith("python_") and openspiel_name not in pyspiel.registered_names():
+_TYPES: dict[str, pyspiel.GameType] = {}
+"""OpenSpiel's registered game types by short name, read once (and again after
+OpenSpiel's Python games register themselves)."""
+
+
+def _game_type(openspiel_name: str) -> pyspiel.GameType | None:
+    """The registered type of ``openspiel_name``; its Python games are imported only
+    when such a game (``python_iterated_prisoners_dilemma``) is asked for."""
+    if openspiel_name not in _TYPES and openspiel_name.startswith("python_"):
         import open_spiel.python.games  # noqa: F401
+
+        _TYPES.clear()
+    if not _TYPES:
+        _TYPES.update((t.short_name, t) for t in pyspiel.registered_games())
+    return _TYPES.get(openspiel_name)
 
 
 def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> dict[str, object]:
@@ -49,7 +60,7 @@ def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> d
     for key, val in params.items():
         if isinstance(spec.get(key), dict) and isinstance(val, str):
             out[key] = pyspiel.game_parameters_from_string(val)
-            if out[key]["name"] not in pyspiel.registered_names():
+            if _game_type(out[key]["name"]) is None:
                 raise UnknownGameError(
                     f"parameter {key!r} names unknown OpenSpiel game {val!r}; "
                     "see pyspiel.registered_names()"
@@ -57,14 +68,33 @@ def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> d
     return out
 
 
+_LOADED: dict[tuple, pyspiel.Game] = {}
+"""Games already loaded, by name and parameters: a pyspiel game is immutable, so every
+env of it shares one (a training run builds one env per game played)."""
+
+
 def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
     """``pyspiel.load_game`` with errors that say which name or parameter is wrong."""
-    _register_python_games(openspiel_name)
-    if openspiel_name not in pyspiel.registered_names():
+    # The type is part of the key: 1 and 1.0 are equal keys but not equal parameters.
+    key = (openspiel_name, tuple((k, type(v).__name__, v) for k, v in sorted(params.items())))
+    try:
+        return _LOADED[key]
+    except (KeyError, TypeError):  # not loaded yet, or a parameter that does not hash
+        pass
+    game = _load(openspiel_name, params)
+    try:
+        _LOADED[key] = game
+    except TypeError:
+        pass
+    return game
+
+
+def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
+    game_type = _game_type(openspiel_name)
+    if game_type is None:
         raise UnknownGameError(
             f"unknown OpenSpiel game {openspiel_name!r}; see pyspiel.registered_names()"
         )
-    game_type = next(t for t in pyspiel.registered_games() if t.short_name == openspiel_name)
     allowed = sorted(game_type.parameter_specification)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
@@ -135,6 +165,63 @@ def observation_for_state(
     )
 
 
+_VIEWS_KEPT = 20_000
+"""Views kept per game: enough for every information state of the small games;
+tic-tac-toe's histories are many more, so its views are forgotten and rebuilt."""
+
+
+class _Views:
+    """What each player sees, shared by every env of one game and renderer.
+
+    A player's observation and legal actions are a function of its information state
+    (OpenSpiel's string) for a renderer that says so (``Renderer.per_info_state``),
+    so they are rendered once per information state rather than at every turn of
+    every game. Other renderers, or games without that string, render every time.
+    """
+
+    def __init__(self, renderer: Renderer, name: str, keyed: bool) -> None:
+        self.renderer, self.name, self.keyed = renderer, name, keyed
+        self._seen: dict[tuple[int, int, str], tuple[Observation, dict[str, int]]] = {}
+
+    def get(self, state: pyspiel.State, player: int) -> tuple[Observation, dict[str, int]]:
+        if not self.keyed:
+            return self._render(state, player)
+        # The player to move is in the key too: terminal and chance states must not
+        # borrow the legal actions of a decision state that reads alike.
+        key = (player, state.current_player(), state.information_state_string(player))
+        view = self._seen.get(key)
+        if view is None:
+            if len(self._seen) >= _VIEWS_KEPT:
+                self._seen.clear()
+            view = self._seen[key] = self._render(state, player)
+        return view
+
+    def _render(self, state: pyspiel.State, player: int) -> tuple[Observation, dict[str, int]]:
+        """``observation_for_state`` and the action ids of its legal actions."""
+        rendered = render(self.renderer, state, player)
+        obs = Observation(
+            game=self.name,
+            player=player,
+            text=rendered.text,
+            legal_actions=rendered.legal_actions,
+            info_key=info_key(state, player),
+        )
+        return obs, dict(zip(rendered.legal_actions, rendered.action_ids, strict=True))
+
+
+_SHARED_VIEWS: dict[tuple, tuple[pyspiel.Game, _Views]] = {}
+"""By game identity, renderer and name; the game is held so its id is never reused."""
+
+
+def _views(game: pyspiel.Game, renderer: Renderer, name: str) -> _Views:
+    """The views of every env of ``game`` (a shared, cached object) under ``renderer``."""
+    key = (id(game), renderer, name)
+    if key not in _SHARED_VIEWS:
+        keyed = renderer.per_info_state and game.get_type().provides_information_state_string
+        _SHARED_VIEWS[key] = (game, _Views(renderer, name, keyed))
+    return _SHARED_VIEWS[key][1]
+
+
 class OpenSpielEnv:
     """An OpenSpiel game behind the ``Env`` protocol, rendered as text."""
 
@@ -150,20 +237,30 @@ class OpenSpielEnv:
         self.renderer = renderer or renderer_for(openspiel_name)
         self.spec = game_spec(self.game, name or default_game_name(openspiel_name))
         self._reward_model = self.game.get_type().reward_model
-        self.state: pyspiel.State
-        self.reset(0)
+        self._views = _views(self.game, self.renderer, self.spec.name)
+        self._state: pyspiel.State | None = None
+
+    @property
+    def state(self) -> pyspiel.State:
+        """The current pyspiel state; before the first ``reset``, that of ``reset(0)``
+        (built on first use: the engine resets every env it makes, once)."""
+        if self._state is None:
+            self.reset(0)
+        return self._state
 
     def reset(self, seed: int) -> None:
-        """Start a new game; chance outcomes are drawn from a Generator seeded by ``seed``."""
-        self._rng = np.random.default_rng(seed)
-        self.state = self.game.new_initial_state()
+        """Start a new game; chance outcomes are drawn as a Generator seeded by ``seed``
+        would draw them (``coplay.envs.chance``)."""
+        self._chance = ChanceDraws(seed)
+        self._state = self.game.new_initial_state()
         self._advance_chance()
 
     def _advance_chance(self) -> None:
         """Sample chance nodes until a decision or the end."""
-        while self.state.is_chance_node():
-            outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
-            self.state.apply_action(outcomes[self._rng.choice(len(outcomes), p=probs)])
+        state = self._state
+        while state.is_chance_node():
+            outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+            state.apply_action(outcomes[self._chance.choose(probs)])
 
     def _returns_so_far(self) -> np.ndarray:
         """Cumulative returns for games that define intermediate rewards, else zeros.
@@ -187,7 +284,7 @@ class OpenSpielEnv:
         return [self.state.current_player()]
 
     def observe(self, player: int) -> Observation:
-        return self.observe_state(self.state, player)
+        return self._view(player)[0]
 
     def observe_state(self, state: pyspiel.State, player: int) -> Observation:
         """What ``player`` would see in any ``state`` of this env's game."""
@@ -195,12 +292,18 @@ class OpenSpielEnv:
             state, player, game_name=self.spec.name, renderer=self.renderer
         )
 
+    def _view(self, player: int) -> tuple[Observation, Mapping[str, int]]:
+        """What ``player`` sees now and the action id of each legal action's string."""
+        return self._views.get(self.state, player)
+
     def parse_action(self, player: int, text: str) -> str | None:
-        legal = legal_action_map(self.renderer, self.state, player)
+        legal = self._view(player)[1]
         return action_text.parse_action(text, list(legal))
 
     def _action_id(self, player: int, text: str) -> int:
-        legal = legal_action_map(self.renderer, self.state, player)
+        legal = self._view(player)[1]
+        if text in legal:  # the engine plays legal strings as listed: no parsing
+            return legal[text]
         action = action_text.parse_action(text, list(legal))
         if action is None:
             raise ValueError(
