@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -85,6 +86,9 @@ class LMPolicy:
         self.generator = torch.Generator().manual_seed(seed)
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
         self._action_cache: dict[str, tuple[int, ...]] = {}
+        self._item_cache: dict[tuple, ChoiceItem] = {}
+        """Folded prompt and actions by (text, messages, legal actions): what a choice
+        scores, tokenised once per distinct observation."""
 
     # ------------------------------------------------------- backend settings
     @property
@@ -219,6 +223,13 @@ class LMPolicy:
         return out
 
     def _choice_item(self, obs: Observation) -> ChoiceItem:
+        key = (obs.text, obs.messages, obs.legal_actions)
+        item = self._item_cache.get(key)
+        if item is None:
+            item = self._item_cache[key] = self._build_choice_item(obs)
+        return item
+
+    def _build_choice_item(self, obs: Observation) -> ChoiceItem:
         if not obs.legal_actions:
             raise ValueError(
                 f"a choice needs at least one legal action, but the observation of player "
@@ -257,15 +268,21 @@ class LMPolicy:
         items = [self._choice_item(o) for o in observations]
         logps = self.backend.choice_logps(items)
         explore = self._explore if forced is None else 0.0  # a told move is not explored
+        sizes = [len(choices) for _, choices in items]
+        lp_flat = torch.cat(list(logps)).cpu()  # (N,) every item's actions in turn
+        # Row by row where exploration mixes: the op's float rounding depends on length.
+        mix_flat = torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu()
+        if forced is None:
+            picks = sample_rows(mix_flat.exp(), sizes, self.generator)
+        else:
+            picks = [f % k for f, k in zip(forced, sizes, strict=True)]
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
+        lp_at = lp_flat.tolist()
+        mix_at = mix_flat.tolist() if explore else lp_at
         decisions = []
-        for i, (obs, (prompt, choices), lp) in enumerate(
-            zip(observations, items, logps, strict=True)
+        for obs, (prompt, choices), idx, start in zip(
+            observations, items, picks, starts, strict=True
         ):
-            mix = explore_mixture(lp.cpu(), explore)
-            if forced is None:
-                idx = int(torch.multinomial(mix.exp(), 1, generator=self.generator))
-            else:
-                idx = forced[i] % len(choices)
             action = obs.legal_actions[idx]
             decisions.append(
                 Decision(
@@ -275,11 +292,11 @@ class LMPolicy:
                     policy_version=self.version,
                     prompt_ids=prompt,
                     response_ids=choices[idx],
-                    logprobs=(float(lp[idx]),),
+                    logprobs=(lp_at[start + idx],),
                     choice_ids=choices,
                     choice_index=idx,
                     counterfactual_prompt_ids=self._counterfactual_prompts(obs, choices),
-                    behavior_logprobs=(float(mix[idx]),) if explore else None,
+                    behavior_logprobs=(mix_at[start + idx],) if explore else None,
                 )
             )
         return decisions
@@ -364,6 +381,22 @@ def explore_mixture(logp: torch.Tensor, epsilon: float) -> torch.Tensor:
     return torch.logaddexp(
         logp + math.log1p(-epsilon), torch.full_like(logp, math.log(epsilon / k))
     )
+
+
+def sample_rows(probs: torch.Tensor, sizes: Sequence[int], generator: torch.Generator) -> list[int]:
+    """One index per row of a flat (N,) tensor of rows of ``sizes``, drawn with those
+    (unnormalised) probabilities: the draws of ``torch.multinomial(row, 1)`` row by
+    row, in one call. Multinomial draws one exponential per entry and takes the
+    argmax of p / q (the Gumbel trick); the generator's exponentials come in order,
+    so the rows drawn together consume them exactly as the rows drawn apart.
+    """
+    q = torch.empty_like(probs).exponential_(1, generator=generator)
+    sizes_t = torch.tensor(sizes)
+    rows = torch.repeat_interleave(torch.arange(len(sizes)), sizes_t)
+    cols = torch.arange(len(probs)) - torch.repeat_interleave(sizes_t.cumsum(0) - sizes_t, sizes_t)
+    table = probs.new_full((len(sizes), max(sizes)), -1.0)  # below any ratio p / q >= 0
+    table[rows, cols] = probs / q
+    return table.argmax(1).tolist()
 
 
 def _merge(
