@@ -10,6 +10,7 @@ exact evaluation calls on enumerated information states.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyspiel
@@ -209,17 +210,26 @@ class _Views:
         return obs, dict(zip(rendered.legal_actions, rendered.action_ids, strict=True))
 
 
-_SHARED_VIEWS: dict[tuple, tuple[pyspiel.Game, _Views]] = {}
-"""By game identity, renderer and name; the game is held so its id is never reused."""
+@dataclass(frozen=True)
+class _Shared:
+    """What every env of one loaded game under one name and renderer shares."""
+
+    game: pyspiel.Game
+    """Held, so that the game's id in the key is never reused."""
+    spec: GameSpec
+    views: _Views
 
 
-def _views(game: pyspiel.Game, renderer: Renderer, name: str) -> _Views:
-    """The views of every env of ``game`` (a shared, cached object) under ``renderer``."""
+_SHARED: dict[tuple, _Shared] = {}
+
+
+def _shared(game: pyspiel.Game, renderer: Renderer, name: str) -> _Shared:
+    """The spec and views of every env of ``game`` (a cached object) as ``name``."""
     key = (id(game), renderer, name)
-    if key not in _SHARED_VIEWS:
+    if key not in _SHARED:
         keyed = renderer.per_info_state and game.get_type().provides_information_state_string
-        _SHARED_VIEWS[key] = (game, _Views(renderer, name, keyed))
-    return _SHARED_VIEWS[key][1]
+        _SHARED[key] = _Shared(game, game_spec(game, name), _Views(renderer, name, keyed))
+    return _SHARED[key]
 
 
 class OpenSpielEnv:
@@ -235,9 +245,9 @@ class OpenSpielEnv:
     ) -> None:
         self.game = load_openspiel_game(openspiel_name, params or {})
         self.renderer = renderer or renderer_for(openspiel_name)
-        self.spec = game_spec(self.game, name or default_game_name(openspiel_name))
-        self._reward_model = self.game.get_type().reward_model
-        self._views = _views(self.game, self.renderer, self.spec.name)
+        shared = _shared(self.game, self.renderer, name or default_game_name(openspiel_name))
+        self.spec, self._views = shared.spec, shared.views
+        self._rewards = self.game.get_type().reward_model == pyspiel.GameType.RewardModel.REWARDS
         self._state: pyspiel.State | None = None
 
     @property
@@ -263,14 +273,12 @@ class OpenSpielEnv:
             state.apply_action(outcomes[self._chance.choose(probs)])
 
     def _returns_so_far(self) -> np.ndarray:
-        """Cumulative returns for games that define intermediate rewards, else zeros.
+        """Cumulative returns (of a game that defines intermediate rewards).
 
         Step rewards are differences of these: a game's ``rewards()`` after a chance
         node may still hold the previous player move's reward (OpenSpiel's Python
         iterated prisoner's dilemma does), so summing it would count a reward twice.
         """
-        if self._reward_model != pyspiel.GameType.RewardModel.REWARDS:
-            return np.zeros(self.game.num_players())
         # A copy: Python games may hand out the very array they keep updating.
         return np.array(self.state.returns(), dtype=float)
 
@@ -321,7 +329,8 @@ class OpenSpielEnv:
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
         ids = {p: self._action_id(p, text) for p, text in actions.items()}
-        before = self._returns_so_far()
+        # Games that pay only at the end (in returns()) have nothing to difference.
+        before = self._returns_so_far() if self._rewards else None
         if self.state.is_simultaneous_node():
             # Players without a legal action at this node pass OpenSpiel's invalid id.
             all_ids = [ids.get(p, pyspiel.INVALID_ACTION) for p in range(self.game.num_players())]
@@ -329,6 +338,8 @@ class OpenSpielEnv:
         else:
             self.state.apply_action(ids[acting[0]])
         self._advance_chance()
+        if before is None:
+            return dict.fromkeys(range(self.spec.num_players), 0.0)
         earned = self._returns_so_far() - before
         return {p: float(r) for p, r in enumerate(earned)}
 
