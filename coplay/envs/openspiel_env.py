@@ -78,16 +78,11 @@ def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> py
     """``pyspiel.load_game`` with errors that say which name or parameter is wrong."""
     # The type is part of the key: 1 and 1.0 are equal keys but not equal parameters.
     key = (openspiel_name, tuple((k, type(v).__name__, v) for k, v in sorted(params.items())))
-    try:
-        return _LOADED[key]
-    except (KeyError, TypeError):  # not loaded yet, or a parameter that does not hash
-        pass
-    game = _load(openspiel_name, params)
-    try:
-        _LOADED[key] = game
-    except TypeError:
-        pass
-    return game
+    if not all(isinstance(v, int | float | str) for v in params.values()):
+        return _load(openspiel_name, params)  # nested game parameters: not kept
+    if key not in _LOADED:
+        _LOADED[key] = _load(openspiel_name, params)
+    return _LOADED[key]
 
 
 def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:

@@ -173,6 +173,11 @@ class LMPolicy:
         return self._prompt_cache[key]
 
     def _encode_prompt(self, obs: Observation) -> list[int]:
+        text, head = self._prompt_text(obs)
+        return head + list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _prompt_text(self, obs: Observation) -> tuple[str, list[int]]:
+        """The text a prompt is encoded from, and the ids put before it (BOS)."""
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             messages = [{"role": r, "content": c} for r, c in (obs.messages or ())] or [
@@ -180,10 +185,20 @@ class LMPolicy:
             ]
             # Render to text, then encode: the template already holds any special tokens.
             text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-        ids = tok(obs.text.rstrip("\n") + "\n" + ACTION_CUE, add_special_tokens=False)
+            return text, []
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        return bos + list(ids["input_ids"])
+        return obs.text.rstrip("\n") + "\n" + ACTION_CUE, bos
+
+    def _encode_new_prompts(self, observations: Sequence[Observation]) -> None:
+        """Tokenise the prompts not cached yet in one call, which the tokenizer runs
+        in parallel: a game with many positions (tic-tac-toe) meets new ones all run."""
+        todo = list({o.text: o for o in observations if o.text not in self._prompt_cache}.values())
+        if len(todo) < 2:
+            return
+        rendered = [self._prompt_text(o) for o in todo]
+        rows = self.tokenizer([text for text, _ in rendered], add_special_tokens=False)
+        for obs, (_, head), ids in zip(todo, rendered, rows["input_ids"], strict=True):
+            self._prompt_cache[obs.text] = tuple(head + list(ids))
 
     def action_ids(self, action: str) -> tuple[int, ...]:
         """Token ids of an action string as the continuation of a prompt."""
@@ -265,6 +280,7 @@ class LMPolicy:
     ) -> list[Decision]:
         if not observations:
             return []
+        self._encode_new_prompts(observations)
         items = [self._choice_item(o) for o in observations]
         logps = self.backend.choice_logps(items)
         explore = self._explore if forced is None else 0.0  # a told move is not explored

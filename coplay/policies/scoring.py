@@ -310,7 +310,9 @@ def table_rows(
     table: torch.Tensor, items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]
 ) -> list[torch.Tensor]:
     """Each item's row of a padded choice table, cut to its own actions."""
-    return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
+    sizes = [len(cs) for _, cs in items]
+    keep = torch.arange(table.shape[1]) < torch.tensor(sizes)[:, None]  # (B, K)
+    return list(table[keep.to(table.device)].split(sizes))
 
 
 def _choice_group(
