@@ -5,7 +5,8 @@ the current weights (``policy.scorer``), compared with the sampled log-probs, an
 the PPO objective (``policy_loss``) plus the learner's terms (``coplay.train.parts``:
 KL, entropy, signalling, listening, the policy-iteration target) is minimised.
 Gradients of micro-batches accumulate with a shared denominator, so the micro-batch
-size never changes the update.
+size never changes the update; micro-batches are cut by a token budget
+(``coplay.train.micro``), automatic by default.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from coplay.algos.advantages import Advantages
 from coplay.algos.losses.aggregation import AGGREGATIONS, global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
 from coplay.policies.lm import LMPolicy
+from coplay.train.micro import auto_budget, learner_micro_batches, logit_tokens
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import LossTerm, Metrics, Micro, Sample, Setup
 from coplay.train.parts.terms import build_terms
@@ -42,6 +44,11 @@ class Learner:
     epochs: int
     minibatch_size: int
     micro_batch_size: int
+    """Most decisions per forward/backward pass."""
+    micro_batch_tokens: int
+    """Most padded tokens per forward/backward pass (``coplay.train.micro``)."""
+    logit_weight: int = 1
+    """Tokens one scored position's vocabulary rows count as in that budget."""
     terms: dict[str, LossTerm] = field(default_factory=dict)
     """The terms that are on, by config section name, in the order they are added."""
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -111,6 +118,8 @@ def make_learner(
         epochs=optim.epochs,
         minibatch_size=optim.minibatch_size,
         micro_batch_size=optim.micro_batch_size,
+        micro_batch_tokens=optim.micro_batch_tokens or auto_budget(policy.model.config),
+        logit_weight=logit_tokens(policy.model.config),
         terms=terms,
         scheduler=linear_schedule(opt, optim, iterations),
         tis_cap=tis_cap,
@@ -335,8 +344,8 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     ordered = [*own, *replays]  # replays share the micro-batches' forward passes
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
-    for start in range(0, len(ordered), learner.micro_batch_size):
-        micro = ordered[start : start + learner.micro_batch_size]
+    for start, end in learner_micro_batches(learner, [s.decision for s in ordered]):
+        micro = ordered[start:end]
         parts.append((len(micro), _micro_step(learner, micro, start, denom, size, contexts)))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
