@@ -125,7 +125,7 @@ def raw_group(model, g: Group, temperature: float) -> torch.Tensor:
     """The model's work for one group: (B, K) action log-probs."""
     cache = None
     if g.prefix is not None:
-        cache = model(input_ids=g.prefix, use_cache=True).past_key_values
+        cache = model(input_ids=g.prefix, use_cache=True, logits_to_keep=1).past_key_values
         cache.batch_repeat_interleave(g.ids.shape[0])
     out = model(
         input_ids=g.ids,

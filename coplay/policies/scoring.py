@@ -160,7 +160,9 @@ def forward_shared(
     if n == 0:
         out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **kwargs)
         return out, attn, pos
-    prefix = model(input_ids=torch.tensor([list(seqs[0][:n])], device=device), use_cache=True)
+    # Only its cache is read: no logits (a large vocabulary makes them costly).
+    prefix_ids = torch.tensor([list(seqs[0][:n])], device=device)
+    prefix = model(input_ids=prefix_ids, use_cache=True, logits_to_keep=1)
     cache = prefix.past_key_values
     cache.batch_repeat_interleave(len(seqs))
     attn = torch.cat([torch.ones((len(seqs), n), dtype=attn.dtype, device=device), attn], dim=-1)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from coplay.types import Decision
 
-ACTIVATION_BYTES = 384 * 2**20
+ACTIVATION_BYTES = 256 * 2**20
 """Activations one micro-batch may keep for its backward pass, by default."""
 _PER_LAYER = (12, 5)
 """Floats kept per token and layer, per unit of hidden size and of MLP width: the
