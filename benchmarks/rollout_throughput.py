@@ -88,7 +88,11 @@ class Group:
 def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
     """Tokenise and group one batch exactly as the engine's scoring does."""
     items = [policy._choice_item(o) for o in batch]
-    pad = policy.tokenizer.pad_token_id or 0
+    return item_groups(items, policy.tokenizer.pad_token_id or 0)
+
+
+def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
+    """Choice items (prompt ids, action ids) as the scoring groups them, as tensors."""
     out = []
     for rows in prefix_groups([p for p, _ in items]):
         part = [items[i] for i in rows]
@@ -123,6 +127,11 @@ def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
 @torch.no_grad()
 def raw_group(model, g: Group, temperature: float) -> torch.Tensor:
     """The model's work for one group: (B, K) action log-probs."""
+    return group_table(model, g, temperature)
+
+
+def group_table(model, g: Group, temperature: float) -> torch.Tensor:
+    """(B, K) action log-probs of one group, with gradients where they are on."""
     cache = None
     if g.prefix is not None:
         cache = model(input_ids=g.prefix, use_cache=True, logits_to_keep=1).past_key_values
