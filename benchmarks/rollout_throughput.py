@@ -1,111 +1,276 @@
-"""Rollout engine throughput against the raw batched forward pass of the same model.
+"""Rollout engine throughput against a fair ceiling and against one-game-at-a-time loops.
 
-The engine plays ``--games`` games at once; every round it batches all pending
-decisions into one forward pass. The raw baseline runs exactly the model inputs the
-engine built (the same prompts and candidate actions, in the same batch sizes) and
-nothing else: no environment, no tokenisation, no sampling, no bookkeeping. Tokens
-are prompt tokens plus candidate-action tokens. The
-ratio engine / raw is the share of model throughput that the engine keeps.
+Arms, timed alternately in one process (medians of ``--repeats``, decisions per second):
 
-    python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 3
+- ``engine``: ``play_episodes`` plays ``--games`` games at once, every round one batched
+  forward pass per policy (choice mode, the tiny default model).
+- ``raw``: the ceiling. The same model computation the engine ran, on token tensors
+  built before the clock starts: per recorded batch, the shared-prefix pass, the rows'
+  pass with logits kept only at the last position, the log-softmax gathered at the
+  actions and renormalised over each row's actions (plus candidate continuations where
+  an action spans several tokens). No environment, no tokenising, no sampling, no
+  Python between the tensor ops.
+- ``loop``: one game at a time through the public API (``Env.observe``, ``Policy.act``
+  on one observation, ``Env.step``), as systems without a batched engine play.
+- ``loop2``: the best arrangement of that loop on two cores: two one-thread processes,
+  each playing half of the loop's games; the wall time from the first start to the
+  last end counts.
+
+Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2,
+and (``--json``) all of it as one JSON object.
+
+    python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 5
+    python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import platform
+import statistics
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from coplay.envs.registry import make_env
+from coplay.envs.gameref import GameRef
 from coplay.models.loading import ModelConfig, build_policy
-from coplay.policies.scoring import choice_sequence_logps
+from coplay.policies.lm import LMPolicy
+from coplay.policies.scoring import left_pad, prefix_groups, shared_prefix_len
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_text
+from coplay.types import Observation
 
 
 class Recording:
-    """Wraps a policy and records the observations of every batched call."""
+    """Wraps a policy and keeps the observations of every batched call."""
 
-    def __init__(self, policy):
+    def __init__(self, policy: LMPolicy) -> None:
         self.inner, self.batches = policy, []
         self.policy_id, self.version = policy.policy_id, policy.version
 
-    def act(self, observations):
+    def act(self, observations: Sequence[Observation]):
         self.batches.append(list(observations))
         return self.inner.act(observations)
 
 
-def engine_run(policy, make, games: int, seed: int):
+def engine_run(policy: LMPolicy, game: GameRef, games: int, seed: int) -> tuple[float, list]:
+    """Seconds to play ``games`` games at once; the observations of each batch."""
     rec = Recording(policy)
-    n = make().spec.num_players
-    t0 = time.perf_counter()
-    eps = play_episodes(make, [[rec] * n] * games, [seed + i for i in range(games)])
-    return time.perf_counter() - t0, eps, rec.batches
+    seats = [[rec] * game.spec.num_players] * games
+    start = time.perf_counter()
+    play_episodes(game.make, seats, [seed + i for i in range(games)])
+    return time.perf_counter() - start, rec.batches
+
+
+# ----------------------------------------------------------------------- the ceiling
+@dataclass
+class Group:
+    """One prefix group of one batch, as tensors ready for the model."""
+
+    prefix: torch.Tensor | None  # (1, n) shared prefix, or None
+    ids: torch.Tensor  # (B, W) rest of each prompt, left-padded
+    attn: torch.Tensor  # (B, n + W)
+    pos: torch.Tensor  # (B, W)
+    first: torch.Tensor  # (N,) first token of each candidate
+    owner: torch.Tensor  # (N,) row of each candidate
+    cands: torch.Tensor | None  # (N, C) candidates padded on the right, if any is longer
+    cand_mask: torch.Tensor | None  # (N, C)
+    table_index: tuple[torch.Tensor, torch.Tensor]  # (row, col) of each candidate
+    shape: tuple[int, int]  # (B, K) rows by most actions
+
+
+def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
+    """Tokenise and group one batch exactly as the engine's scoring does."""
+    items = [policy._choice_item(o) for o in batch]
+    return item_groups(items, policy.tokenizer.pad_token_id or 0)
+
+
+def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
+    """Choice items (prompt ids, action ids) as the scoring groups them, as tensors."""
+    out = []
+    for rows in prefix_groups([p for p, _ in items]):
+        part = [items[i] for i in rows]
+        prompts = [p for p, _ in part]
+        n = shared_prefix_len(prompts) if len(prompts) > 1 else 0
+        ids, attn, pos = left_pad([p[n:] for p in prompts], pad)
+        attn = torch.cat([torch.ones(len(part), n, dtype=attn.dtype), attn], dim=1)
+        cands = [(r, j, c) for r, (_, cs) in enumerate(part) for j, c in enumerate(cs)]
+        width = max(len(c) for _, _, c in cands)
+        padded = torch.tensor([list(c) + [pad] * (width - len(c)) for _, _, c in cands])
+        mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for _, _, c in cands])
+        out.append(
+            Group(
+                prefix=torch.tensor([prompts[0][:n]]) if n else None,
+                ids=ids,
+                attn=attn,
+                pos=pos + n,
+                first=torch.tensor([c[0] for _, _, c in cands]),
+                owner=torch.tensor([r for r, _, _ in cands]),
+                cands=padded if width > 1 else None,
+                cand_mask=mask if width > 1 else None,
+                table_index=(
+                    torch.tensor([r for r, _, _ in cands]),
+                    torch.tensor([j for _, j, _ in cands]),
+                ),
+                shape=(len(part), max(len(cs) for _, cs in part)),
+            )
+        )
+    return out
 
 
 @torch.no_grad()
-def raw_run(policy, batches) -> tuple[float, int]:
-    """Time the model computation alone on the engine's exact inputs; return (s, tokens).
-
-    Inputs are tokenised before the clock starts; what is timed is the batched
-    forward pass over the prompts (plus candidate continuations when an action
-    spans several tokens), exactly as the engine runs it.
-    """
-    inputs = [[policy._choice_item(o) for o in batch] for batch in batches]
-    tokens = sum(len(p) + sum(len(c) for c in cs) for items in inputs for p, cs in items)
-    t0 = time.perf_counter()
-    for items in inputs:
-        choice_sequence_logps(policy.model, items, temperature=policy.temperature)
-    return time.perf_counter() - t0, tokens
+def raw_group(model, g: Group, temperature: float) -> torch.Tensor:
+    """The model's work for one group: (B, K) action log-probs."""
+    return group_table(model, g, temperature)
 
 
-def main() -> None:
+def group_table(model, g: Group, temperature: float) -> torch.Tensor:
+    """(B, K) action log-probs of one group, with gradients where they are on."""
+    cache = None
+    if g.prefix is not None:
+        cache = model(input_ids=g.prefix, use_cache=True, logits_to_keep=1).past_key_values
+        cache.batch_repeat_interleave(g.ids.shape[0])
+    out = model(
+        input_ids=g.ids,
+        attention_mask=g.attn,
+        position_ids=g.pos,
+        past_key_values=cache,
+        use_cache=g.cands is not None,
+        logits_to_keep=1,
+    )
+    first = F.log_softmax(out.logits[:, -1].float() / temperature, dim=-1)  # (B, V)
+    total = first[g.owner, g.first]  # (N,)
+    if g.cands is not None:
+        cache = out.past_key_values
+        cache.batch_select_indices(g.owner)
+        more = model(
+            input_ids=g.cands[:, :-1],
+            attention_mask=torch.cat([g.attn[g.owner], g.cand_mask[:, :-1]], dim=1),
+            position_ids=g.pos[g.owner, -1:] + 1 + torch.arange(g.cands.shape[1] - 1),
+            past_key_values=cache,
+        )
+        lp = F.log_softmax(more.logits.float() / temperature, dim=-1)  # (N, C - 1, V)
+        tok = lp.gather(-1, g.cands[:, 1:, None]).squeeze(-1)
+        total = total + (tok * g.cand_mask[:, 1:]).sum(-1)
+    table = total.new_full(g.shape, -torch.inf).index_put(g.table_index, total)
+    return F.log_softmax(table, dim=1)
+
+
+def raw_run(policy: LMPolicy, groups: Sequence[Sequence[Group]]) -> float:
+    start = time.perf_counter()
+    for batch in groups:
+        for g in batch:
+            raw_group(policy.model, g, policy.temperature)
+    return time.perf_counter() - start
+
+
+# ------------------------------------------------------------------ one game at a time
+def loop_games(policy: LMPolicy, game: GameRef, seeds: Sequence[int]) -> int:
+    """Play each game alone through the public API; returns the decisions taken."""
+    decisions = 0
+    for seed in seeds:
+        env = game.make()
+        env.reset(seed)
+        while not env.is_terminal():
+            actions = {}
+            for p in env.players_to_act():
+                actions[p] = policy.act([env.observe(p)])[0].action
+                decisions += 1
+            env.step(actions)
+    return decisions
+
+
+def loop_run(policy: LMPolicy, game: GameRef, seeds: Sequence[int]) -> tuple[float, int]:
+    start = time.perf_counter()
+    decisions = loop_games(policy, game, seeds)
+    return time.perf_counter() - start, decisions
+
+
+_WORKER: dict = {}
+
+
+def _worker_play(seeds: Sequence[int]) -> tuple[float, float, int]:
+    """In a forked one-thread worker: (start, end, decisions) of a loop over ``seeds``."""
+    torch.set_num_threads(1)
+    start = time.time()
+    decisions = loop_games(_WORKER["policy"], _WORKER["game"], seeds)
+    return start, time.time(), decisions
+
+
+def loop2_run(pool, seeds: Sequence[int]) -> tuple[float, int]:
+    """Two one-thread processes, half the games each: wall time first start to last end."""
+    halves = [seeds[0::2], seeds[1::2]]
+    done = pool.map(_worker_play, halves)
+    return max(e for _, e, _ in done) - min(s for s, _, _ in done), sum(d for _, _, d in done)
+
+
+# ------------------------------------------------------------------------------ main
+def measure(args: argparse.Namespace) -> dict:
+    game = GameRef(args.game)
+    text = game_text(game.make)
+    policy = build_policy(ModelConfig(), corpus=text.texts, actions=text.actions, seed=0)
+    _WORKER.update(policy=policy, game=game)
+    engine_run(policy, game, 32, seed=10**6)  # warm-up
+    loop_seeds = list(range(10**7, 10**7 + args.loop_games))
+    pool = mp.get_context("fork").Pool(2) if args.loop_games else None
+    rates: dict[str, list[float]] = {"engine": [], "raw": [], "loop": [], "loop2": []}
+    batches: list = []
+    for r in range(args.repeats):
+        arms = ["engine", "raw"] if r % 2 == 0 or not batches else ["raw", "engine"]
+        if args.loop_games:
+            arms += ["loop", "loop2"] if r % 2 == 0 else ["loop2", "loop"]
+        for arm in arms:
+            if arm == "engine":
+                secs, batches = engine_run(policy, game, args.games, seed=r * args.games)
+                decisions = sum(map(len, batches))
+            elif arm == "raw":
+                groups = [build_groups(policy, b) for b in batches]
+                secs, decisions = raw_run(policy, groups), sum(map(len, batches))
+            elif arm == "loop":
+                secs, decisions = loop_run(policy, game, loop_seeds)
+            else:
+                secs, decisions = loop2_run(pool, loop_seeds)
+            rates[arm].append(decisions / secs)
+    if pool is not None:
+        pool.close()
+    med = {arm: statistics.median(v) for arm, v in rates.items() if v}
+    ratios = {f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm != "engine"}
+    return {
+        "game": args.game,
+        "games": args.games,
+        "loop_games": args.loop_games,
+        "repeats": args.repeats,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)",
+        "median_decisions_per_s": med,
+        "ratios": ratios,
+        "decisions_per_s": rates,
+    }
+
+
+def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = print) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--game", default="kuhn_poker")
-    ap.add_argument("--games", type=int, default=512)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    make = lambda: make_env(args.game)  # noqa: E731
-    text = game_text(make)
-    policy = build_policy(ModelConfig(), corpus=text.texts, actions=text.actions, seed=0)
-    engine_run(policy, make, 32, seed=10**6)  # warm-up
-    rows = []
-    for r in range(args.repeats):
-        eng_s, eps, batches = engine_run(policy, make, args.games, seed=r * args.games)
-        raw_s, tokens = raw_run(policy, batches)
-        decisions = sum(len(b) for b in batches)
-        rows.append(
-            {
-                "engine_decisions_per_s": decisions / eng_s,
-                "raw_decisions_per_s": decisions / raw_s,
-                "engine_tokens_per_s": tokens / eng_s,
-                "raw_tokens_per_s": tokens / raw_s,
-                "ratio": raw_s / eng_s,
-                "decisions": decisions,
-                "batches": len(batches),
-            }
-        )
-    best = max(rows, key=lambda x: x["ratio"])
-    median = sorted(rows, key=lambda x: x["ratio"])[len(rows) // 2]
-    print(
-        json.dumps(
-            {
-                "game": args.game,
-                "games": args.games,
-                "threads": torch.get_num_threads(),
-                "machine": f"{platform.machine()} {torch.get_num_threads()} threads",
-                "median": median,
-                "best": best,
-            },
-            indent=2,
-        )
-    )
+    ap.add_argument("--games", type=int, default=512, help="games at once in the engine")
+    ap.add_argument("--loop-games", type=int, default=128, help="games of the loop arms (0: off)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of this process")
+    ap.add_argument("--json", type=Path, help="also write the result here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    result = measure(args)
+    for arm, rate in result["median_decisions_per_s"].items():
+        report(f"{arm:7s} {rate:10.1f} decisions/s (median of {args.repeats})")
+    for name, ratio in result["ratios"].items():
+        report(f"{name:13s} {ratio:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":

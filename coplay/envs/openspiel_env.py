@@ -10,12 +10,14 @@ exact evaluation calls on enumerated information states.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyspiel
 
 from coplay.envs import actions as action_text
-from coplay.envs.renderers import RENDERERS, Renderer, legal_action_map, render, renderer_for
+from coplay.envs.chance import ChanceDraws
+from coplay.envs.renderers import RENDERERS, Renderer, render, renderer_for
 from coplay.types import GameKind, GameSpec, Observation
 
 MAX_TURNS_CAP = 1000
@@ -34,11 +36,21 @@ class UnknownGameError(ValueError):
     """A game name that neither the registry nor OpenSpiel knows."""
 
 
-def _register_python_games(openspiel_name: str) -> None:
-    """OpenSpiel's pure-Python games (``python_iterated_prisoners_dilemma``) register
-    themselves on import; import them only when such a game is asked for."""
-    if openspiel_name.startswith("python_") and openspiel_name not in pyspiel.registered_names():
+_TYPES: dict[str, pyspiel.GameType] = {}
+"""OpenSpiel's registered game types by short name, read once (and again after
+OpenSpiel's Python games register themselves)."""
+
+
+def _game_type(openspiel_name: str) -> pyspiel.GameType | None:
+    """The registered type of ``openspiel_name``; its Python games are imported only
+    when such a game (``python_iterated_prisoners_dilemma``) is asked for."""
+    if openspiel_name not in _TYPES and openspiel_name.startswith("python_"):
         import open_spiel.python.games  # noqa: F401
+
+        _TYPES.clear()
+    if not _TYPES:
+        _TYPES.update((t.short_name, t) for t in pyspiel.registered_games())
+    return _TYPES.get(openspiel_name)
 
 
 def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> dict[str, object]:
@@ -49,7 +61,7 @@ def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> d
     for key, val in params.items():
         if isinstance(spec.get(key), dict) and isinstance(val, str):
             out[key] = pyspiel.game_parameters_from_string(val)
-            if out[key]["name"] not in pyspiel.registered_names():
+            if _game_type(out[key]["name"]) is None:
                 raise UnknownGameError(
                     f"parameter {key!r} names unknown OpenSpiel game {val!r}; "
                     "see pyspiel.registered_names()"
@@ -57,14 +69,28 @@ def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> d
     return out
 
 
+_LOADED: dict[tuple, pyspiel.Game] = {}
+"""Games already loaded, by name and parameters: a pyspiel game is immutable, so every
+env of it shares one (a training run builds one env per game played)."""
+
+
 def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
     """``pyspiel.load_game`` with errors that say which name or parameter is wrong."""
-    _register_python_games(openspiel_name)
-    if openspiel_name not in pyspiel.registered_names():
+    # The type is part of the key: 1 and 1.0 are equal keys but not equal parameters.
+    key = (openspiel_name, tuple((k, type(v).__name__, v) for k, v in sorted(params.items())))
+    if not all(isinstance(v, int | float | str) for v in params.values()):
+        return _load(openspiel_name, params)  # nested game parameters: not kept
+    if key not in _LOADED:
+        _LOADED[key] = _load(openspiel_name, params)
+    return _LOADED[key]
+
+
+def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
+    game_type = _game_type(openspiel_name)
+    if game_type is None:
         raise UnknownGameError(
             f"unknown OpenSpiel game {openspiel_name!r}; see pyspiel.registered_names()"
         )
-    game_type = next(t for t in pyspiel.registered_games() if t.short_name == openspiel_name)
     allowed = sorted(game_type.parameter_specification)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
@@ -135,6 +161,72 @@ def observation_for_state(
     )
 
 
+_VIEWS_KEPT = 20_000
+"""Views kept per game: enough for every information state of the small games;
+tic-tac-toe's histories are many more, so its views are forgotten and rebuilt."""
+
+
+class _Views:
+    """What each player sees, shared by every env of one game and renderer.
+
+    A player's observation and legal actions are a function of its information state
+    (OpenSpiel's string) for a renderer that says so (``Renderer.per_info_state``),
+    so they are rendered once per information state rather than at every turn of
+    every game. Other renderers, or games without that string, render every time.
+    """
+
+    def __init__(self, renderer: Renderer, name: str, keyed: bool) -> None:
+        self.renderer, self.name, self.keyed = renderer, name, keyed
+        self._seen: dict[tuple[int, int, str], tuple[Observation, dict[str, int]]] = {}
+
+    def get(self, state: pyspiel.State, player: int) -> tuple[Observation, dict[str, int]]:
+        if not self.keyed:
+            return self._render(state, player)
+        # The player to move is in the key too: terminal and chance states must not
+        # borrow the legal actions of a decision state that reads alike.
+        key = (player, state.current_player(), state.information_state_string(player))
+        view = self._seen.get(key)
+        if view is None:
+            if len(self._seen) >= _VIEWS_KEPT:
+                self._seen.clear()
+            view = self._seen[key] = self._render(state, player)
+        return view
+
+    def _render(self, state: pyspiel.State, player: int) -> tuple[Observation, dict[str, int]]:
+        """``observation_for_state`` and the action ids of its legal actions."""
+        rendered = render(self.renderer, state, player)
+        obs = Observation(
+            game=self.name,
+            player=player,
+            text=rendered.text,
+            legal_actions=rendered.legal_actions,
+            info_key=info_key(state, player),
+        )
+        return obs, dict(zip(rendered.legal_actions, rendered.action_ids, strict=True))
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every env of one loaded game under one name and renderer shares."""
+
+    game: pyspiel.Game
+    """Held, so that the game's id in the key is never reused."""
+    spec: GameSpec
+    views: _Views
+
+
+_SHARED: dict[tuple, _Shared] = {}
+
+
+def _shared(game: pyspiel.Game, renderer: Renderer, name: str) -> _Shared:
+    """The spec and views of every env of ``game`` (a cached object) as ``name``."""
+    key = (id(game), renderer, name)
+    if key not in _SHARED:
+        keyed = renderer.per_info_state and game.get_type().provides_information_state_string
+        _SHARED[key] = _Shared(game, game_spec(game, name), _Views(renderer, name, keyed))
+    return _SHARED[key]
+
+
 class OpenSpielEnv:
     """An OpenSpiel game behind the ``Env`` protocol, rendered as text."""
 
@@ -148,32 +240,40 @@ class OpenSpielEnv:
     ) -> None:
         self.game = load_openspiel_game(openspiel_name, params or {})
         self.renderer = renderer or renderer_for(openspiel_name)
-        self.spec = game_spec(self.game, name or default_game_name(openspiel_name))
-        self._reward_model = self.game.get_type().reward_model
-        self.state: pyspiel.State
-        self.reset(0)
+        shared = _shared(self.game, self.renderer, name or default_game_name(openspiel_name))
+        self.spec, self._views = shared.spec, shared.views
+        self._rewards = self.game.get_type().reward_model == pyspiel.GameType.RewardModel.REWARDS
+        self._state: pyspiel.State | None = None
+
+    @property
+    def state(self) -> pyspiel.State:
+        """The current pyspiel state; before the first ``reset``, that of ``reset(0)``
+        (built on first use: the engine resets every env it makes, once)."""
+        if self._state is None:
+            self.reset(0)
+        return self._state
 
     def reset(self, seed: int) -> None:
-        """Start a new game; chance outcomes are drawn from a Generator seeded by ``seed``."""
-        self._rng = np.random.default_rng(seed)
-        self.state = self.game.new_initial_state()
+        """Start a new game; chance outcomes are drawn as a Generator seeded by ``seed``
+        would draw them (``coplay.envs.chance``)."""
+        self._chance = ChanceDraws(seed)
+        self._state = self.game.new_initial_state()
         self._advance_chance()
 
     def _advance_chance(self) -> None:
         """Sample chance nodes until a decision or the end."""
-        while self.state.is_chance_node():
-            outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
-            self.state.apply_action(outcomes[self._rng.choice(len(outcomes), p=probs)])
+        state = self._state
+        while state.is_chance_node():
+            outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+            state.apply_action(outcomes[self._chance.choose(probs)])
 
     def _returns_so_far(self) -> np.ndarray:
-        """Cumulative returns for games that define intermediate rewards, else zeros.
+        """Cumulative returns (of a game that defines intermediate rewards).
 
         Step rewards are differences of these: a game's ``rewards()`` after a chance
         node may still hold the previous player move's reward (OpenSpiel's Python
         iterated prisoner's dilemma does), so summing it would count a reward twice.
         """
-        if self._reward_model != pyspiel.GameType.RewardModel.REWARDS:
-            return np.zeros(self.game.num_players())
         # A copy: Python games may hand out the very array they keep updating.
         return np.array(self.state.returns(), dtype=float)
 
@@ -187,7 +287,7 @@ class OpenSpielEnv:
         return [self.state.current_player()]
 
     def observe(self, player: int) -> Observation:
-        return self.observe_state(self.state, player)
+        return self._view(player)[0]
 
     def observe_state(self, state: pyspiel.State, player: int) -> Observation:
         """What ``player`` would see in any ``state`` of this env's game."""
@@ -195,12 +295,18 @@ class OpenSpielEnv:
             state, player, game_name=self.spec.name, renderer=self.renderer
         )
 
+    def _view(self, player: int) -> tuple[Observation, Mapping[str, int]]:
+        """What ``player`` sees now and the action id of each legal action's string."""
+        return self._views.get(self.state, player)
+
     def parse_action(self, player: int, text: str) -> str | None:
-        legal = legal_action_map(self.renderer, self.state, player)
+        legal = self._view(player)[1]
         return action_text.parse_action(text, list(legal))
 
     def _action_id(self, player: int, text: str) -> int:
-        legal = legal_action_map(self.renderer, self.state, player)
+        legal = self._view(player)[1]
+        if text in legal:  # the engine plays legal strings as listed: no parsing
+            return legal[text]
         action = action_text.parse_action(text, list(legal))
         if action is None:
             raise ValueError(
@@ -218,7 +324,8 @@ class OpenSpielEnv:
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
         ids = {p: self._action_id(p, text) for p, text in actions.items()}
-        before = self._returns_so_far()
+        # Games that pay only at the end (in returns()) have nothing to difference.
+        before = self._returns_so_far() if self._rewards else None
         if self.state.is_simultaneous_node():
             # Players without a legal action at this node pass OpenSpiel's invalid id.
             all_ids = [ids.get(p, pyspiel.INVALID_ACTION) for p in range(self.game.num_players())]
@@ -226,6 +333,8 @@ class OpenSpielEnv:
         else:
             self.state.apply_action(ids[acting[0]])
         self._advance_chance()
+        if before is None:
+            return dict.fromkeys(range(self.spec.num_players), 0.0)
         earned = self._returns_so_far() - before
         return {p: float(r) for p, r in enumerate(earned)}
 

@@ -43,6 +43,9 @@ class Renderer:
 
     describe: Describe
     action_name: ActionName = openspiel_action_name
+    per_info_state: bool = False
+    """Whether what it writes for a player is a function of that player's information
+    state (OpenSpiel's string): then an env renders each information state once."""
 
 
 @dataclass(frozen=True)
@@ -222,9 +225,11 @@ def _generic_describe(state: pyspiel.State, player: int) -> str:
 GENERIC = Renderer(describe=_generic_describe)
 
 RENDERERS: dict[str, Renderer] = {
-    "kuhn_poker": Renderer(describe=_kuhn_describe),
-    "leduc_poker": Renderer(describe=_leduc_describe),
-    "tic_tac_toe": Renderer(describe=_ttt_describe, action_name=_ttt_action_name),
+    "kuhn_poker": Renderer(describe=_kuhn_describe, per_info_state=True),
+    "leduc_poker": Renderer(describe=_leduc_describe, per_info_state=True),
+    "tic_tac_toe": Renderer(
+        describe=_ttt_describe, action_name=_ttt_action_name, per_info_state=True
+    ),
 }
 """Hand-written renderers by OpenSpiel short name."""
 

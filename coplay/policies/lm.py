@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -94,6 +95,9 @@ class LMPolicy:
         self.generator = torch.Generator().manual_seed(seed)
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
         self._action_cache: dict[str, tuple[int, ...]] = {}
+        self._item_cache: dict[tuple, ChoiceItem] = {}
+        """Folded prompt and actions by (text, messages, legal actions): what a choice
+        scores, tokenised once per distinct observation."""
 
     # ------------------------------------------------------- backend settings
     @property
@@ -196,6 +200,11 @@ class LMPolicy:
         return self._prompt_cache[key]
 
     def _encode_prompt(self, obs: Observation) -> list[int]:
+        text, head = self._prompt_text(obs)
+        return head + list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _prompt_text(self, obs: Observation) -> tuple[str, list[int]]:
+        """The text a prompt is encoded from, and the ids put before it (BOS)."""
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             messages = [{"role": r, "content": c} for r, c in (obs.messages or ())] or [
@@ -203,10 +212,20 @@ class LMPolicy:
             ]
             # Render to text, then encode: the template already holds any special tokens.
             text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return list(tok(text, add_special_tokens=False)["input_ids"])
-        ids = tok(obs.text.rstrip("\n") + "\n" + ACTION_CUE, add_special_tokens=False)
+            return text, []
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        return bos + list(ids["input_ids"])
+        return obs.text.rstrip("\n") + "\n" + ACTION_CUE, bos
+
+    def _encode_new_prompts(self, observations: Sequence[Observation]) -> None:
+        """Tokenise the prompts not cached yet in one call, which the tokenizer runs
+        in parallel: a game with many positions (tic-tac-toe) meets new ones all run."""
+        todo = list({o.text: o for o in observations if o.text not in self._prompt_cache}.values())
+        if len(todo) < 2:
+            return
+        rendered = [self._prompt_text(o) for o in todo]
+        rows = self.tokenizer([text for text, _ in rendered], add_special_tokens=False)
+        for obs, (_, head), ids in zip(todo, rendered, rows["input_ids"], strict=True):
+            self._prompt_cache[obs.text] = tuple(head + list(ids))
 
     def action_ids(self, action: str) -> tuple[int, ...]:
         """Token ids of an action string as the continuation of a prompt."""
@@ -254,6 +273,13 @@ class LMPolicy:
         return out
 
     def _choice_item(self, obs: Observation) -> ChoiceItem:
+        key = (obs.text, obs.messages, obs.legal_actions)
+        item = self._item_cache.get(key)
+        if item is None:
+            item = self._item_cache[key] = self._build_choice_item(obs)
+        return item
+
+    def _build_choice_item(self, obs: Observation) -> ChoiceItem:
         if not obs.legal_actions:
             raise ValueError(
                 f"a choice needs at least one legal action, but the observation of player "
@@ -289,18 +315,25 @@ class LMPolicy:
     ) -> list[Decision]:
         if not observations:
             return []
+        self._encode_new_prompts(observations)
         items = [self._choice_item(o) for o in observations]
         logps = self.backend.choice_logps(items)
         explore = self._explore if forced is None else 0.0  # a told move is not explored
+        sizes = [len(choices) for _, choices in items]
+        lp_flat = torch.cat(list(logps)).cpu()  # (N,) every item's actions in turn
+        # Row by row where exploration mixes: the op's float rounding depends on length.
+        mix_flat = torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu()
+        if forced is None:
+            picks = sample_rows(mix_flat.exp(), sizes, self.generator)
+        else:
+            picks = [f % k for f, k in zip(forced, sizes, strict=True)]
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
+        lp_at = lp_flat.tolist()
+        mix_at = mix_flat.tolist() if explore else lp_at
         decisions = []
-        for i, (obs, (prompt, choices), lp) in enumerate(
-            zip(observations, items, logps, strict=True)
+        for obs, (prompt, choices), idx, start in zip(
+            observations, items, picks, starts, strict=True
         ):
-            mix = explore_mixture(lp.cpu(), explore)
-            if forced is None:
-                idx = int(torch.multinomial(mix.exp(), 1, generator=self.generator))
-            else:
-                idx = forced[i] % len(choices)
             action = obs.legal_actions[idx]
             decisions.append(
                 Decision(
@@ -310,11 +343,11 @@ class LMPolicy:
                     policy_version=self.version,
                     prompt_ids=prompt,
                     response_ids=choices[idx],
-                    logprobs=(float(lp[idx]),),
+                    logprobs=(lp_at[start + idx],),
                     choice_ids=choices,
                     choice_index=idx,
                     counterfactual_prompt_ids=self._counterfactual_prompts(obs, choices),
-                    behavior_logprobs=(float(mix[idx]),) if explore else None,
+                    behavior_logprobs=(mix_at[start + idx],) if explore else None,
                 )
             )
         return decisions
@@ -416,6 +449,22 @@ def explore_mixture(logp: torch.Tensor, epsilon: float) -> torch.Tensor:
     return torch.logaddexp(
         logp + math.log1p(-epsilon), torch.full_like(logp, math.log(epsilon / k))
     )
+
+
+def sample_rows(probs: torch.Tensor, sizes: Sequence[int], generator: torch.Generator) -> list[int]:
+    """One index per row of a flat (N,) tensor of rows of ``sizes``, drawn with those
+    (unnormalised) probabilities: the draws of ``torch.multinomial(row, 1)`` row by
+    row, in one call. Multinomial draws one exponential per entry and takes the
+    argmax of p / q (the Gumbel trick); the generator's exponentials come in order,
+    so the rows drawn together consume them exactly as the rows drawn apart.
+    """
+    q = torch.empty_like(probs).exponential_(1, generator=generator)
+    sizes_t = torch.tensor(sizes)
+    rows = torch.repeat_interleave(torch.arange(len(sizes)), sizes_t)
+    cols = torch.arange(len(probs)) - torch.repeat_interleave(sizes_t.cumsum(0) - sizes_t, sizes_t)
+    table = probs.new_full((len(sizes), max(sizes)), -1.0)  # below any ratio p / q >= 0
+    table[rows, cols] = probs / q
+    return table.argmax(1).tolist()
 
 
 def _merge(

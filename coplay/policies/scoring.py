@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import torch
@@ -47,14 +48,36 @@ def left_pad(
     few positions need logits; positions skip the padding so a sequence scores the
     same whatever it is batched with.
     """
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-        attn[i, width - len(s) :] = 1
+    ids, lens = _packed(seqs, pad_id, align="right")
+    width = ids.shape[1]
+    attn = torch.from_numpy(np.arange(width)[None, :] >= (width - lens)[:, None]).long()
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    return ids, attn, pos
+    return torch.from_numpy(ids), attn, pos
+
+
+def _packed(
+    seqs: Sequence[Sequence[int]], fill: int | np.ndarray, *, align: str, width: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``seqs`` as one (B, W) int64 array, each row's tokens at its left or right end
+    (``align``), the rest ``fill`` (a value or a (B, 1) column); and the lengths.
+
+    One flat copy of every token instead of one small array per row.
+    >>> _packed([(5, 6), (7,)], 0, align="right")[0].tolist()
+    [[5, 6], [0, 7]]
+    """
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    width = max(width, int(lens.max(initial=0)))
+    out = np.empty((len(seqs), width), dtype=np.int64)
+    out[:] = fill
+    total = int(lens.sum())
+    if total:
+        flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=total)
+        rows = np.repeat(np.arange(len(seqs)), lens)
+        cols = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+        if align == "right":
+            cols += np.repeat(width - lens, lens)
+        out[rows, cols] = flat
+    return out, lens
 
 
 def shared_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
@@ -66,10 +89,9 @@ def shared_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     1
     """
     shortest = min(len(s) for s in seqs)
-    n = 0
-    while n < shortest - 1 and all(s[n] == seqs[0][n] for s in seqs):
-        n += 1
-    return n
+    head, _ = _packed([s[: shortest - 1] for s in seqs], 0, align="left")
+    agree = (head == head[:1]).all(axis=0)  # (shortest - 1,) column by column
+    return int(agree.argmin()) if not agree.all() else head.shape[1]
 
 
 def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[list[int]]:
@@ -78,27 +100,40 @@ def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[li
     The prefix is extended one token at a time while the rows still fall into at
     most ``max_groups`` distinct prefixes: prompts that differ early (the seat's mark)
     and then agree again (the rules text) form one group per early variant, each of
-    which ``forward_shared`` then runs once.
+    which ``forward_shared`` then runs once. Groups and their rows come in order of
+    first appearance.
 
     >>> prefix_groups([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)], max_groups=2)
     [[0, 2], [1]]
     """
-    labels = [0] * len(seqs)
-    longest = max(len(s) for s in seqs)
-    for k in range(longest):
-        keys: dict[tuple, int] = {}
-        # A row keeps its last token to itself: past it, it is a group of its own.
-        step = [
-            keys.setdefault((lab, s[k] if k < len(s) - 1 else -1 - i), len(keys))
-            for i, (lab, s) in enumerate(zip(labels, seqs, strict=True))
-        ]
-        if len(keys) > max_groups:
+    b = len(seqs)
+    # A row keeps its last token to itself: past it, it is a group of its own
+    # (a negative id no other row has).
+    own = -1 - np.arange(b)[:, None]
+    tokens, _ = _packed([s[:-1] for s in seqs], own, align="left", width=1)
+    labels = np.zeros(b, dtype=np.int64)
+    span = int(max(tokens.max(), 0)) + b + 1  # room for every token id and every own id
+    for k in range(max(len(s) for s in seqs)):
+        column = tokens[:, k] if k < tokens.shape[1] else own[:, 0]
+        step, count = _first_seen(labels * span + column + b)
+        if count > max_groups:
             break
         labels = step
-    groups: dict[int, list[int]] = {}
-    for i, lab in enumerate(labels):
-        groups.setdefault(lab, []).append(i)
-    return list(groups.values())
+    order = np.argsort(labels, kind="stable")
+    cuts = np.flatnonzero(np.diff(labels[order])) + 1
+    return [part.tolist() for part in np.split(order, cuts)]
+
+
+def _first_seen(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each key's rank in order of first appearance, and the number of distinct keys.
+
+    >>> _first_seen(np.array([7, 3, 7, 9]))[0].tolist()
+    [0, 1, 0, 2]
+    """
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(uniq))
+    return rank[inverse.reshape(-1)], len(uniq)
 
 
 def forward_shared(
@@ -126,7 +161,9 @@ def forward_shared(
     if n == 0:
         out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **kwargs)
         return out, attn, pos
-    prefix = model(input_ids=torch.tensor([list(seqs[0][:n])], device=device), use_cache=True)
+    # Only its cache is read: no logits (a large vocabulary makes them costly).
+    prefix_ids = torch.tensor([list(seqs[0][:n])], device=device)
+    prefix = model(input_ids=prefix_ids, use_cache=True, logits_to_keep=1)
     cache = prefix.past_key_values
     cache.batch_repeat_interleave(len(seqs))
     attn = torch.cat([torch.ones((len(seqs), n), dtype=attn.dtype, device=device), attn], dim=-1)
@@ -194,14 +231,11 @@ def _token_group(
     dist = sampling_logps(
         out.logits[:, :-1], temperature=temperature, top_k=top_k, top_p=top_p
     )  # (B, R, V)
-    tgt = torch.full((len(pairs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(pairs), width))
-    for i, (_, r) in enumerate(pairs):
-        # Right-aligned in the padded batch; realigned to the left for the loss.
-        if r:
-            tgt[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
-            mask[i, width - len(r) :] = 1.0
-    tgt, mask = tgt.to(device), mask.to(device)
+    # Right-aligned in the padded batch; realigned to the left for the loss.
+    packed, lens = _packed([r for _, r in pairs], pad_id, align="right", width=width)
+    tgt = torch.from_numpy(packed).to(device)
+    mask = torch.from_numpy(np.arange(width)[None, :] >= (width - lens)[:, None]).float()
+    mask = mask.to(device)
     # Filled, not multiplied: a cut token's -inf times 0 would be NaN.
     logp = dist.gather(-1, tgt[..., None]).squeeze(-1).masked_fill(mask == 0, 0.0)
     if top_k or top_p < 1.0:  # cut tokens: 0 * -inf would be NaN
@@ -291,7 +325,9 @@ def table_rows(
     table: torch.Tensor, items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]
 ) -> list[torch.Tensor]:
     """Each item's row of a padded choice table, cut to its own actions."""
-    return [table[i, : len(cs)] for i, (_, cs) in enumerate(items)]
+    sizes = [len(cs) for _, cs in items]
+    keep = torch.arange(table.shape[1]) < torch.tensor(sizes)[:, None]  # (B, K)
+    return list(table[keep.to(table.device)].split(sizes))
 
 
 def _choice_group(
@@ -306,15 +342,12 @@ def _choice_group(
     out, attn, pos = forward_shared(
         model, [p for p, _ in items], pad_id, use_cache=True, logits_to_keep=1
     )
-    owner = torch.tensor([i for i, (_, cs) in enumerate(items) for _ in cs], device=device)
-    cands = [tuple(c) for _, cs in items for c in cs]
-    width = max(len(c) for c in cands)
-    cand_ids = torch.full((len(cands), width), pad_id, dtype=torch.long)
-    cand_mask = torch.zeros((len(cands), width), dtype=torch.long)
-    for j, c in enumerate(cands):
-        cand_ids[j, : len(c)] = torch.tensor(c, dtype=torch.long)
-        cand_mask[j, : len(c)] = 1
-    cand_ids, cand_mask = cand_ids.to(device), cand_mask.to(device)
+    sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
+    owner = torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device)
+    packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
+    width = packed.shape[1]
+    cand_ids = torch.from_numpy(packed).to(device)  # (N, W), each action from the left
+    cand_mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None]).long().to(device)
     first = F.log_softmax(out.logits[owner, -1].float() / temperature, dim=-1)  # (N, V)
     total = first.gather(-1, cand_ids[:, :1]).squeeze(-1)  # (N,)
     if width > 1:

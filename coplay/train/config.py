@@ -113,7 +113,14 @@ class OptimConfig(_Strict):
     minibatch_size: int = Field(512, gt=0)
     """Turns per optimizer step."""
     micro_batch_size: int = Field(512, gt=0)
-    """Turns per forward/backward pass; gradients accumulate exactly across them."""
+    """Most turns per forward/backward pass; gradients accumulate exactly across them."""
+    fused: bool | None = None
+    """Run AdamW's fused kernel (no temporaries, faster; float rounding differs from the
+    plain step); None: fused for models over 20M trainable parameters."""
+    micro_batch_tokens: int | None = Field(None, gt=0)
+    """Most padded tokens per forward/backward pass (a scored position's vocabulary
+    counted as tokens too); None: as many as fit about 256 MiB of activations by the
+    model's width and depth (coplay.train.micro), so a bigger model needs no setting."""
 
 
 class MagnetConfig(_Strict):

@@ -443,3 +443,34 @@ def test_chat_conversations_stay_together_in_turn_order_when_shuffled():
         assert order in ([2, 4, 0, 3, 1], [3, 1, 2, 4, 0])
     plain = shuffled(samples, np.random.default_rng(0), by_conversation=False)
     assert list(plain) == list(np.random.default_rng(0).permutation(5))
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+@pytest.mark.parametrize("tokens", [1, 60])
+def test_token_budget_micro_batches_equal_one_batch(mode, tokens):
+    # A budget of 1 token puts every decision alone; 60 cuts the minibatch unevenly.
+    base = _policy(mode)
+    samples = _samples(base)
+    grads = []
+    for budget in (10**9, tokens):
+        policy = copy.deepcopy(base)
+        optim = OptimConfig(lr=1e-2, minibatch_size=8, micro_batch_tokens=budget)
+        loss = LossConfig(entropy=EntropyConfig(coef=0.01), kl=KLConfig(coef=0.1))
+        learner = make_learner(policy, loss, optim)
+        metrics = update(learner, samples, np.random.default_rng(0))
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+        assert metrics["loss/kl"] >= 0
+    assert grads[0].abs().max() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-4)
+
+
+def test_the_default_token_budget_follows_the_model_size():
+    tiny = make_learner(_policy(), LossConfig(), OptimConfig())
+    wide = _policy()
+    wide.model.config.hidden_size, wide.model.config.num_hidden_layers = 1024, 24
+    big = make_learner(wide, LossConfig(), OptimConfig())
+    assert tiny.micro_batch_tokens > 16 * big.micro_batch_tokens
+    assert (
+        make_learner(_policy(), LossConfig(), OptimConfig(micro_batch_tokens=7)).micro_batch_tokens
+        == 7
+    )

@@ -9,14 +9,18 @@ exponential average of the learner's weights (``magnet.final: true`` outputs it)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from coplay.algos.losses.regularizers import KLConfig, kl_penalty
 from coplay.policies.lm import LMPolicy
-from coplay.train.parts.term import Metrics, Micro, Owner, Setup, Term
+from coplay.train.micro import learner_micro_batches
+from coplay.train.parts.term import Metrics, Micro, Owner, Sample, Setup, Term
+from coplay.types import Decision
 
 
 class KL(Term):
@@ -29,6 +33,10 @@ class KL(Term):
         self.cfg, self.reference, self.ema = cfg, reference, ema
         self.own_weights = own
         """False when the reference shares the policy's model (a LoRA role's base)."""
+        self._scored: dict[int, tuple[Decision, Tensor]] = {}
+        """The reference's log-probs of this update's decisions so far, by identity."""
+        self._scored_at: int | None = None
+        """The update (policy version) they were scored in."""
 
     @classmethod
     def build(cls, section: KLConfig | None, setup: Setup) -> KL | None:
@@ -37,18 +45,38 @@ class KL(Term):
         ref = setup.reference(setup.policy)
         return cls(section, ref, ema=setup.reference_ema, own=ref.model is not setup.policy.model)
 
+    def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int):
+        """The reference's per-unit log-probs of the minibatch's own decisions, in order.
+
+        The reference moves only after the update (the magnet), so each decision is
+        scored by it once per update, in the first epoch that meets it, not again in
+        every epoch."""
+        if self.cfg is None:
+            return None, {}
+        if self._scored_at != iteration:  # a new update: the reference has moved
+            self._scored, self._scored_at = {}, iteration
+        todo = [s.decision for s in own if id(s.decision) not in self._scored]
+        for start, end in learner_micro_batches(learner, todo):
+            part = todo[start:end]
+            scored = self.reference.scorer.score(part)
+            for row, (d, lp) in enumerate(zip(part, scored.logp, strict=True)):
+                # Held with its decision, so the id cannot be reused while kept.
+                self._scored[id(d)] = (d, lp[: int(scored.mask[row].sum())])
+        return [self._scored[id(s.decision)][1] for s in own], {}
+
     def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
         if self.cfg is None or not micro.rows:
             return None, {}
-        with torch.no_grad():
-            ref = self.reference.scorer.score([s.decision for s in micro.own]).logp
-        # Replays in the micro-batch may have widened the scored rows (padding).
-        ref_logp = torch.nn.functional.pad(ref, (0, micro.logp.shape[1] - ref.shape[1]))
+        width = micro.logp.shape[1]
+        # Own samples come first in the minibatch's order, so row r is own sample start + r.
+        rows = [context[micro.start + r] for r in micro.rows]
+        ref_logp = torch.stack([F.pad(lp, (0, width - len(lp))) for lp in rows])  # (B, T)
         per_unit = kl_penalty(micro.logp, ref_logp, estimator=self.cfg.estimator)
         kl = micro.aggregate(per_unit, micro.mask, denom=micro.denom)
         return self.cfg.coef * kl, {"loss/kl": kl.item()}
 
     def after_update(self, learner: Owner, iteration: int) -> Metrics:
+        self._scored, self._scored_at = {}, None
         if self.ema > 0:
             move_magnet(self.reference.model, learner.policy.model, self.ema)
         return {}

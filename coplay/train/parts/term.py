@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from torch import Tensor
 
 from coplay.policies.lm import LMPolicy, Scored
+from coplay.train.micro import learner_micro_batches
 from coplay.types import Decision
 
 Metrics = dict[str, float]
@@ -52,6 +53,11 @@ class Owner(Protocol):
 
     policy: LMPolicy
     micro_batch_size: int
+    """Most decisions per forward pass."""
+    micro_batch_tokens: int
+    """Most padded tokens per forward pass (``coplay.train.micro``)."""
+    logit_weight: int
+    """Tokens one scored position's vocabulary rows count as."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +175,6 @@ class Term:
 def choice_dists(learner: Owner, decisions: Sequence[Decision]) -> list[Tensor | None]:
     """Each decision's log-distribution over its choices, scored in micro-batches."""
     dists: list[Tensor | None] = []
-    for start in range(0, len(decisions), learner.micro_batch_size):
-        dists.extend(
-            learner.policy.scorer.score(decisions[start : start + learner.micro_batch_size]).dists
-        )
+    for start, end in learner_micro_batches(learner, decisions):
+        dists.extend(learner.policy.scorer.score(decisions[start:end]).dists)
     return dists

@@ -13,14 +13,28 @@ from coplay.train.parts.term import Setup
 
 
 class _Ref:
-    """A reference whose log-prob of every decision's unit is given."""
+    """A reference whose log-prob of every decision's unit is given, in order of the
+    decisions it is asked about; it counts the decisions it scores."""
 
     def __init__(self, logp, model=None):
         self.logp, self.model = torch.tensor(logp).log()[:, None], model
         self.scorer = SimpleNamespace(score=self.score)
+        self.scored = 0
 
     def score(self, decisions):
-        return SimpleNamespace(logp=self.logp[: len(decisions)])
+        rows = self.logp[self.scored : self.scored + len(decisions)]
+        self.scored += len(decisions)
+        return SimpleNamespace(logp=rows, mask=torch.ones_like(rows))
+
+
+LEARNER = SimpleNamespace(micro_batch_size=1, micro_batch_tokens=10**9, logit_weight=1)
+"""Micro-batches of one decision: the reference is scored a decision at a time."""
+
+
+def _kl_loss(term, micro):
+    """The term's loss on a micro-batch that is its whole minibatch."""
+    context, _ = term.prepare(LEARNER, micro.own, 0)
+    return term.loss(context, micro)
 
 
 def _setup(ema=0.0, reference=lambda p: copy.deepcopy(p)):
@@ -37,7 +51,7 @@ def test_the_kl_of_a_hand_case(micro_of, sample_of, estimator, coef, kl):
     # log-ratio is log 2 on both units; k3 = exp(-log 2) + log 2 - 1.
     micro, leaf = micro_of([sample_of(), sample_of()], [[0.5, 0.5], [0.8, 0.2]])
     term = KL(KLConfig(coef=coef, estimator=estimator), _Ref([0.25, 0.4]), ema=0.0, own=True)
-    value, metrics = term.loss(None, micro)
+    value, metrics = _kl_loss(term, micro)
     assert value.item() == pytest.approx(coef * kl, rel=1e-6)
     assert metrics["loss/kl"] == pytest.approx(kl, rel=1e-6)
     value.backward()
@@ -49,7 +63,7 @@ def test_the_kl_of_a_hand_case(micro_of, sample_of, estimator, coef, kl):
 def test_replays_get_no_kl(micro_of, sample_of):
     micro, _ = micro_of([sample_of(replay=True)], [[0.5, 0.5]])
     term = KL(KLConfig(coef=1.0), _Ref([0.25]), ema=0.0, own=True)
-    assert term.loss(None, micro) == (None, {})
+    assert _kl_loss(term, micro) == (None, {})
 
 
 def test_the_term_exists_with_a_kl_section_or_a_moving_reference():
@@ -62,7 +76,20 @@ def test_the_term_exists_with_a_kl_section_or_a_moving_reference():
 
 def test_a_magnet_without_kl_adds_nothing(micro_of, sample_of):
     micro, _ = micro_of([sample_of()], [[0.5, 0.5]])
-    assert KL.build(None, _setup(ema=0.5)).loss(None, micro) == (None, {})
+    assert _kl_loss(KL.build(None, _setup(ema=0.5)), micro) == (None, {})
+
+
+def test_the_reference_scores_each_decision_once_per_update(micro_of, sample_of):
+    samples = [sample_of(), sample_of()]
+    micro, _ = micro_of(samples, [[0.5, 0.5], [0.8, 0.2]])
+    ref = _Ref([0.25, 0.4, 0.5, 0.5])
+    term = KL(KLConfig(coef=1.0), ref, ema=0.0, own=True)
+    first = _kl_loss(term, micro)[0]
+    again = _kl_loss(term, micro)[0]  # a second epoch of the same update
+    assert ref.scored == 2 and again.item() == first.item()
+    term.after_update(SimpleNamespace(policy=None), 0)  # the reference may have moved
+    assert _kl_loss(term, micro)[0].item() != first.item()
+    assert ref.scored == 4
 
 
 @pytest.mark.parametrize("ema", [0.0, 0.25, 1.0])

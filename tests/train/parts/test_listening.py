@@ -13,6 +13,8 @@ CF = ((1,), (2,))  # the two messages a receiver could have got
 
 class _Learner:
     micro_batch_size = 2
+    micro_batch_tokens = 10**9
+    logit_weight = 1
 
     def __init__(self, table):
         def score(decisions):

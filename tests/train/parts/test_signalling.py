@@ -17,6 +17,8 @@ class _Learner:
     """Scores each decision with the distribution its prompt names."""
 
     micro_batch_size = 1
+    micro_batch_tokens = 10**9
+    logit_weight = 1
 
     def __init__(self, table):
         def score(decisions):

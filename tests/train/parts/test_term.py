@@ -34,6 +34,7 @@ def test_a_term_without_steps_adds_nothing_and_keeps_no_state(micro_of, sample_o
 class _Learner:
     def __init__(self, policy, micro_batch_size):
         self.policy, self.micro_batch_size = policy, micro_batch_size
+        self.micro_batch_tokens, self.logit_weight = 10**9, 1
 
 
 def test_choice_dists_in_micro_batches_equal_one_batch():

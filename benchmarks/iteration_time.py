@@ -1,0 +1,67 @@
+"""Seconds per training iteration of one preset, two source trees alternating.
+
+Runs ``coplay train --preset PRESET`` from each tree in turn (``--repeats`` times each,
+alternating so drift hits both alike), one evaluation at the very end, and takes the
+median over iterations of the time between consecutive metric rows (the last row,
+which holds the evaluation, left out). Prints both medians and old / new.
+
+    git worktree add /tmp/coplay-old <old commit>
+    OMP_NUM_THREADS=1 python benchmarks/iteration_time.py --old /tmp/coplay-old --new .
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def iteration_seconds(
+    tree: Path, preset: str, iterations: int, out: Path
+) -> tuple[list[float], list[float], list[float]]:
+    """Per iteration (the evaluated last one left out): seconds, rollout and update."""
+    cmd = [sys.executable, "-m", "coplay.cli", "train", "--preset", preset, "--quiet"]
+    cmd += ["--out", str(out), f"train.iterations={iterations}"]
+    cmd += [f"train.eval_every={iterations}", "train.save_every=0"]
+    env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
+    subprocess.run(cmd, check=True, env=env, cwd=tree, capture_output=True)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x]
+    rows = [r for r in rows if r["iteration"] > 0]
+    elapsed = [r["perf/elapsed_s"] for r in rows]
+    return (
+        [b - a for a, b in zip(elapsed[:-2], elapsed[1:-1], strict=True)],
+        [r["perf/rollout_s"] for r in rows[1:-1]],
+        [r["perf/update_s"] for r in rows[1:-1]],
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", type=Path, required=True)
+    ap.add_argument("--new", type=Path, required=True)
+    ap.add_argument("--preset", default="kuhn-selfplay")
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    times = {name: ([], [], []) for name in ("old", "new")}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                out = Path(tmp) / f"{name}-{r}"
+                tree = args.old if name == "old" else args.new
+                got = iteration_seconds(tree, args.preset, args.iterations, out)
+                for kept, more in zip(times[name], got, strict=True):
+                    kept += more
+    med = {k: [statistics.median(x) for x in v] for k, v in times.items()}
+    for name, (total, rollout, update) in med.items():
+        print(f"{name}: {total:.3f} s/iteration (rollout {rollout:.3f}, update {update:.3f})")
+    print(f"old/new {med['old'][0] / med['new'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Learner update throughput against a raw forward + backward + step of the same model.
+
+Arms, timed alternately on the same samples (medians of ``--repeats``, decisions/s):
+
+- ``learner``: the preset's update as the training loop runs it (``Trainee.learn``:
+  advantages, samples, every loss term, the epochs' minibatches and micro-batches).
+- ``raw``: the model work that update cannot do without, on token tensors built before
+  the clock starts, with the same prefix sharing (``rollout_throughput.item_groups``)
+  and the same minibatches and micro-batches: per micro-batch the forward pass to the
+  chosen actions' renormalised log-probs, a policy-gradient loss and its backward
+  pass; per minibatch the gradient clipping and the AdamW step; where the preset has
+  a KL term, the reference's no-grad forward once per decision.
+
+Choice mode (every bundled preset's). Printed: both medians and learner / raw;
+``--json`` writes them.
+
+    python benchmarks/learner_throughput.py --preset kuhn-selfplay --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from rollout_throughput import group_table, item_groups
+
+from coplay.train.config import build_config
+from coplay.train.learner import Learner, Sample, collect_samples
+from coplay.train.loop import make_plan
+from coplay.train.micro import learner_micro_batches
+from coplay.train.trainer import setup
+
+
+def samples_of(trainee, episodes) -> list[Sample]:
+    """The samples ``Trainee.learn`` would update on (advantages, no filters)."""
+    est = trainee.estimator.estimate(episodes, trainee.adv_state)
+    return collect_samples(episodes, est.advantages, trainee.name)
+
+
+def prepare(learner: Learner, samples: Sequence[Sample], rng_seed: int, epochs: int):
+    """Per epoch and minibatch, per micro-batch: its groups and advantages, prebuilt."""
+    from coplay.policies.scoring import prefix_groups
+
+    pad = learner.policy.tokenizer.pad_token_id or 0
+    rng = np.random.default_rng(rng_seed)
+    plan = []
+    for _ in range(epochs):
+        order = rng.permutation(len(samples))
+        for start in range(0, len(samples), learner.minibatch_size):
+            minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
+            micros = []
+            for s, e in learner_micro_batches(learner, [x.decision for x in minibatch]):
+                part = minibatch[s:e]
+                items = [(x.decision.prompt_ids, x.decision.choice_ids) for x in part]
+                split = prefix_groups([p for p, _ in items])
+                groups = item_groups([items[i] for g in split for i in g], pad)
+                rows = [i for g in split for i in g]
+                micros.append(
+                    (
+                        groups,
+                        torch.tensor([part[i].decision.choice_index for i in rows]),
+                        torch.tensor([part[i].advantage for i in rows]),
+                    )
+                )
+            plan.append((micros, len(minibatch)))
+    return plan
+
+
+def raw_update(learner: Learner, plan, reference_groups) -> None:
+    """The timed raw arm: forward + backward + clip + step per minibatch."""
+    model, temp = learner.policy.model, learner.policy.temperature
+    if reference_groups is not None:
+        with torch.no_grad():
+            for groups in reference_groups:
+                for g in groups:
+                    group_table(model, g, temp)
+    model.train()
+    params = [p for group in learner.optimizer.param_groups for p in group["params"]]
+    for micros, size in plan:
+        learner.optimizer.zero_grad(set_to_none=True)
+        for groups, index, adv in micros:
+            chosen, at = [], 0
+            for g in groups:
+                table = group_table(model, g, temp)  # (B_g, K)
+                rows = torch.arange(len(table))
+                chosen.append(table[rows, index[at : at + len(table)]])
+                at += len(table)
+            loss = -(adv * torch.cat(chosen)).sum() / size
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, learner.max_grad_norm)
+        learner.optimizer.step()
+    model.eval()
+
+
+def measure(args: argparse.Namespace) -> dict:
+    torch.set_num_threads(args.threads)
+    cfg = build_config(preset=args.preset)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = setup(cfg, Path(tmp))
+        trainee = run.trainees[0]
+        plan, _ = make_plan(run, 1)
+        episodes = run.source.play(plan, run.policies).episodes
+        samples = samples_of(trainee, episodes)
+        learner = trainee.learner
+        pad = learner.policy.tokenizer.pad_token_id or 0
+        reference = None
+        if learner.reference is not None and cfg.loss.kl is not None:
+            parts = learner_micro_batches(learner, [s.decision for s in samples])
+            reference = [
+                item_groups(
+                    [(s.decision.prompt_ids, s.decision.choice_ids) for s in samples[a:b]], pad
+                )
+                for a, b in parts
+            ]
+        trainee.learn(episodes, run.rng)  # warm-up
+        secs: dict[str, list[float]] = {"learner": [], "raw": []}
+        for r in range(args.repeats):
+            for arm in ("learner", "raw") if r % 2 == 0 else ("raw", "learner"):
+                if arm == "raw":
+                    built = prepare(learner, samples, r, learner.epochs)
+                    start = time.perf_counter()
+                    raw_update(learner, built, reference)
+                else:
+                    start = time.perf_counter()
+                    trainee.learn(episodes, run.rng)
+                secs[arm].append(time.perf_counter() - start)
+    med = {arm: statistics.median(v) for arm, v in secs.items()}
+    n = len(samples) * learner.epochs
+    return {
+        "preset": args.preset,
+        "decisions": len(samples),
+        "epochs": learner.epochs,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)",
+        "median_s": med,
+        "decisions_per_s": {arm: n / s for arm, s in med.items()},
+        "learner/raw": med["raw"] / med["learner"],
+        "seconds": secs,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="kuhn-selfplay")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    result = measure(args)
+    for arm, rate in result["decisions_per_s"].items():
+        print(f"{arm:8s} {rate:9.1f} decisions/s ({result['median_s'][arm]:.3f} s median)")
+    print(f"learner/raw {result['learner/raw']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

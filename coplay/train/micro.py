@@ -1,0 +1,93 @@
+"""Micro-batches sized by a token budget: which decisions share one forward/backward pass.
+
+A micro-batch's memory is its activations, kept for the backward pass, and they grow
+with its padded tokens, not its number of decisions: 512 Kuhn decisions of a tiny
+model fit in a few megabytes, 512 of a 0.1B model do not. So a minibatch is cut into
+consecutive runs of decisions whose estimated padded tokens stay within a budget;
+``optim.micro_batch_tokens`` sets it, or by default it is what fits ``ACTIVATION_BYTES``
+by the model's width and depth. Gradients accumulate exactly over micro-batches
+(``coplay.train.learner``), so where the cuts fall changes no result beyond float
+rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coplay.types import Decision
+
+ACTIVATION_BYTES = 256 * 2**20
+"""Activations one micro-batch may keep for its backward pass, by default."""
+_PER_LAYER = (12, 5)
+"""Floats kept per token and layer, per unit of hidden size and of MLP width: the
+norms, projections, attention output and residuals (about 12 hidden-sized vectors),
+and the gate, up, activation and product of the MLP (about 5 of its width)."""
+_LOGIT_COPIES = 4
+"""Vocabulary-sized float rows kept per scored position: logits, their float copy,
+the log-softmax and its exponential (the entropy)."""
+
+
+def token_bytes(config) -> int:
+    """Estimated activation bytes per token of a model with this Hugging Face config."""
+    hidden, width = config.hidden_size, getattr(config, "intermediate_size", 4 * config.hidden_size)
+    floats = config.num_hidden_layers * (_PER_LAYER[0] * hidden + _PER_LAYER[1] * width)
+    return floats * 4  # float32 activations, the learner's dtype on the CPU
+
+
+def auto_budget(config) -> int:
+    """Padded tokens per micro-batch whose activations fit ``ACTIVATION_BYTES``."""
+    return max(1, ACTIVATION_BYTES // token_bytes(config))
+
+
+def logit_tokens(config) -> int:
+    """How many tokens of activations one scored position's vocabulary rows weigh."""
+    return max(1, -(-config.vocab_size * 4 * _LOGIT_COPIES // token_bytes(config)))
+
+
+def cost(decision: Decision) -> tuple[int, int]:
+    """(tokens run, positions scored) of one decision: its prompt and its answer
+    (every candidate action's extra tokens, in choice mode), and the positions whose
+    vocabulary-wide distributions are kept."""
+    if decision.choice_ids:
+        extra = sum(len(c) - 1 for c in decision.choice_ids)
+        return len(decision.prompt_ids) + extra, 1 + extra
+    answer = len(decision.response_ids)
+    return len(decision.prompt_ids) + answer, answer + 1
+
+
+def micro_batches(
+    decisions: Sequence[Decision], *, tokens: int, rows: int, logit_weight: int = 1
+) -> list[tuple[int, int]]:
+    """``(start, end)`` of consecutive micro-batches of ``decisions`` (all of them, in
+    order), each of at most ``rows`` decisions and, padded to its longest, at most
+    ``tokens`` tokens (a scored position weighs ``logit_weight`` tokens); a decision
+    larger than the budget goes alone.
+
+    >>> d = [Decision("", "a", "p", prompt_ids=(1,) * n, response_ids=(2,)) for n in (3, 3, 5)]
+    >>> micro_batches(d, tokens=12, rows=8)  # 2 rows x 4 tokens + 4 scored positions
+    [(0, 2), (2, 3)]
+    """
+    cuts: list[tuple[int, int]] = []
+    start, longest, scored = 0, 0, 0
+    for i, d in enumerate(decisions):
+        length, positions = cost(d)
+        wider, more = max(longest, length), scored + positions
+        size = i + 1 - start
+        if i > start and (size > rows or size * wider + more * logit_weight > tokens):
+            cuts.append((start, i))
+            start, wider, more = i, length, positions
+        longest, scored = wider, more
+    if start < len(decisions):
+        cuts.append((start, len(decisions)))
+    return cuts
+
+
+def learner_micro_batches(learner, decisions: Sequence[Decision]) -> list[tuple[int, int]]:
+    """``micro_batches`` at a learner's settings (``Owner``: its row cap, token budget
+    and the weight of a scored position)."""
+    return micro_batches(
+        decisions,
+        tokens=learner.micro_batch_tokens,
+        rows=learner.micro_batch_size,
+        logit_weight=learner.logit_weight,
+    )

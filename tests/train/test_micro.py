@@ -1,0 +1,54 @@
+"""Micro-batches cut by a token budget: every decision once, in order, within budget."""
+
+import pytest
+from transformers import LlamaConfig
+
+from coplay.train.micro import auto_budget, cost, logit_tokens, micro_batches
+from coplay.types import Decision
+
+
+def _text(prompt: int, answer: int) -> Decision:
+    return Decision("", "a", "p", prompt_ids=(1,) * prompt, response_ids=(2,) * answer)
+
+
+def _choice(prompt: int, choices: tuple[int, ...]) -> Decision:
+    ids = tuple((3,) * n for n in choices)
+    return Decision("", "a", "p", prompt_ids=(1,) * prompt, response_ids=ids[0], choice_ids=ids)
+
+
+def test_cost_counts_tokens_run_and_positions_scored():
+    assert cost(_text(10, 4)) == (14, 5)
+    # one prompt pass scores every first token; longer actions add a continuation
+    assert cost(_choice(10, (1, 1, 1))) == (10, 1)
+    assert cost(_choice(10, (2, 3))) == (13, 4)
+
+
+@pytest.mark.parametrize("tokens", [1, 5, 17, 40, 10**6])
+@pytest.mark.parametrize("rows", [1, 3, 100])
+def test_micro_batches_cover_every_decision_in_order_within_the_budget(tokens, rows):
+    decisions = [_text(p, a) for p, a in [(3, 1), (7, 2), (2, 2), (9, 1), (4, 4), (1, 1)]]
+    cuts = micro_batches(decisions, tokens=tokens, rows=rows)
+    assert [i for s, e in cuts for i in range(s, e)] == list(range(len(decisions)))
+    for s, e in cuts:
+        part = [cost(d) for d in decisions[s:e]]
+        assert e - s <= rows
+        padded = (e - s) * max(n for n, _ in part) + sum(k for _, k in part)
+        assert e - s == 1 or padded <= tokens  # only a lone decision may exceed it
+    if tokens == 10**6 and rows == 100:
+        assert cuts == [(0, 6)]
+
+
+def test_scored_positions_weigh_their_vocabulary():
+    decisions = [_text(4, 1)] * 4  # 5 tokens and 2 scored positions each
+    assert micro_batches(decisions, tokens=28, rows=8) == [(0, 4)]
+    assert micro_batches(decisions, tokens=28, rows=8, logit_weight=3) == [(0, 2), (2, 4)]
+
+
+def test_the_automatic_budget_shrinks_with_the_model():
+    tiny = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=512)
+    qwen_01b = LlamaConfig(
+        hidden_size=512, intermediate_size=1376, num_hidden_layers=8, vocab_size=151936
+    )
+    assert auto_budget(tiny) > 20_000  # a whole Kuhn minibatch in one pass
+    assert 300 < auto_budget(qwen_01b) < 2_000
+    assert logit_tokens(tiny) == 1 and logit_tokens(qwen_01b) > 1
