@@ -42,7 +42,9 @@ BUDGET = [
     "train.exact_matches=false",
 ]
 OPTION_BUDGET = {
-    "eval": ["--episodes", "8"],
+    "eval": ["--episodes", "8", "--samples", "2"],
+    "demos": ["--games", "20"],
+    "sft": ["sft.epochs=1", "model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"],
     "tournament": ["--episodes", "4"],
     "psro": ["--iterations", "1"],
     "check-env": ["--episodes", "3"],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -241,5 +242,6 @@ def write_demos(
     episodes = play_episodes(ref.make, [[policy] * seats] * games, range(seed, seed + games))
     label = _resolve(player, ref.name) if player in ("nash", "perfect", "optimal") else player
     records = narrate(episodes, label, policy, context=context, answer=answer, seed=seed)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     write_text(out, "".join(json.dumps(r) + "\n" for r in records))
     return len(records)
