@@ -110,30 +110,29 @@ def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[li
     # A row keeps its last token to itself: past it, it is a group of its own
     # (a negative id no other row has).
     own = -1 - np.arange(b)[:, None]
-    tokens, _ = _packed([s[:-1] for s in seqs], own, align="left", width=1)
-    labels = np.zeros(b, dtype=np.int64)
-    span = int(max(tokens.max(), 0)) + b + 1  # room for every token id and every own id
-    for k in range(max(len(s) for s in seqs)):
-        column = tokens[:, k] if k < tokens.shape[1] else own[:, 0]
-        step, count = _first_seen(labels * span + column + b)
-        if count > max_groups:
-            break
-        labels = step
+    tokens, _ = _packed([s[:-1] for s in seqs], own, align="left", width=max(map(len, seqs)))
+    # Sorted, neighbouring rows share their prefix up to the first column where they
+    # differ; a prefix of n tokens then splits the rows at each neighbour pair that
+    # differs before n, so the longest n keeping at most ``max_groups`` groups is read
+    # off the sorted split points (one sort, not one pass per token).
+    order = np.lexsort(tokens.T[::-1])
+    ranked = tokens[order]
+    differ = ranked[1:] != ranked[:-1]  # (B - 1, W)
+    split_at = np.where(differ.any(1), differ.argmax(1), tokens.shape[1])
+    n = tokens.shape[1]
+    if len(split_at) >= max_groups:
+        n = min(n, int(np.partition(split_at, max_groups - 1)[max_groups - 1]))
+    labels = np.empty(b, dtype=np.int64)
+    labels[order] = np.concatenate([[0], np.cumsum(split_at < n)])
+    # Groups numbered in order of first appearance, rows in order within each.
+    first = np.full(int(labels.max()) + 1, b)
+    np.minimum.at(first, labels, np.arange(b))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    labels = rank[labels]
     order = np.argsort(labels, kind="stable")
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     return [part.tolist() for part in np.split(order, cuts)]
-
-
-def _first_seen(keys: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each key's rank in order of first appearance, and the number of distinct keys.
-
-    >>> _first_seen(np.array([7, 3, 7, 9]))[0].tolist()
-    [0, 1, 0, 2]
-    """
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(len(uniq))
-    return rank[inverse.reshape(-1)], len(uniq)
 
 
 def forward_shared(

@@ -361,7 +361,10 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     # Per-sample terms are divided by the minibatch's own samples, replays not counted,
     # so a memory adds target pulls without diluting the other terms.
     size = len(own) or len(replays)
-    masks = [torch.ones(1, max(1, len(s.decision.logprobs))) for s in own]
+    # One (B, T) mask of every own sample's units: the denominators count the same
+    # units and rows as one mask per sample would, without a tensor per sample.
+    units = [max(1, len(s.decision.logprobs)) for s in own]
+    masks = [_pad([(1.0,) * n for n in units], max(units))] if own else []
     denom = global_denom(learner.loss.aggregation, masks) if masks else 1.0
     # Each term's context under the weights of this very step (e.g. the signalling
     # marginals), held fixed for its micro-batches.

@@ -59,18 +59,21 @@ class KL(Term):
         for start, end in learner_micro_batches(learner, todo):
             part = todo[start:end]
             scored = self.reference.scorer.score(part)
-            for row, (d, lp) in enumerate(zip(part, scored.logp, strict=True)):
+            lengths = scored.mask.sum(1).long().tolist()
+            for d, lp, n in zip(part, scored.logp, lengths, strict=True):
                 # Held with its decision, so the id cannot be reused while kept.
-                self._scored[id(d)] = (d, lp[: int(scored.mask[row].sum())])
-        return [self._scored[id(s.decision)][1] for s in own], {}
+                self._scored[id(d)] = (d, lp[:n])
+        rows = [self._scored[id(s.decision)][1] for s in own]
+        # One (B, T) tensor, zeros past each row's units, which ``loss`` indexes.
+        return (_stack(rows) if rows else None), {}
 
     def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
         if self.cfg is None or not micro.rows:
             return None, {}
         width = micro.logp.shape[1]
         # Own samples come first in the minibatch's order, so row r is own sample start + r.
-        rows = [context[micro.start + r] for r in micro.rows]
-        ref_logp = torch.stack([F.pad(lp, (0, width - len(lp))) for lp in rows])  # (B, T)
+        index = torch.tensor(micro.rows, device=context.device) + micro.start
+        ref_logp = F.pad(context[index, :width], (0, max(0, width - context.shape[1])))
         per_unit = kl_penalty(micro.logp, ref_logp, estimator=self.cfg.estimator)
         kl = micro.aggregate(per_unit, micro.mask, denom=micro.denom)
         return self.cfg.coef * kl, {"loss/kl": kl.item()}
@@ -86,6 +89,13 @@ class KL(Term):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reference.model.load_state_dict(state["weights"])
+
+
+def _stack(rows: Sequence[Tensor]) -> Tensor:
+    """Rows of different lengths as one (B, T) tensor, zeros after each row's end."""
+    if all(len(r) == len(rows[0]) for r in rows):
+        return torch.stack(list(rows))
+    return torch.nn.utils.rnn.pad_sequence(list(rows), batch_first=True)
 
 
 @torch.no_grad()
