@@ -14,7 +14,7 @@ Both are saved as a plain Hugging Face folder in a temporary directory.
 
 Then ``coplay train`` runs Kuhn poker self-play in text mode with chat context from
 that folder in a subprocess (a few iterations, small sampled evaluation), timed, with
-the child's peak resident memory (``getrusage(RUSAGE_CHILDREN).ru_maxrss``). From the
+the child's peak resident memory (its ``ru_maxrss``). From the
 run directory it checks and prints:
 
 - the chat template was used: every prompt in ``transcripts.jsonl`` opens with the
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -139,16 +138,19 @@ def train_command(folder: Path, out: Path, args: argparse.Namespace) -> list[str
     return [sys.executable, "-m", "coplay.cli", "train", "--out", str(out), *overrides]
 
 
-def run_training(cmd: Sequence[str]) -> tuple[float, float]:
-    """Run ``cmd``; its wall seconds and peak resident memory in MiB."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+def run_training(cmd: Sequence[str], log: Path) -> tuple[float, float]:
+    """Run ``cmd`` (output to ``log``); its wall seconds and peak resident memory in MiB."""
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    with log.open("w") as f:
+        child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": path}, stdout=f, stderr=f)
+        # wait4: this child's own peak (ru_maxrss, KiB on Linux), not the largest child's.
+        _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    if done.returncode:
-        raise RuntimeError(f"coplay train failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    # ru_maxrss is in KiB on Linux: the largest child so far, which is this one.
-    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    code = child.returncode = os.waitstatus_to_exitcode(status)
+    if code:
+        raise RuntimeError(f"coplay train failed ({code}):\n{log.read_text()[-3000:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def check_chat(run: Path, tok) -> dict:
@@ -179,7 +181,9 @@ def check_chat(run: Path, tok) -> dict:
         "later_turns": follow_ups,
         "token_exact_turns": chains,
         "token_exact": follow_ups > 0 and chains == follow_ups,
-        "example_prompt": prompts[max(range(len(turns)), key=lambda i: len(turns[i]["prompt_ids"]))],
+        "example_prompt": prompts[
+            max(range(len(turns)), key=lambda i: len(turns[i]["prompt_ids"]))
+        ],
     }
 
 
@@ -215,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         folder, out = Path(tmp) / "qwen2", Path(tmp) / "run"
         model = build_folder(folder, args.quick)
-        wall, peak = run_training(train_command(folder, out, args))
+        wall, peak = run_training(train_command(folder, out, args), Path(tmp) / "train.log")
         tok = AutoTokenizer.from_pretrained(folder)
         result = {
             "model": model,
@@ -239,7 +243,9 @@ def report(r: dict) -> None:
     )
     print(f"chat template used: {r['template_used']} ({r['turns']} turns, {r['episodes']} games)")
     print(f"reasoning block asked for in the system message: {r['think_instruction']}")
-    print(f"token exact: {r['token_exact']} ({r['token_exact_turns']}/{r['later_turns']} later turns)")
+    print(
+        f"token exact: {r['token_exact']} ({r['token_exact_turns']}/{r['later_turns']} later turns)"
+    )
     tps = ", ".join(f"{x:.1f}" for x in r["tokens_per_s"])
     print(f"generated tokens/s per iteration: {tps}")
     upd = ", ".join(f"{x:.1f}" for x in r["update_s"] if x is not None)
