@@ -159,7 +159,7 @@ def check_chat(run: Path, tok) -> dict:
 
     instruction = TextConfig().format.instruction
     system = f"{IM_START}system\n{instruction}{IM_END}\n{IM_START}user\n"
-    episodes = [json.loads(line) for line in (run / "transcripts.jsonl").open()]
+    episodes = [json.loads(line) for line in (run / "transcripts.jsonl").read_text().splitlines()]
     turns = [t for e in episodes for t in e["turns"]]
     prompts = [tok.decode(t["prompt_ids"]) for t in turns]
     chains = follow_ups = 0
@@ -189,7 +189,7 @@ def check_chat(run: Path, tok) -> dict:
 
 def throughput(run: Path) -> dict:
     """Generated tokens per second of each iteration's rollout, and update seconds."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "perf/rollout_s" in r]
     per_iter = [
         r["rollout/response_len"] * r["rollout/decisions"] / r["perf/rollout_s"] for r in rows
