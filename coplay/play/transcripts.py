@@ -2,16 +2,17 @@
 
 ``transcripts.jsonl`` is written by ``coplay.report.sinks.append_transcripts``: one
 episode per line with every turn's observation, answer and log-probs. Replay needs
-the readable part only (no token ids), so this reader keeps that and skips a line a
-kill left half written.
+the readable part only (no token ids), so this reader keeps that; lines are read as
+the report reads them (``read_jsonl``: a line a kill left half written is skipped).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+from coplay.report.runfiles import read_jsonl
 
 TRANSCRIPTS = "transcripts.jsonl"
 
@@ -49,14 +50,8 @@ def read_transcripts(path: Path) -> list[ReplayGame]:
     """Every game of a ``transcripts.jsonl`` file (none when the file is missing)."""
     if not path.is_file():
         return []
-    games = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the torn last line of a killed run
-        games.append(_game(record))
-    return games
+    # the report's reader: a torn last line is skipped, any other bad line is an error
+    return [_game(record) for record in read_jsonl(path)]
 
 
 def _game(record: dict) -> ReplayGame:
