@@ -76,9 +76,6 @@ def chain_token_logps(
     device = next(model.parameters()).device
     seqs = [_full(decisions[c[-1]]) for c in chains]
     ids, attn, pos = left_pad(seqs, pad_id)
-    logits = model(
-        input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device)
-    ).logits  # (C, L, V)
     width = max(len(d.response_ids) for d in decisions)
     n = len(decisions)
     rows, cols, where, targets = [], [], [], []
@@ -91,7 +88,17 @@ def chain_token_logps(
                 cols.append(start + k - 1)  # the logits one step back predict the token
                 where.append(i * width + k)
                 targets.append(tok)
-    picked = logits[torch.tensor(rows, device=device), torch.tensor(cols, device=device)]
+    # Logits only at the columns some answer token is read from: the prompts (rules,
+    # observations) are most of a conversation, and each logit row is vocabulary-wide.
+    keep = torch.tensor(sorted(set(cols)))
+    logits = model(
+        input_ids=ids.to(device),
+        attention_mask=attn.to(device),
+        position_ids=pos.to(device),
+        logits_to_keep=keep.to(device),
+    ).logits  # (C, len(keep), V)
+    kept = torch.searchsorted(keep, torch.tensor(cols))
+    picked = logits[torch.tensor(rows, device=device), kept.to(device)]
     dist = sampling_logps(picked, temperature=temperature, top_k=top_k, top_p=top_p)  # (N, V)
     tgt = torch.tensor(targets, device=device)
     logp = dist.gather(-1, tgt[:, None]).squeeze(-1)
