@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 python benchmarks/update_memory.py                 # default settings
     OMP_NUM_THREADS=1 python benchmarks/update_memory.py --budgets auto 1000000000
+    OMP_NUM_THREADS=1 python benchmarks/update_memory.py --budgets auto auto+ckpt --game tic_tac_toe
 
 Each setting runs in a fresh process: it builds the model from a config (no download;
 Qwen2's vocabulary of 151,936 tokens, hidden size 512, 8 layers: 0.1B parameters),
@@ -9,7 +10,9 @@ with the tiny model's tokenizer trained on the game's text (so prompts are as lo
 the game's), plays ``--games`` games of the game in choice mode, and takes one update
 (``coplay.train.learner.update``) on every decision with random advantages and the
 default ``OptimConfig`` and ``LossConfig``, except the micro-batch token budget
-(``auto``: the default; a large number: one pass per minibatch, as before budgets).
+(``auto``: the default; a large number: one pass per minibatch, as before budgets);
+a setting ending in ``+ckpt`` (``auto+ckpt``) also turns on
+``optim.activation_checkpointing``.
 Printed per setting: the peak resident memory of the process during the update
 (sampled from /proc every 5 ms, so the rollout's own peak does not count), the
 resident memory before it, the update's seconds and its number of forward passes.
@@ -88,9 +91,11 @@ def child(game: str, games: int, budget: str, kl: bool) -> dict:
     decisions = [t.decision for e in episodes for t in e.turns]
     advantages = np.random.default_rng(0).normal(size=len(decisions))
     samples = [Sample(d, float(a)) for d, a in zip(decisions, advantages, strict=True)]
-    tokens = None if budget == "auto" else int(budget)
+    size, ckpt = budget.removesuffix("+ckpt"), budget.endswith("+ckpt")
+    tokens = None if size == "auto" else int(size)
     loss = LossConfig(kl=KLConfig(coef=0.1)) if kl else LossConfig()
-    learner = make_learner(policy, loss, OptimConfig(micro_batch_tokens=tokens))
+    optim = OptimConfig(micro_batch_tokens=tokens, activation_checkpointing=ckpt)
+    learner = make_learner(policy, loss, optim)
     fused = learner.optimizer.defaults.get("fused")
     passes = []
     step = learner_module._micro_step
@@ -125,7 +130,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--game", default="kuhn_poker")
     ap.add_argument("--games", type=int, default=128)
-    ap.add_argument("--budgets", nargs="+", default=["auto"], help="'auto' or token counts")
+    ap.add_argument(
+        "--budgets", nargs="+", default=["auto"], help="'auto' or token counts, +ckpt: checkpointed"
+    )
     ap.add_argument("--kl", action="store_true", help="a KL term (a frozen reference copy)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="also write the rows here")

@@ -135,6 +135,19 @@ def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[li
     return [part.tolist() for part in np.split(order, cuts)]
 
 
+def caching(model: PreTrainedModel) -> bool:
+    """Whether a forward pass of ``model`` may build and read a KV cache. Not in a
+    training pass with activation checkpointing (``optim.activation_checkpointing``):
+    Hugging Face's checkpointed blocks drop the cache there, and a continuation pass
+    would write it again when the backward pass recomputes the block. Scoring then
+    runs every sequence whole, which gives the same numbers up to float rounding."""
+    if not model.training:
+        return True
+    # transformers 5.20 renamed gradient checkpointing to activation checkpointing
+    on = getattr(model, "is_activation_checkpointing", None)
+    return not (on if on is not None else getattr(model, "is_gradient_checkpointing", False))
+
+
 def forward_shared(
     model: PreTrainedModel,
     seqs: Sequence[Sequence[int]],
@@ -153,7 +166,7 @@ def forward_shared(
     ``limit`` caps the shared tokens where the caller needs logits further back.
     """
     device = next(model.parameters()).device
-    n = shared_prefix_len(seqs) if len(seqs) > 1 else 0
+    n = shared_prefix_len(seqs) if len(seqs) > 1 and caching(model) else 0
     n = n if limit is None else max(0, min(n, limit))
     ids, attn, pos = left_pad([s[n:] for s in seqs], pad_id)
     ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
@@ -282,6 +295,10 @@ def choice_sequence_logps(
     error. Prompts are grouped by shared prefix (``prefix_groups``) so the rules
     text every prompt opens with runs once per group, not once per row.
     """
+    if not caching(model) and any(len(c) > 1 for _, cs in items for c in cs):
+        # no cache to continue the prompts from: each candidate after its prompt, whole
+        pairs = [(p, c) for p, cs in items for c in cs]
+        return sequence_logps(model, pairs, temperature=temperature)
     groups = prefix_groups([p for p, _ in items])
     if len(groups) == 1:
         return _choice_group(model, items, temperature=temperature, pad_id=pad_id)
@@ -339,7 +356,7 @@ def _choice_group(
     """``choice_sequence_logps`` for prompts run as one batch with one shared prefix."""
     device = next(model.parameters()).device
     out, attn, pos = forward_shared(
-        model, [p for p, _ in items], pad_id, use_cache=True, logits_to_keep=1
+        model, [p for p, _ in items], pad_id, use_cache=caching(model), logits_to_keep=1
     )
     sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
     owner = torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device)

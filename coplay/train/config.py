@@ -121,6 +121,13 @@ class OptimConfig(_Strict):
     """Most padded tokens per forward/backward pass (a scored position's vocabulary
     counted as tokens too); None: as many as fit about 256 MiB of activations by the
     model's width and depth (coplay.train.micro), so a bigger model needs no setting."""
+    activation_checkpointing: bool = False
+    """Keep only each block's input for the backward pass and recompute the rest there
+    (Hugging Face activation checkpointing): activation memory per token falls to about
+    one hidden vector per layer, for about one more forward pass of time. For long
+    conversations of large models, where one sequence's activations outgrow the
+    memory; the token budget stays as set (raise it to use the memory saved). The
+    update's numbers are the same up to float rounding."""
 
 
 class MagnetConfig(_Strict):

@@ -51,6 +51,8 @@ class Learner:
     """Most padded tokens per forward/backward pass (``coplay.train.micro``)."""
     logit_weight: int = 1
     """Tokens one scored position's vocabulary rows count as in that budget."""
+    checkpointing: bool = False
+    """Activation checkpointing is on (``optim.activation_checkpointing``)."""
     terms: dict[str, LossTerm] = field(default_factory=dict)
     """The terms that are on, by config section name, in the order they are added."""
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -117,6 +119,9 @@ def make_learner(
     by an exploring behaviour policy (``policy_loss``)."""
     params = list(policy.model.parameters() if params is None else params)
     fused = optim.fused if optim.fused is not None else count(params) > FUSED_FROM
+    checkpointing = optim.activation_checkpointing
+    if checkpointing:
+        enable_checkpointing(policy.model)
     opt = torch.optim.AdamW(
         params, lr=optim.lr, weight_decay=optim.weight_decay, fused=True if fused else None
     )
@@ -133,11 +138,27 @@ def make_learner(
         micro_batch_size=optim.micro_batch_size,
         micro_batch_tokens=optim.micro_batch_tokens or auto_budget(policy.model.config),
         logit_weight=logit_tokens(policy.model.config),
+        checkpointing=checkpointing,
         terms=terms,
         scheduler=linear_schedule(opt, optim, iterations),
         tis_cap=tis_cap,
         idle_metrics=idle,
     )
+
+
+def enable_checkpointing(model) -> None:
+    """Turn on the model's activation checkpointing (training mode only: rollouts in
+    eval mode keep their KV caches). Non-reentrant, so no input needs a gradient and
+    LoRA adapters work as full weights do; the scorer stops sharing KV caches while
+    it is on (``coplay.policies.scoring.caching``)."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        name = type(model).__name__
+        raise ValueError(f"optim.activation_checkpointing: the model ({name}) does not support it")
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # its name from transformers 5.20
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def make_adapter_learner(

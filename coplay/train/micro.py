@@ -28,7 +28,9 @@ the log-softmax and its exponential (the entropy)."""
 
 
 def token_bytes(config) -> int:
-    """Estimated activation bytes per token of a model with this Hugging Face config."""
+    """Estimated activation bytes per token of a model with this Hugging Face config
+    (without activation checkpointing, which keeps fewer: the budget stays this
+    conservative estimate, so turning checkpointing on never raises the memory)."""
     hidden, width = config.hidden_size, getattr(config, "intermediate_size", 4 * config.hidden_size)
     floats = config.num_hidden_layers * (_PER_LAYER[0] * hidden + _PER_LAYER[1] * width)
     return floats * 4  # float32 activations, the learner's dtype on the CPU
@@ -44,19 +46,28 @@ def logit_tokens(config) -> int:
     return max(1, -(-config.vocab_size * 4 * _LOGIT_COPIES // token_bytes(config)))
 
 
-def cost(decision: Decision) -> tuple[int, int]:
+def cost(decision: Decision, *, cached: bool = True) -> tuple[int, int]:
     """(tokens run, positions scored) of one decision: its prompt and its answer
     (every candidate action's extra tokens, in choice mode), and the positions whose
-    vocabulary-wide distributions are kept."""
+    vocabulary-wide distributions are kept. Not ``cached`` (activation checkpointing),
+    a choice among multi-token actions runs each action after the whole prompt."""
     if decision.choice_ids:
         extra = sum(len(c) - 1 for c in decision.choice_ids)
+        if not cached and extra:
+            runs = len(decision.choice_ids)
+            return runs * len(decision.prompt_ids) + extra + runs, extra + runs
         return len(decision.prompt_ids) + extra, 1 + extra
     answer = len(decision.response_ids)
     return len(decision.prompt_ids) + answer, answer + 1
 
 
 def micro_batches(
-    decisions: Sequence[Decision], *, tokens: int, rows: int, logit_weight: int = 1
+    decisions: Sequence[Decision],
+    *,
+    tokens: int,
+    rows: int,
+    logit_weight: int = 1,
+    cached: bool = True,
 ) -> list[tuple[int, int]]:
     """``(start, end)`` of consecutive micro-batches of ``decisions`` (all of them, in
     order), each of at most ``rows`` decisions and, padded to its longest, at most
@@ -70,7 +81,7 @@ def micro_batches(
     cuts: list[tuple[int, int]] = []
     start, longest, scored = 0, 0, 0
     for i, d in enumerate(decisions):
-        length, positions = cost(d)
+        length, positions = cost(d, cached=cached)
         wider, more = max(longest, length), scored + positions
         size = i + 1 - start
         if i > start and (size > rows or size * wider + more * logit_weight > tokens):
@@ -84,10 +95,11 @@ def micro_batches(
 
 def learner_micro_batches(learner, decisions: Sequence[Decision]) -> list[tuple[int, int]]:
     """``micro_batches`` at a learner's settings (``Owner``: its row cap, token budget
-    and the weight of a scored position)."""
+    and the weight of a scored position; activation checkpointing: no KV cache)."""
     return micro_batches(
         decisions,
         tokens=learner.micro_batch_tokens,
         rows=learner.micro_batch_size,
         logit_weight=learner.logit_weight,
+        cached=not learner.checkpointing,
     )

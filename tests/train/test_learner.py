@@ -70,6 +70,24 @@ def test_micro_batch_1x8_equals_8x1(mode, aggregation, signalling):
     assert torch.allclose(params[0], params[1], atol=1e-7, rtol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_activation_checkpointing_leaves_the_gradient_unchanged(mode):
+    base = _policy(mode)
+    samples = _samples(base)
+    grads, flags = [], []
+    for on in (False, True):
+        policy = copy.deepcopy(base)
+        optim = OptimConfig(lr=1e-2, minibatch_size=8, activation_checkpointing=on)
+        loss = LossConfig(entropy=EntropyConfig(coef=0.01), kl=KLConfig(coef=0.1))
+        learner = make_learner(policy, loss, optim)
+        update(learner, samples, np.random.default_rng(0))
+        grads.append(_grad(learner))
+        flags.append(policy.model.is_activation_checkpointing)
+    assert flags == [False, True]
+    assert grads[0].abs().max() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-4)
+
+
 def test_signalling_bonus_alone_makes_choices_depend_on_the_observation():
     policy = _policy()
     samples = [Sample(s.decision, 0.0) for s in _samples(policy)]

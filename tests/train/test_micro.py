@@ -21,6 +21,9 @@ def test_cost_counts_tokens_run_and_positions_scored():
     # one prompt pass scores every first token; longer actions add a continuation
     assert cost(_choice(10, (1, 1, 1))) == (10, 1)
     assert cost(_choice(10, (2, 3))) == (13, 4)
+    # no KV cache (activation checkpointing): each multi-token action after the prompt
+    assert cost(_choice(10, (2, 3)), cached=False) == (25, 5)
+    assert cost(_choice(10, (1, 1, 1)), cached=False) == (10, 1)
 
 
 @pytest.mark.parametrize("tokens", [1, 5, 17, 40, 10**6])
