@@ -33,7 +33,9 @@ class HFBackend:
         version: int = 0,
     ) -> None:
         check_sampling(temperature=temperature, top_k=0, top_p=1.0)
-        self.model = model
+        # Rollouts run in eval mode (the learner switches to training mode for its
+        # update and back): no dropout, and KV caches even with activation checkpointing.
+        self.model = model.eval()
         self.tokenizer = tokenizer
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens

@@ -135,17 +135,19 @@ def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[li
     return [part.tolist() for part in np.split(order, cuts)]
 
 
+CHECKPOINTED = "coplay_activation_checkpointing"
+"""Attribute set on a model whose activation checkpointing the learner turned on
+(``coplay.train.learner.enable_checkpointing``): one lookup per forward pass instead of
+a walk over the model's modules."""
+
+
 def caching(model: PreTrainedModel) -> bool:
     """Whether a forward pass of ``model`` may build and read a KV cache. Not in a
     training pass with activation checkpointing (``optim.activation_checkpointing``):
     Hugging Face's checkpointed blocks drop the cache there, and a continuation pass
     would write it again when the backward pass recomputes the block. Scoring then
     runs every sequence whole, which gives the same numbers up to float rounding."""
-    if not model.training:
-        return True
-    # transformers 5.20 renamed gradient checkpointing to activation checkpointing
-    on = getattr(model, "is_activation_checkpointing", None)
-    return not (on if on is not None else getattr(model, "is_gradient_checkpointing", False))
+    return not (model.training and getattr(model, CHECKPOINTED, False))
 
 
 def forward_shared(

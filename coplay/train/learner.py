@@ -25,6 +25,7 @@ from coplay.algos.losses.aggregation import AGGREGATIONS, global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
 from coplay.policies.chains import conversations
 from coplay.policies.lm import LMPolicy
+from coplay.policies.scoring import CHECKPOINTED
 from coplay.train.micro import auto_budget, learner_micro_batches, logit_tokens
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import LossTerm, Metrics, Micro, Sample, Setup
@@ -159,6 +160,7 @@ def enable_checkpointing(model) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    setattr(model, CHECKPOINTED, True)
 
 
 def make_adapter_learner(
