@@ -274,6 +274,9 @@ def _play_parser(sub) -> None:
     pl.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 
 
+POPULATION_REPORT_HELP = "write the HTML report (meta-game, weights, curves) to <run>/report.html"
+
+
 def _population_parsers(sub) -> None:
     from coplay.eval.metasolvers import META_SOLVERS
     from coplay.population.league import SAMPLERS
@@ -303,6 +306,9 @@ def _population_parsers(sub) -> None:
     ps.add_argument(
         "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
     )
+    ps.add_argument(
+        "--report", action="store_true", help=f"{POPULATION_REPORT_HELP} after every iteration"
+    )
     ps.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
     lg = sub.add_parser("league", help="train against a league of frozen snapshots")
     lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
@@ -325,6 +331,7 @@ def _population_parsers(sub) -> None:
     lg.add_argument(
         "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
     )
+    lg.add_argument("--report", action="store_true", help=f"{POPULATION_REPORT_HELP} at the end")
     lg.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
 
 
@@ -972,21 +979,33 @@ def cmd_psro(args: argparse.Namespace) -> int:
         res = run_psro(
             cfg,
             out,
-            progress=lambda step: _psro_step(step, advance),
+            progress=lambda step: _psro_step(step, advance, out if args.report else None),
             resume=bool(args.resume),
         )
     console.print(f"members: {' '.join(res.members)}; run directory: {out}")
+    if args.report:
+        console.print(f"report: {_run_report(out)}")
     return 0
 
 
-def _psro_step(s, advance) -> None:
-    """Print what a PSRO iteration measured and count it done."""
+def _psro_step(s, advance, report_to: Path | None) -> None:
+    """Print what a PSRO iteration measured and count it done; rewrite the run's
+    report when asked."""
     console.print(
         f"iteration {s.iteration}: {s.members} members, "
         f"exploitability {s.exploitability:.4f}, response value {s.response_value:.4f} "
         f"(best {s.best_value:.4f}), {s.elapsed_s:.0f} s"
     )
+    if report_to is not None:
+        _run_report(report_to)
     advance(s.iteration + 1)
+
+
+def _run_report(out: Path) -> Path:
+    """``<out>/report.html`` of the run in ``out``, written atomically."""
+    from coplay.train.report import write_report
+
+    return write_report([out], out / "report.html")
 
 
 def cmd_league(args: argparse.Namespace) -> int:
@@ -1015,6 +1034,8 @@ def cmd_league(args: argparse.Namespace) -> int:
     for name, elo in zip(("learner", *res.members), res.elo, strict=True):
         rating = "not rated (no games)" if elo is None else f"Elo {elo:7.1f}"
         console.print(f"  {name:>12}  {rating}")
+    if args.report:
+        console.print(f"report: {_run_report(out)}")
     console.print(f"run directory: {out}")
     return 0
 

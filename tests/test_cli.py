@@ -273,15 +273,16 @@ def test_check_env_user_errors_exit_2_in_one_line(argv, message, capsys):
 def test_psro_and_league_smoke_runs(tmp_path, capsys):
     tiny = [*TINY, "train.eval_opponents=[]", "train.eval_every=2"]
     psro = tmp_path / "psro"
-    assert (
-        main(["psro", "--out", str(psro), "--iterations", "1", "--initial", "random", *tiny]) == 0
-    )
+    argv = ["psro", "--out", str(psro), "--iterations", "1", "--initial", "random", "--report"]
+    assert main([*argv, *tiny]) == 0
     assert "exploitability 0.4583" in capsys.readouterr().out  # uniform random Kuhn: 11/24
     assert len((psro / "psro.jsonl").read_text().splitlines()) == 2
+    assert '<table class="heatmap">' in (psro / "report.html").read_text()
     league = tmp_path / "league"
     argv = ["league", "--out", str(league), "--snapshot-every", "1", "--bots", "random", *tiny]
-    assert main(argv) == 0
+    assert main([*argv, "--report"]) == 0
     out = capsys.readouterr().out
+    assert "league/win_rate" in (league / "report.html").read_text()
     assert "0 (initial), 1 (schedule), 2 (schedule)" in out
     # The snapshot taken after the last iteration played no games: it gets no rating.
     assert "snap:2  not rated (no games)" in out and "snap:1  Elo" in out

@@ -17,7 +17,9 @@ other seats' views and their hidden moves are sent once the game is over.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import sys
 import threading
 from dataclasses import asdict
 from http import HTTPStatus
@@ -226,9 +228,31 @@ def make_server(
         ) from None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (localhost, 127.0.0.0/8, ::1).
+
+    >>> [is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "10.0.0.5")]
+    [True, True, True, False, False]
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost: it may resolve anywhere
+        return False
+
+
 def serve(session: Session, *, host: str, port: int, transcripts: Path | None) -> int:
     """Serve the page until Ctrl-C; the exit status (0)."""
     server = make_server(session, host=host, port=port, transcripts=transcripts)
+    if not is_loopback(host):
+        # The page has no login: anyone who reaches the address plays the session.
+        print(
+            f"coplay play: warning: serving on {host}, reachable from other machines; "
+            "the page has no login (the default --host 127.0.0.1 is local only)",
+            file=sys.stderr,
+            flush=True,
+        )
     replays = f", {len(server.replays)} recorded games to replay" if server.replays else ""
     print(f"coplay play: open {server.url} (Ctrl-C stops){replays}", flush=True)
     try:
