@@ -103,6 +103,9 @@ class Batch:
     that ran ahead of the learner), the newest."""
     seconds: float
     """Wall time of the play."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """What the source reports of the play beyond the episodes (a distributed source:
+    staleness, dropped and replayed groups, broadcast time)."""
 
 
 class EpisodeSource(Protocol):
