@@ -18,9 +18,9 @@ it replayed (``rollout/replayed_groups``).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +36,8 @@ from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import Batch, Plan, decision_versions
 from coplay.types import Episode, Policy
 
+RESTART_TIMEOUT_S = 300
+"""How long a dead worker may take to come back (it imports coplay and torch anew)."""
 MAX_ATTEMPTS = 5
 """Plays of one task before the run gives up on it (a worker that keeps dying)."""
 
@@ -54,6 +56,27 @@ def start_ray(cfg: RayConfig, workers: int) -> None:
         ray.init(address=cfg.address, **quiet)
     else:
         ray.init(num_cpus=cfg.num_cpus or max(1, int(workers * cfg.worker_cpus)), **quiet)
+
+
+def start_workers(
+    game: GameRef,
+    workers: int,
+    cfg: RayConfig,
+    invalid: InvalidActionConfig | None = None,
+    max_turns: int | None = None,
+) -> list[Any]:
+    """``workers`` rollout actors for ``game``, spread over the cluster's nodes and
+    restarted by Ray when they die (``cfg.max_restarts``)."""
+    if workers < 1:
+        raise ValueError(f"a Ray source needs at least one worker, got {workers}")
+    start_ray(cfg, workers)
+    actor = ray.remote(RolloutWorker).options(
+        num_cpus=cfg.worker_cpus,
+        max_restarts=cfg.max_restarts,
+        max_task_retries=0,  # the driver replays a dead worker's task itself, counted
+        scheduling_strategy="SPREAD",
+    )
+    return [actor.remote(game, invalid, max_turns) for _ in range(workers)]
 
 
 def version_of(policy: Policy) -> int:
@@ -76,9 +99,10 @@ class Shipping:
     def __init__(self) -> None:
         self.sent: dict[str, _Sent] = {}
         self.weights: dict[str, tuple[int, Any]] = {}
-        self.learning: set[str] = set()
-        """Ids whose version moved since they were first shipped: the learners."""
-        self.tokens = itertools.count()
+
+    def moved(self, current: Mapping[str, int]) -> set[str]:
+        """Ids now at another version than they were first shipped at: the learners."""
+        return {pid for pid, sent in self.sent.items() if current.get(pid, sent.base) != sent.base}
 
     def ship(self, ids: Sequence[str], policies: Mapping[str, Policy]) -> dict[str, Shipment]:
         out = {}
@@ -88,14 +112,13 @@ class Shipping:
             # A policy without a model cannot take weights: a new version is a new object.
             movable = hasattr(policy, "model") and hasattr(policy, "backend")
             if sent is None or sent.policy is not policy or (version != sent.base and not movable):
-                sent = self.sent[pid] = _Sent(policy, next(self.tokens), version, ray.put(policy))
+                sent = self.sent[pid] = _Sent(policy, uuid.uuid4().int, version, ray.put(policy))
             out[pid] = Shipment(sent.token, version, sent.ref, self._weights(pid, sent, version))
         return out
 
     def _weights(self, pid: str, sent: _Sent, version: int) -> Any | None:
         if version == sent.base:
             return None
-        self.learning.add(pid)
         have = self.weights.get(pid)
         if have is None or have[0] != version:
             have = self.weights[pid] = (version, ray.put(sent.policy.model.state_dict()))
@@ -110,7 +133,8 @@ def split(plan: Plan, parts: int) -> list[list[int]]:
         groups.setdefault(g, []).append(i)
     total, shares, done = len(plan.seeds), [[] for _ in range(parts)], 0
     for games in groups.values():
-        shares[min(parts - 1, done * parts // max(1, total))].extend(games)
+        # by the group's middle game, so a large group goes where most of it falls
+        shares[min(parts - 1, (2 * done + len(games)) * parts // (2 * total))].extend(games)
         done += len(games)
     return [s for s in shares if s]
 
@@ -146,18 +170,15 @@ class RaySource:
         ray_config: RayConfig | None = None,
         invalid: InvalidActionConfig | None = None,
         max_turns: int | None = None,
+        actors: Sequence[Any] | None = None,
     ) -> None:
-        if workers < 1:
-            raise ValueError(f"a Ray source needs at least one worker, got {workers}")
-        cfg = ray_config or RayConfig()
-        start_ray(cfg, workers)
-        actor = ray.remote(RolloutWorker).options(
-            num_cpus=cfg.worker_cpus,
-            max_restarts=cfg.max_restarts,
-            max_task_retries=0,  # the driver replays a dead worker's task itself, counted
-            scheduling_strategy="SPREAD",
-        )
-        self.workers = [actor.remote(game, invalid, max_turns) for _ in range(workers)]
+        """``actors``: rollout workers already started (``start_workers``) for this
+        game, to play on instead of starting ``workers`` new ones."""
+        if actors is None:
+            actors = start_workers(game, workers, ray_config or RayConfig(), invalid, max_turns)
+        if not actors:
+            raise ValueError(f"a Ray source needs at least one worker, got {len(actors)}")
+        self.workers = list(actors)
         self.max_staleness = max_staleness
         self.lookahead = max_staleness
         """Plans the loop may hand over (``submit``) before the one it plays next."""
@@ -176,7 +197,8 @@ class RaySource:
         flight = held[1] if held is not None else self._launch(plan, policies)
         episodes, replayed = self._collect(flight)
         current = {pid: version_of(p) for pid, p in policies.items()}
-        kept, metrics = keep_fresh(episodes, current, self.shipping.learning, self.max_staleness)
+        learning = self.shipping.moved(current)
+        kept, metrics = keep_fresh(episodes, current, learning, self.max_staleness)
         metrics["rollout/replayed_groups"] = float(replayed)
         metrics["perf/broadcast_s"] = flight.broadcast_s
         return Batch(tuple(kept), decision_versions(kept), time.perf_counter() - start, metrics)
@@ -209,12 +231,29 @@ class RaySource:
                         f"the same {len(task.games)} games; giving up"
                     ) from None
                 replayed += len(set(task.plan.group_ids))
+                self._await_restart(task.worker)
                 task.future = self.workers[task.worker].play.remote(task.plan, task.shipments)
                 task.attempts += 1
                 todo.append(task)
                 continue
             played |= dict(zip(task.games, episodes, strict=True))
         return [played[i] for i in sorted(played)], replayed
+
+    def _await_restart(self, worker: int) -> None:
+        """Wait until Ray has the dead worker running again (calls made while it
+        restarts fail at once rather than wait)."""
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            try:
+                ray.get(self.workers[worker].pid.remote())
+                return
+            except RayActorError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"rollout worker {worker} died and was not back within "
+                        f"{RESTART_TIMEOUT_S} s (ray.max_restarts used up?)"
+                    ) from None
+                time.sleep(0.2)
 
     def worker_pids(self) -> list[int]:
         return ray.get([w.pid.remote() for w in self.workers])

@@ -29,7 +29,7 @@ class Shipment:
     """How a worker gets one policy id at one version."""
 
     token: int
-    """Which driver-side object the id names (a new object is a new token)."""
+    """Which driver-side object the id names (random: a new object, a new token)."""
     version: int
     """The version to play at."""
     policy: Any
@@ -59,7 +59,8 @@ class RolloutWorker:
 
     def _receive(self, pid: str, shipment: Shipment) -> None:
         policy = self.policies.get(pid)
-        if policy is None or self.tokens[pid] != shipment.token:
+        stale = policy is not None and getattr(policy, "version", 0) != shipment.version
+        if policy is None or self.tokens[pid] != shipment.token or (stale and not shipment.weights):
             policy = self.policies[pid] = ray.get(shipment.policy)
             self.tokens[pid] = shipment.token
         if getattr(policy, "version", 0) != shipment.version:
