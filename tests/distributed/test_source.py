@@ -114,6 +114,8 @@ def test_async_workers_play_ahead_within_the_bound(pool, tmp_path, k):
         versions = {d.policy_version for e in batch.episodes for d in decisions(e)}
         assert versions == {t - min(t, k)}
         assert m["rollout/stale_dropped_frac"] == 0.0
+        # the PPO ratio (current / sampling policy) spreads around 1 as samples age
+        assert m["loss/ratio_min"] <= 1.0 <= m["loss/ratio_max"]
         if t:  # the learner is known once its version has moved
             assert m[f"rollout/staleness/seat0/{min(t, k)}"] == 1.0
             assert m[f"rollout/staleness/seat1/{min(t, k)}"] == 1.0
