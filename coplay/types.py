@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class GameKind(StrEnum):
@@ -232,6 +235,17 @@ class Policy(Protocol):
     version: int
 
     def act(self, observations: Sequence[Observation]) -> list[Decision]: ...
+
+
+@runtime_checkable
+class Streamed(Protocol):
+    """A policy that can draw each observation's sample from a generator of its own:
+    the stream of the seat it plays in that game (``coplay.rollout.engine``), so a
+    game's draws do not depend on which other games share the batch."""
+
+    def act_streamed(
+        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+    ) -> list[Decision]: ...
 
 
 @runtime_checkable

@@ -285,7 +285,8 @@ def test_psro_and_league_smoke_runs(tmp_path, capsys):
     assert "league/win_rate" in (league / "report.html").read_text()
     assert "0 (initial), 1 (schedule), 2 (schedule)" in out
     # The snapshot taken after the last iteration played no games: it gets no rating.
-    assert "snap:2  not rated (no games)" in out and "snap:1  Elo" in out
+    # (Which earlier snapshot the two iterations sampled is the draw's affair.)
+    assert "snap:2  not rated (no games)" in out and "learner  Elo" in out
     assert json.loads((league / "summary.json").read_text())["elo"]["snap:2"] is None
     assert (league / "snapshots" / "iter_000002" / "config.json").is_file()
 

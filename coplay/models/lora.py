@@ -105,6 +105,10 @@ class AdapterPolicy(LMPolicy):
         self.activate()
         return super().act(observations)
 
+    def act_streamed(self, observations: Sequence[Observation], rngs) -> list[Decision]:
+        self.activate()
+        return super().act_streamed(observations, rngs)
+
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         self.activate()
         return super().action_probs(observations)
@@ -131,6 +135,10 @@ class BaseView(LMPolicy):
     def act(self, observations: Sequence[Observation]) -> list[Decision]:
         with self.model.disable_adapter():
             return super().act(observations)
+
+    def act_streamed(self, observations: Sequence[Observation], rngs) -> list[Decision]:
+        with self.model.disable_adapter():
+            return super().act_streamed(observations, rngs)
 
     @property
     def scorer(self) -> Scorer:

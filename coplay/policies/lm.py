@@ -242,15 +242,41 @@ class LMPolicy:
         Choice mode scores the legal actions where the game lists them and writes
         free text where it does not (``legal_actions is None``); text mode always writes.
         """
+        return self._act(observations, None)
+
+    @torch.no_grad()
+    def act_streamed(
+        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+    ) -> list[Decision]:
+        """``act`` with each choice drawn from its own generator in ``rngs`` (a seat's
+        stream, ``coplay.rollout.engine``), so a game's draws do not depend on the
+        other games of the batch. Written answers draw from one generator seeded from
+        every row's stream: reproducible, but tied to the batch they are written in."""
+        if len(rngs) != len(observations):
+            raise ValueError(f"got {len(observations)} observations but {len(rngs)} streams")
+        return self._act(observations, rngs)
+
+    def _act(
+        self,
+        observations: Sequence[Observation],
+        rngs: Sequence[np.random.Generator] | None,
+    ) -> list[Decision]:
         if not observations:
             return []
         if self.mode == "text":
-            return self._act_text(observations)
+            return self._act_text(observations, rngs)
         listed = [o.legal_actions is not None for o in observations]
+        own = rngs or [None] * len(observations)
         return _merge(
             listed,
-            self._act_choice([o for o, c in zip(observations, listed, strict=True) if c]),
-            self._act_text([o for o, c in zip(observations, listed, strict=True) if not c]),
+            self._act_choice(
+                [o for o, c in zip(observations, listed, strict=True) if c],
+                rngs=[r for r, c in zip(own, listed, strict=True) if c] if rngs else None,
+            ),
+            self._act_text(
+                [o for o, c in zip(observations, listed, strict=True) if not c],
+                [r for r, c in zip(own, listed, strict=True) if not c] if rngs else None,
+            ),
         )
 
     @torch.no_grad()
@@ -311,7 +337,10 @@ class LMPolicy:
         return self._act_choice(observations, forced=indices)
 
     def _act_choice(
-        self, observations: Sequence[Observation], forced: Sequence[int] | None = None
+        self,
+        observations: Sequence[Observation],
+        forced: Sequence[int] | None = None,
+        rngs: Sequence[np.random.Generator] | None = None,
     ) -> list[Decision]:
         if not observations:
             return []
@@ -323,7 +352,9 @@ class LMPolicy:
         lp_flat = torch.cat(list(logps)).cpu()  # (N,) every item's actions in turn
         # Row by row where exploration mixes: the op's float rounding depends on length.
         mix_flat = torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu()
-        if forced is None:
+        if forced is None and rngs is not None:
+            picks = sample_rows_streamed(mix_flat.exp(), sizes, rngs)
+        elif forced is None:
             picks = sample_rows(mix_flat.exp(), sizes, self.generator)
         else:
             picks = [f % k for f, k in zip(forced, sizes, strict=True)]
@@ -393,18 +424,23 @@ class LMPolicy:
             out.append(prompt)
         return tuple(out)
 
-    def _act_text(self, observations: Sequence[Observation]) -> list[Decision]:
+    def _act_text(
+        self,
+        observations: Sequence[Observation],
+        rngs: Sequence[np.random.Generator] | None = None,
+    ) -> list[Decision]:
         if not observations:
             return []
         prompts = [self.prompt_ids(o) for o in observations]
+        generator = self.generator if rngs is None else joint_generator(rngs)
         if self.mode != "text":  # choice mode's message turns, as they have always been
-            responses = self.backend.generate(prompts, generator=self.generator)
+            responses = self.backend.generate(prompts, generator=generator)
             return [
                 self._decision(o, p, ids, lps, None)
                 for o, p, (ids, lps) in zip(observations, prompts, responses, strict=True)
             ]
         sampling = self.text.sampling(self.tokenizer)
-        responses = self.backend.generate(prompts, generator=self.generator, sampling=sampling)
+        responses = self.backend.generate(prompts, generator=generator, sampling=sampling)
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
             ids, lps = cut_at_stop(ids, lps, sampling.stop)
@@ -465,6 +501,27 @@ def sample_rows(probs: torch.Tensor, sizes: Sequence[int], generator: torch.Gene
     table = probs.new_full((len(sizes), max(sizes)), -1.0)  # below any ratio p / q >= 0
     table[rows, cols] = probs / q
     return table.argmax(1).tolist()
+
+
+def sample_rows_streamed(
+    probs: torch.Tensor, sizes: Sequence[int], rngs: Sequence[np.random.Generator]
+) -> list[int]:
+    """``sample_rows`` with row ``i``'s exponentials drawn from ``rngs[i]``: the argmax
+    of p / q row by row (the Gumbel trick), each row's draw its own generator's."""
+    p = probs.double().numpy()
+    picks, start = [], 0
+    for size, rng in zip(sizes, rngs, strict=True):
+        row = p[start : start + size]
+        picks.append(int(np.argmax(row / rng.standard_exponential(size))))
+        start += size
+    return picks
+
+
+def joint_generator(rngs: Sequence[np.random.Generator]) -> torch.Generator:
+    """One torch generator seeded by a draw from each stream (every stream advances
+    once), for draws that a backend makes for a whole batch at once."""
+    seeds = [int(r.integers(2**62)) for r in rngs]
+    return torch.Generator().manual_seed(hash(tuple(seeds)) % 2**62)
 
 
 def _merge(

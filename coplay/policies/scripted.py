@@ -49,11 +49,25 @@ class ScriptedPolicy:
         self._rng.bit_generator.state = state
 
     def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        return self._act(observations, [self._rng] * len(observations))
+
+    def act_streamed(
+        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+    ) -> list[Decision]:
+        """``act`` with observation ``i``'s action drawn from ``rngs[i]`` (its seat's
+        stream, ``coplay.rollout.engine``)."""
+        if len(rngs) != len(observations):
+            raise ValueError(f"got {len(observations)} observations but {len(rngs)} streams")
+        return self._act(observations, rngs)
+
+    def _act(
+        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+    ) -> list[Decision]:
         decisions = []
-        for probs in self.action_probs(observations):
+        for probs, rng in zip(self.action_probs(observations), rngs, strict=True):
             actions = list(probs)
             weights = np.fromiter(probs.values(), dtype=float)
-            action = actions[self._rng.choice(len(actions), p=weights / weights.sum())]
+            action = actions[rng.choice(len(actions), p=weights / weights.sum())]
             decisions.append(Decision(text=action, action=action, policy_id=self.policy_id))
         return decisions
 
@@ -72,11 +86,15 @@ class RandomPolicy(ScriptedPolicy):
             probs.append(dict.fromkeys(legal, 1.0 / len(legal)))
         return probs
 
-    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+    def _act(
+        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+    ) -> list[Decision]:
         """Uniform over the legal actions; a free-text turn (no legal list, such as a
         message turn of a talk game) is answered with an empty message."""
-        listed = [o for o in observations if o.legal_actions is not None]
-        chosen = iter(super().act(listed))
+        rows = [
+            (o, r) for o, r in zip(observations, rngs, strict=True) if o.legal_actions is not None
+        ]
+        chosen = iter(super()._act([o for o, _ in rows], [r for _, r in rows]))
         return [
             next(chosen)
             if o.legal_actions is not None

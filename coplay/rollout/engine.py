@@ -15,6 +15,13 @@ A game may start from a recorded position instead of the initial state (a restar
 see ``coplay.rollout.restarts``): its joint actions are replayed after ``reset`` and
 play goes on from there, optionally with the first move assigned (an ``Opening``:
 the policy scores it as its own, ``Steerable.act_forced``).
+
+Given per-game ``streams``, every seat of a game draws from its own generator seeded
+from ``(stream, seat)``: the policy's samples (``Streamed.act_streamed``) and the
+penalty moves of invalid answers alike. A game then plays the same whatever other
+games share its batch, so a plan split over several engines (``coplay.distributed``)
+plays what one engine plays. Without streams each policy draws from its own generator
+in batch order, and penalties from ``rng``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from coplay.types import (
     Opening,
     Policy,
     Steerable,
+    Streamed,
     Trajectory,
     Turn,
 )
@@ -117,6 +125,17 @@ class _Live:
     """Reward earned during the replayed prefix, per player: not part of the returns."""
     opening: Opening | None = None
     """The first move after the prefix, assigned rather than sampled."""
+    stream: int | None = None
+    """Seed of this game's per-seat random streams; None: the shared generators."""
+    rngs: dict[int, np.random.Generator] = field(default_factory=dict)
+
+    def rng(self, player: int) -> np.random.Generator | None:
+        """``player``'s own stream (made on first use), or None without streams."""
+        if self.stream is None:
+            return None
+        if player not in self.rngs:
+            self.rngs[player] = seat_stream(self.stream, player)
+        return self.rngs[player]
 
     def forced(self, player: int) -> int | None:
         """The legal-action index ``player`` must play now, if its move is assigned."""
@@ -124,6 +143,11 @@ class _Live:
         if o is None or o.player != player or self.step != len(self.prefix):
             return None
         return o.index
+
+
+def seat_stream(stream: int, player: int) -> np.random.Generator:
+    """The generator of seat ``player`` in the game of ``stream``."""
+    return np.random.default_rng([stream, player])
 
 
 def play_episodes(
@@ -138,6 +162,7 @@ def play_episodes(
     prefixes: Sequence[Sequence[JointAction]] | None = None,
     openings: Sequence[Opening | None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    streams: Sequence[int] | None = None,
 ) -> list[Episode]:
     """Play one episode per seating (seat -> policy) and seed, all at once.
 
@@ -154,6 +179,8 @@ def play_episodes(
       openings: per episode, the first move after the prefix assigned to one player
         (None: sampled); that player's policy must be ``Steerable``.
       on_progress: told the number of finished games after every round of moves.
+      streams: per episode, the seed of its seats' own random streams (policy samples
+        of ``Streamed`` policies and penalty moves); None: shared generators.
     """
     if len(seatings) != len(seeds):
         raise ValueError(f"got {len(seatings)} seatings but {len(seeds)} seeds")
@@ -162,21 +189,23 @@ def play_episodes(
     group_ids = list(seeds) if group_ids is None else list(group_ids)
     prefixes = [()] * len(seeds) if prefixes is None else list(prefixes)
     openings = [None] * len(seeds) if openings is None else list(openings)
+    streams = [None] * len(seeds) if streams is None else list(streams)
     shared = shared_keys(seatings)
     with _collector_paused():
         games = [
-            _start(make_env(), s, seed, g, tuple(pre), op)
-            for s, seed, g, pre, op in zip(
-                seatings, seeds, group_ids, prefixes, openings, strict=True
+            _start(make_env(), s, seed, g, tuple(pre), op, stream)
+            for s, seed, g, pre, op, stream in zip(
+                seatings, seeds, group_ids, prefixes, openings, streams, strict=True
             )
         ]
         while live := [g for g in games if not g.done]:
             for policy, request, slots in _gather(live, shared):
-                decisions = answer(policy, request)
-                for (game, player), obs, dec in zip(
-                    slots, request.observations, decisions, strict=True
+                rngs = [game.rng(player) for game, player in slots]
+                decisions = answer(policy, request, rngs)
+                for (game, player), obs, dec, own in zip(
+                    slots, request.observations, decisions, rngs, strict=True
                 ):
-                    _resolve(game, player, obs, dec, invalid, rng)
+                    _resolve(game, player, obs, dec, invalid, own or rng)
             for game in live:
                 _advance(game, max_turns)
             if on_progress:
@@ -209,6 +238,7 @@ def _start(
     group_id: int,
     prefix: tuple[JointAction, ...],
     opening: Opening | None = None,
+    stream: int | None = None,
 ) -> _Live:
     n = env.spec.num_players
     if len(seats) != n:
@@ -232,6 +262,7 @@ def _start(
         prefix=prefix,
         prefix_reward=earned,
         opening=opening,
+        stream=stream,
     )
 
 
@@ -274,16 +305,27 @@ def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:
     return earned
 
 
-def answer(policy: Policy, request: RolloutRequest) -> list[Decision]:
+def answer(
+    policy: Policy,
+    request: RolloutRequest,
+    rngs: Sequence[np.random.Generator | None] = (),
+) -> list[Decision]:
     """``policy``'s decisions for ``request`` in order: assigned first moves through
-    ``act_forced``, the rest sampled in one batch."""
+    ``act_forced``, the rest sampled in one batch, each from its seat's stream in
+    ``rngs`` where the games have streams and the policy can draw from them."""
     forced = request.forced
     free = [i for i, f in enumerate(forced) if f is None]
     told = [i for i, f in enumerate(forced) if f is not None]
     out: list[Decision | None] = [None] * len(forced)
     if free:
         obs = [request.observations[i] for i in free]
-        for i, dec in zip(free, policy.act(obs), strict=True):
+        own = [rngs[i] for i in free] if rngs else []
+        streamed = bool(own) and all(r is not None for r in own)
+        if streamed and isinstance(policy, Streamed):
+            decisions = policy.act_streamed(obs, own)
+        else:
+            decisions = policy.act(obs)
+        for i, dec in zip(free, decisions, strict=True):
             out[i] = dec
     if told:
         obs, idx = [request.observations[i] for i in told], [forced[i] for i in told]

@@ -13,7 +13,7 @@ that plays in other processes or machines implements the same ``play``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,6 +44,10 @@ class Plan:
     explore: Mapping[str, float] = field(default_factory=dict)
     """Per policy id, the share of uniform choices mixed into its sampling in these
     games (``LMPolicy.sampling``); an id not listed samples its own distribution."""
+    streams: tuple[int, ...] = ()
+    """Per game, the seed of its seats' own random streams (``play_episodes``); empty:
+    derived from each game's seed and index. A game's draws are then its own, so any
+    split of the plan into whole games plays the same episodes."""
 
     def __post_init__(self) -> None:
         n = len(self.seeds)
@@ -54,7 +58,8 @@ class Plan:
         set_(self, "prefixes", tuple(tuple(p) for p in self.prefixes) or ((),) * n)
         set_(self, "openings", tuple(self.openings) or (None,) * n)
         set_(self, "explore", dict(self.explore))
-        for name in ("seatings", "group_ids", "prefixes", "openings"):
+        set_(self, "streams", tuple(self.streams) or default_streams(self.seeds))
+        for name in ("seatings", "group_ids", "prefixes", "openings", "streams"):
             if len(getattr(self, name)) != n:
                 raise ValueError(
                     f"a plan of {n} games (seeds) has {len(getattr(self, name))} {name}"
@@ -66,6 +71,19 @@ class Plan:
         for pid, share in self.explore.items():
             if not 0.0 <= share < 1.0:
                 raise ValueError(f"plan.explore[{pid!r}] must be in [0, 1), got {share}")
+
+    def subset(self, games: Sequence[int]) -> Plan:
+        """The plan of games ``games`` (indices, in that order), each keeping its seed,
+        group, start and stream."""
+        return Plan(
+            seatings=tuple(self.seatings[i] for i in games),
+            seeds=tuple(self.seeds[i] for i in games),
+            group_ids=tuple(self.group_ids[i] for i in games),
+            prefixes=tuple(self.prefixes[i] for i in games),
+            openings=tuple(self.openings[i] for i in games),
+            explore=self.explore,
+            streams=tuple(self.streams[i] for i in games),
+        )
 
     @property
     def policy_ids(self) -> tuple[str, ...]:
@@ -85,12 +103,24 @@ class Batch:
     that ran ahead of the learner), the newest."""
     seconds: float
     """Wall time of the play."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """What the source reports of the play beyond the episodes (a distributed source:
+    staleness, dropped and replayed groups, broadcast time)."""
 
 
 class EpisodeSource(Protocol):
     """Plays a plan's games with the policies named by its ids."""
 
     def play(self, plan: Plan, policies: Mapping[str, Policy]) -> Batch: ...
+
+
+def default_streams(seeds: Sequence[int]) -> tuple[int, ...]:
+    """Game ``i``'s stream seed from its seed and index: distinct for every game of a
+    plan (groups share seeds) and across plans whose seeds differ."""
+    return tuple(
+        int(np.random.SeedSequence([seed % 2**63, i]).generate_state(1, np.uint64)[0])
+        for i, seed in enumerate(seeds)
+    )
 
 
 def decision_versions(episodes: Iterable[Episode]) -> dict[str, int]:
@@ -124,8 +154,9 @@ def seat_policies(plan: Plan, policies: Mapping[str, Policy]) -> list[list[Polic
 class LocalSource:
     """The batched engine of this process behind the ``EpisodeSource`` protocol.
 
-    ``rng`` draws the penalty moves of invalid actions (shared with the caller's other
-    draws when it is the caller's generator, as the trainer's is).
+    Every game draws from its plan's streams (``Plan.streams``): its policies' samples
+    and its penalty moves, so one engine and several (``coplay.distributed``) play the
+    same episodes. ``rng`` draws only for policies that cannot take a stream.
     """
 
     def __init__(
@@ -154,6 +185,7 @@ class LocalSource:
             rng=self.rng,
             prefixes=plan.prefixes,
             openings=plan.openings,
+            streams=plan.streams,
         )
         return Batch(tuple(episodes), decision_versions(episodes), time.perf_counter() - start)
 

@@ -25,6 +25,7 @@ from pydantic import (
 
 from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig, moved_key
+from coplay.distributed.config import RayConfig, require_ray
 from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.report.loggers import check_logger
 from coplay.rollout.invalid import InvalidActionConfig
@@ -76,6 +77,20 @@ class RolloutConfig(_Strict):
     restarts: RestartsConfig | None = None
     """Restart some groups from positions of recently lost games, optionally with
     exploring starts and a policy-iteration target there; None: off."""
+    workers: int = Field(0, ge=0)
+    """Ray rollout workers playing each iteration's games (whole groups per worker);
+    0: the batched engine of this process. Needs the ray extra (section ``ray``)."""
+    max_staleness: int = Field(0, ge=0)
+    """With workers: updates a sample may lag the learner. 0 plays every iteration with
+    the latest weights (the same run as 0 workers); k >= 1 lets the workers play the
+    next k iterations' games while the learner updates, dropping groups staler than k."""
+
+    @field_validator("workers")
+    @classmethod
+    def _ray_installed(cls, workers: int) -> int:
+        if workers:
+            require_ray(f"rollout.workers={workers}")
+        return workers
 
 
 class AlgoConfig(_Strict):
@@ -333,6 +348,8 @@ class RunConfig(_Strict):
     """A moving KL reference / average of the learner's weights; None: off."""
     critic: CriticConfig = Field(default_factory=CriticConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    """Where rollout workers run (``rollout.workers``): a private local Ray by default."""
 
 
 DEFAULT_PRESET = "kuhn-selfplay"

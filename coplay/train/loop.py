@@ -72,18 +72,43 @@ class Hook(Protocol):
 def run_loop(run: Run, hooks: Sequence[Hook], *, start: int, end: int) -> None:
     """Iterations ``start + 1 .. end``: each plans its games, plays them, lets every
     learner estimate advantages and update, then runs the hooks in order."""
+    ahead = PlansAhead(run, end)
     for it in range(start + 1, end + 1):
         metrics: dict[str, float] = {}
         for hook in hooks:
             metrics |= hook.before(run, it)
-        plan, planned = make_plan(run, it)
+        plan, planned = ahead.take(it)
         batch = run.source.play(plan, run.policies)
+        ahead.submit_after(it)  # a source that plays ahead gets on while we learn
         metrics |= rollout_report(run, batch) | planned | observe(run, batch)
         for trainee in run.trainees:
             learned = trainee.learn(batch.episodes, run.rng)
             metrics |= scoped(learned, trainee.name) if run.scope else learned
         for hook in hooks:
             metrics |= hook.after(run, it, batch, metrics)
+
+
+@dataclass
+class PlansAhead:
+    """Plans made before their iteration, for a source that plays ahead of the learner
+    (``lookahead`` k > 0, Ray workers with ``rollout.max_staleness: k``): after each
+    play it is handed the next k iterations' plans, which its workers play with the
+    weights they have while the learner updates. A source without ``lookahead`` gets
+    each plan when its iteration comes, as made then."""
+
+    run: Run
+    end: int
+    made: dict[int, tuple[Plan, dict[str, float]]] = field(default_factory=dict)
+
+    def take(self, it: int) -> tuple[Plan, dict[str, float]]:
+        return self.made.pop(it, None) or make_plan(self.run, it)
+
+    def submit_after(self, it: int) -> None:
+        source = self.run.source
+        for later in range(it + 1, min(it + getattr(source, "lookahead", 0), self.end) + 1):
+            if later not in self.made:
+                self.made[later] = make_plan(self.run, later)
+                source.submit(self.made[later][0], self.run.policies)
 
 
 def context(run: Run) -> PlanContext:
@@ -124,8 +149,10 @@ def observe(run: Run, batch: Batch) -> dict[str, float]:
 def rollout_report(run: Run, batch: Batch) -> dict[str, float]:
     """Each learner's rollout metrics (named per learner in a roster)."""
     if not run.scope:
-        return rollout_metrics(batch.episodes, run.trainees[0].name, batch.seconds)
-    metrics = {"perf/rollout_s": batch.seconds}
+        return rollout_metrics(batch.episodes, run.trainees[0].name, batch.seconds) | dict(
+            batch.metrics
+        )
+    metrics = {"perf/rollout_s": batch.seconds, **batch.metrics}
     for trainee in run.trainees:
         m = rollout_metrics(batch.episodes, trainee.name, batch.seconds)
         metrics |= scoped(m, trainee.name)

@@ -36,7 +36,6 @@ from coplay.models.lora import attach_roles, save_roles
 from coplay.policies.lm import LMPolicy
 from coplay.population.opponents import build_opponent
 from coplay.report import atomic
-from coplay.rollout.source import LocalSource
 from coplay.train.checkpoints import rundir
 from coplay.train.config import RunConfig
 from coplay.train.evaluate import SeatedPolicy, evaluate_roster
@@ -60,6 +59,7 @@ from coplay.train.trainer import (
     drive,
     eval_opponents,
     game_text,
+    make_source,
     make_trainee,
     summarize,
     wants_exact,
@@ -178,13 +178,12 @@ def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path, *, fresh: boo
         atomic.write_text(out / "roster.yaml", roster_yaml)
     rng = np.random.default_rng(run_cfg.train.seed)
     planning = planning_parts(run_cfg.rollout)
-    g = run_cfg.game
     return Run(
         cfg=run_cfg,
         out=out,
         game=game,
         spec=spec,
-        source=LocalSource(game, invalid=g.invalid, max_turns=g.max_turns, rng=rng),
+        source=make_source(run_cfg, game),
         seating=Fixed(tuple(cfg.seats), cfg.rotate),
         trainees=trainees,
         policies=policies,

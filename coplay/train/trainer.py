@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from coplay.algos.advantages import make_estimator
+from coplay.distributed import episode_source
 from coplay.envs.gameref import GameRef
 from coplay.eval.exact import decide_exact
 from coplay.eval.exact_match import exact_match_opponents
@@ -28,7 +29,7 @@ from coplay.population.opponents import build_opponent
 from coplay.report import sinks
 from coplay.report.atomic import atomic_dir
 from coplay.rollout.engine import play_episodes
-from coplay.rollout.source import LocalSource
+from coplay.rollout.source import EpisodeSource
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.state import load_state
 from coplay.train.config import RunConfig
@@ -135,7 +136,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         out=out,
         game=game,
         spec=spec,
-        source=LocalSource(game, invalid=cfg.game.invalid, max_turns=cfg.game.max_turns, rng=rng),
+        source=make_source(cfg, game),
         seating=seating,
         trainees=[make_trainee(policy, cfg)],
         policies=policies,
@@ -147,6 +148,20 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         exact_matches=exact_match_opponents(
             cfg.train.exact_matches, spec, game.name, cfg.game.params, evals, exact=exact
         ),
+    )
+
+
+def make_source(cfg: RunConfig, game: GameRef) -> EpisodeSource:
+    """The run's episode source: this process's engine, or Ray workers
+    (``rollout.workers``)."""
+    r, g = cfg.rollout, cfg.game
+    return episode_source(
+        game,
+        workers=r.workers,
+        max_staleness=r.max_staleness,
+        ray=cfg.ray,
+        invalid=g.invalid,
+        max_turns=g.max_turns,
     )
 
 

@@ -1,6 +1,7 @@
 """Episode sources: a plan by policy id plays exactly what the engine plays by object."""
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -71,6 +72,7 @@ def test_local_source_plays_what_the_engine_plays_by_object(tiny, explore):
         rng=np.random.default_rng(3),
         prefixes=p.prefixes,
         openings=p.openings,
+        streams=p.streams,
     )
     assert list(batch.episodes) == expected  # every token id and log-prob
     # The learner's sampled moves record the mixture they came from (not the assigned
@@ -79,11 +81,57 @@ def test_local_source_plays_what_the_engine_plays_by_object(tiny, explore):
     explored = [t.decision.behavior_logprobs is not None for t in mine]
     assert mine and (all(explored) if explore else not any(explored))
     assert [e.opening for e in batch.episodes][6:] == list(p.openings[6:])
-    # An exploring source plays a view: the policy stays on-policy, and its generator
-    # moved on by the view's draws, so the next play continues the same stream.
+    # An exploring source plays a view: the policy stays on-policy, and every draw
+    # came from the games' streams, so its own generator has not moved.
     assert played.explore == 0.0
-    assert torch.equal(played.sampler_state(), me.sampler_state())
-    assert not torch.equal(played.sampler_state(), players(tiny)[0].sampler_state())
+    assert torch.equal(played.sampler_state(), players(tiny)[0].sampler_state())
+
+
+@pytest.mark.parametrize("explore", [{}, {"me": 0.3}])
+def test_any_split_into_whole_games_plays_the_same_episodes(tiny, explore):
+    # Each seat draws from its game's own stream, so the games a batch holds besides
+    # it change nothing: the seam that lets several engines play one plan.
+    invalid = InvalidActionConfig(on_fail="penalty", penalty=-1.0)
+    p = plan(explore)
+    source = LocalSource(TTT, invalid=invalid, max_turns=7)
+    me, bot = players(tiny)
+    whole = source.play(p, {"me": me, "bot": bot}).episodes
+    parts = [[4, 0, 8], [1, 5], [2, 3, 6, 7]]
+    played = {}
+    for games in parts:
+        me, bot = players(tiny)
+        batch = source.play(p.subset(games), {"me": me, "bot": bot})
+        played |= dict(zip(games, batch.episodes, strict=True))
+    split = [played[i] for i in range(len(whole))]
+    # Every move, token and return alike; a log-prob may differ in its last bits, as a
+    # batched forward pass rounds with the shapes of the batch it is in.
+    assert [without_logprobs(e) for e in split] == [without_logprobs(e) for e in whole]
+    logps = [d.logprobs for e in whole for t in e.turns for d in (t.decision,)]
+    split_logps = [d.logprobs for e in split for t in e.turns for d in (t.decision,)]
+    assert split_logps == [pytest.approx(lp, abs=1e-5) for lp in logps]
+
+
+def without_logprobs(episode):
+    """``episode`` with every decision's log-probs blanked, the rest kept."""
+    trajs = tuple(
+        replace(
+            t,
+            turns=[
+                replace(u, decision=replace(u.decision, logprobs=(), behavior_logprobs=None))
+                for u in t.turns
+            ],
+        )
+        for t in episode.trajectories
+    )
+    return replace(episode, trajectories=trajs)
+
+
+def test_streams_default_to_one_per_game_and_survive_a_subset():
+    p = Plan(seatings=[("a", "b")] * 4, seeds=[3, 3, 4, 4])
+    assert len(set(p.streams)) == 4  # one group's games share a seed, not a stream
+    assert Plan(seatings=[("a", "b")] * 4, seeds=[3, 3, 4, 4]).streams == p.streams
+    sub = p.subset([2, 0])
+    assert sub.seeds == (4, 3) and sub.streams == (p.streams[2], p.streams[0])
 
 
 def test_batch_is_stamped_with_the_version_that_played(tiny):

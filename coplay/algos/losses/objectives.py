@@ -38,7 +38,8 @@ def ppo_clip(
     Metrics: ``loss/clip_frac``, the share of units where the clipped term is the
     active one (zero gradient), and ``loss/approx_kl``, the k3 estimate of
     KL(old || new), mean of (r - 1) - log r over ``mask`` (Schulman, 2020,
-    "Approximating KL divergence").
+    "Approximating KL divergence"); ``loss/ratio_min`` and ``loss/ratio_max``, the
+    spread of r over ``mask``, which grows with the staleness of asynchronous samples.
     """
     mask = torch.ones_like(logp) if mask is None else mask
     log_ratio = logp - old_logp
@@ -49,7 +50,14 @@ def ppo_clip(
     with torch.no_grad():
         clip_frac = masked_mean((clipped > unclipped).to(logp.dtype), mask)
         approx_kl = masked_mean((ratio - 1.0) - log_ratio, mask)
-    return loss, {"loss/clip_frac": clip_frac.item(), "loss/approx_kl": approx_kl.item()}
+        valid = ratio[mask > 0]
+        spread = (valid.min().item(), valid.max().item()) if valid.numel() else (1.0, 1.0)
+    return loss, {
+        "loss/clip_frac": clip_frac.item(),
+        "loss/approx_kl": approx_kl.item(),
+        "loss/ratio_min": spread[0],
+        "loss/ratio_max": spread[1],
+    }
 
 
 def reinforce_objective(logp: Tensor, adv: Tensor) -> tuple[Tensor, dict[str, float]]:

@@ -179,7 +179,7 @@ def test_the_target_memory_replays_earlier_targets_in_later_updates(tmp_path):
     trainee = run.trainees[0]
     memory = lambda: trainee.learner.terms["target"].memory  # noqa: E731
     seen, replayed = set(), []
-    for it in range(1, 7):
+    for it in range(1, 13):
         batch, _ = play(run, it)
         stored = len(memory())
         metrics = trainee.learn(batch.episodes, run.rng)

@@ -1,0 +1,29 @@
+"""Where the Ray workers run (the ``ray`` section), and the check that Ray is there."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RayConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    address: str | None = None
+    """Address of a running Ray cluster to join (``auto``, ``ray://host:10001``, or
+    ``host:6379``); None (unset) starts a private local Ray when workers are asked for."""
+    num_cpus: int | None = Field(None, gt=0)
+    """CPUs a private local Ray may use (default: one per rollout worker); ignored
+    when joining a cluster, whose nodes declare their own."""
+    worker_cpus: float = Field(1.0, gt=0)
+    """CPUs each rollout worker reserves (Ray's ``num_cpus`` of the actor)."""
+    max_restarts: int = Field(3, ge=-1)
+    """Times Ray restarts a worker that died (-1: always); its unfinished groups are
+    played again."""
+
+
+def require_ray(asked_by: str) -> None:
+    """A one-line error naming the extra to install when Ray is missing."""
+    if find_spec("ray") is None:
+        raise ValueError(f"{asked_by} needs Ray, which is not installed: pip install 'coplay[ray]'")

@@ -1,0 +1,262 @@
+"""``RaySource``: the episodes of a plan played by Ray actors.
+
+Whole groups go to one worker (their baselines see every game of the group), each
+worker plays its share with the batched engine, and the episodes come back in the
+plan's order. Every game draws from its own streams (``Plan.streams``), so with
+``max_staleness: 0`` the batch is the one the local engine plays, whatever the number
+of workers.
+
+With ``max_staleness: k >= 1`` the source plays ahead: the loop hands it the next
+``k`` plans (``submit``) before the learner updates, and the workers play them with
+the weights they have meanwhile. A group with a decision more than ``k`` updates
+stale when its batch is taken is dropped and counted (``coplay.distributed.staleness``).
+
+A worker that dies is restarted by Ray (``max_restarts``); the driver plays its
+unfinished task again, from the same shipments and streams, and counts the groups
+it replayed (``rollout/replayed_groups``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from coplay.distributed.config import RayConfig
+from coplay.distributed.staleness import keep_fresh
+from coplay.distributed.worker import RolloutWorker, Shipment
+from coplay.envs.gameref import GameRef
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.rollout.source import Batch, Plan, decision_versions
+from coplay.types import Episode, Policy
+
+RESTART_TIMEOUT_S = 300
+"""How long a dead worker may take to come back (it imports coplay and torch anew)."""
+MAX_ATTEMPTS = 5
+"""Plays of one task before the run gives up on it (a worker that keeps dying)."""
+
+
+def start_ray(cfg: RayConfig, workers: int) -> None:
+    """Join ``cfg.address``, or start a private local Ray sized for ``workers``, quiet
+    (no dashboard, worker logs not forwarded); nothing when Ray is already running."""
+    if ray.is_initialized():
+        return
+    quiet: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+    }
+    if cfg.address is not None:
+        ray.init(address=cfg.address, **quiet)
+    else:
+        ray.init(num_cpus=cfg.num_cpus or max(1, int(workers * cfg.worker_cpus)), **quiet)
+
+
+def start_workers(
+    game: GameRef,
+    workers: int,
+    cfg: RayConfig,
+    invalid: InvalidActionConfig | None = None,
+    max_turns: int | None = None,
+) -> list[Any]:
+    """``workers`` rollout actors for ``game``, spread over the cluster's nodes and
+    restarted by Ray when they die (``cfg.max_restarts``)."""
+    if workers < 1:
+        raise ValueError(f"a Ray source needs at least one worker, got {workers}")
+    start_ray(cfg, workers)
+    actor = ray.remote(RolloutWorker).options(
+        num_cpus=cfg.worker_cpus,
+        max_restarts=cfg.max_restarts,
+        max_task_retries=0,  # the driver replays a dead worker's task itself, counted
+        scheduling_strategy="SPREAD",
+    )
+    return [actor.remote(game, invalid, max_turns) for _ in range(workers)]
+
+
+def version_of(policy: Policy) -> int:
+    return getattr(policy, "version", 0)
+
+
+@dataclass
+class _Sent:
+    policy: Policy
+    token: int
+    base: int
+    """The version the policy was shipped at."""
+    ref: Any
+
+
+class Shipping:
+    """Every policy id's shipment: the object once (again only when the id names a
+    new object), then its weights once per version, shared by every worker."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, _Sent] = {}
+        self.weights: dict[str, tuple[int, Any]] = {}
+
+    def moved(self, current: Mapping[str, int]) -> set[str]:
+        """Ids now at another version than they were first shipped at: the learners."""
+        return {pid for pid, sent in self.sent.items() if current.get(pid, sent.base) != sent.base}
+
+    def ship(self, ids: Sequence[str], policies: Mapping[str, Policy]) -> dict[str, Shipment]:
+        out = {}
+        for pid in ids:
+            policy, version = policies[pid], version_of(policies[pid])
+            sent = self.sent.get(pid)
+            # A policy without a model cannot take weights: a new version is a new object.
+            movable = hasattr(policy, "model") and hasattr(policy, "backend")
+            if sent is None or sent.policy is not policy or (version != sent.base and not movable):
+                sent = self.sent[pid] = _Sent(policy, uuid.uuid4().int, version, ray.put(policy))
+            out[pid] = Shipment(sent.token, version, sent.ref, self._weights(pid, sent, version))
+        return out
+
+    def _weights(self, pid: str, sent: _Sent, version: int) -> Any | None:
+        if version == sent.base:
+            return None
+        have = self.weights.get(pid)
+        if have is None or have[0] != version:
+            have = self.weights[pid] = (version, ray.put(sent.policy.model.state_dict()))
+        return have[1]
+
+
+def split(plan: Plan, parts: int) -> list[list[int]]:
+    """Game indices in at most ``parts`` shares of whole groups, in plan order, about
+    equal in games."""
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(plan.group_ids):
+        groups.setdefault(g, []).append(i)
+    total, shares, done = len(plan.seeds), [[] for _ in range(parts)], 0
+    for games in groups.values():
+        # by the group's middle game, so a large group goes where most of it falls
+        shares[min(parts - 1, (2 * done + len(games)) * parts // (2 * total))].extend(games)
+        done += len(games)
+    return [s for s in shares if s]
+
+
+@dataclass
+class _Task:
+    worker: int
+    games: list[int]
+    plan: Plan
+    shipments: dict[str, Shipment]
+    future: Any
+    attempts: int = 1
+
+
+@dataclass
+class _Flight:
+    """A plan's tasks in flight."""
+
+    tasks: list[_Task]
+    broadcast_s: float
+    started: float = field(default_factory=time.perf_counter)
+
+
+class RaySource:
+    """Plays plans on ``workers`` Ray actors (``RolloutWorker``)."""
+
+    def __init__(
+        self,
+        game: GameRef,
+        *,
+        workers: int,
+        max_staleness: int = 0,
+        ray_config: RayConfig | None = None,
+        invalid: InvalidActionConfig | None = None,
+        max_turns: int | None = None,
+        actors: Sequence[Any] | None = None,
+    ) -> None:
+        """``actors``: rollout workers already started (``start_workers``) for this
+        game, to play on instead of starting ``workers`` new ones."""
+        if actors is None:
+            actors = start_workers(game, workers, ray_config or RayConfig(), invalid, max_turns)
+        if not actors:
+            raise ValueError(f"a Ray source needs at least one worker, got {len(actors)}")
+        self.workers = list(actors)
+        self.max_staleness = max_staleness
+        self.lookahead = max_staleness
+        """Plans the loop may hand over (``submit``) before the one it plays next."""
+        self.shipping = Shipping()
+        self._pending: dict[int, tuple[Plan, _Flight]] = {}
+
+    def submit(self, plan: Plan, policies: Mapping[str, Policy]) -> None:
+        """Start playing ``plan`` now, with the policies' current weights; ``play(plan)``
+        takes its batch later."""
+        self._pending[id(plan)] = (plan, self._launch(plan, policies))
+
+    def play(self, plan: Plan, policies: Mapping[str, Policy]) -> Batch:
+        """The plan's batch (of fresh enough groups), waiting for its tasks."""
+        start = time.perf_counter()
+        held = self._pending.pop(id(plan), None)
+        flight = held[1] if held is not None else self._launch(plan, policies)
+        episodes, replayed = self._collect(flight)
+        current = {pid: version_of(p) for pid, p in policies.items()}
+        learning = self.shipping.moved(current)
+        kept, metrics = keep_fresh(episodes, current, learning, self.max_staleness)
+        metrics["rollout/replayed_groups"] = float(replayed)
+        metrics["perf/broadcast_s"] = flight.broadcast_s
+        return Batch(tuple(kept), decision_versions(kept), time.perf_counter() - start, metrics)
+
+    def _launch(self, plan: Plan, policies: Mapping[str, Policy]) -> _Flight:
+        t0 = time.perf_counter()
+        shipments = self.shipping.ship(plan.policy_ids, policies)
+        broadcast_s = time.perf_counter() - t0
+        tasks = []
+        for w, games in enumerate(split(plan, len(self.workers))):
+            sub = plan.subset(games)
+            future = self.workers[w].play.remote(sub, shipments)
+            tasks.append(_Task(w, games, sub, shipments, future))
+        return _Flight(tasks, broadcast_s)
+
+    def _collect(self, flight: _Flight) -> tuple[list[Episode], int]:
+        """Every task's episodes in plan order; a task whose worker died is played
+        again on the restarted worker. Returns the episodes and the groups replayed."""
+        played: dict[int, Episode] = {}
+        replayed = 0
+        todo = list(flight.tasks)
+        while todo:
+            task = todo.pop(0)
+            try:
+                episodes = ray.get(task.future)
+            except RayActorError:
+                if task.attempts >= MAX_ATTEMPTS:
+                    raise RuntimeError(
+                        f"rollout worker {task.worker} died {task.attempts} times playing "
+                        f"the same {len(task.games)} games; giving up"
+                    ) from None
+                replayed += len(set(task.plan.group_ids))
+                self._await_restart(task.worker)
+                task.future = self.workers[task.worker].play.remote(task.plan, task.shipments)
+                task.attempts += 1
+                todo.append(task)
+                continue
+            played |= dict(zip(task.games, episodes, strict=True))
+        return [played[i] for i in sorted(played)], replayed
+
+    def _await_restart(self, worker: int) -> None:
+        """Wait until Ray has the dead worker running again (calls made while it
+        restarts fail at once rather than wait)."""
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            try:
+                ray.get(self.workers[worker].pid.remote())
+                return
+            except RayActorError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"rollout worker {worker} died and was not back within "
+                        f"{RESTART_TIMEOUT_S} s (ray.max_restarts used up?)"
+                    ) from None
+                time.sleep(0.2)
+
+    def worker_pids(self) -> list[int]:
+        return ray.get([w.pid.remote() for w in self.workers])
+
+    def worker_nodes(self) -> list[str]:
+        return ray.get([w.node_id.remote() for w in self.workers])

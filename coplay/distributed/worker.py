@@ -1,0 +1,75 @@
+"""A rollout worker: a Ray actor that plays whole groups with its own policies.
+
+The driver ships each policy once, as the object it is (a language model with its
+weights, a frozen snapshot, a scripted bot), and after every update only the new
+weights, by version, through Ray's object store (``Shipment``). A worker keeps what
+it was sent and fetches only what is newer; a worker that Ray restarted after a crash
+starts empty and fetches everything again from the same shipments, so a replayed
+task needs nothing but its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import torch
+
+from coplay.envs.gameref import GameRef
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.rollout.source import LocalSource, Plan
+from coplay.types import Episode, Policy
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """How a worker gets one policy id at one version."""
+
+    token: int
+    """Which driver-side object the id names (random: a new object, a new token)."""
+    version: int
+    """The version to play at."""
+    policy: Any
+    """Object ref of the policy as the driver first shipped it."""
+    weights: Any | None
+    """Object ref of the weights at ``version`` where it differs from the shipped
+    policy's own, else None."""
+
+
+class RolloutWorker:
+    """Plays sub-plans of whole groups with the batched engine of its process."""
+
+    def __init__(
+        self, game: GameRef, invalid: InvalidActionConfig | None, max_turns: int | None
+    ) -> None:
+        torch.set_num_threads(1)  # one core per worker: Ray reserves one for it
+        self.source = LocalSource(game, invalid=invalid, max_turns=max_turns)
+        self.policies: dict[str, Policy] = {}
+        self.tokens: dict[str, int] = {}
+
+    def play(self, plan: Plan, shipments: Mapping[str, Shipment]) -> tuple[Episode, ...]:
+        """The plan's episodes, in its order, played at the shipped versions."""
+        for pid in plan.policy_ids:
+            self._receive(pid, shipments[pid])
+        policies = {pid: self.policies[pid] for pid in plan.policy_ids}
+        return self.source.play(plan, policies).episodes
+
+    def _receive(self, pid: str, shipment: Shipment) -> None:
+        policy = self.policies.get(pid)
+        stale = policy is not None and getattr(policy, "version", 0) != shipment.version
+        if policy is None or self.tokens[pid] != shipment.token or (stale and not shipment.weights):
+            policy = self.policies[pid] = ray.get(shipment.policy)
+            self.tokens[pid] = shipment.token
+        if getattr(policy, "version", 0) != shipment.version:
+            policy.backend.load_weights(ray.get(shipment.weights), shipment.version)
+
+    def pid(self) -> int:
+        """Its process id (a test kills it)."""
+        return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node it runs on."""
+        return ray.get_runtime_context().get_node_id()
