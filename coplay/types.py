@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    import numpy as np
+    from coplay.rollout.streams import SeatStream
 
 
 class GameKind(StrEnum):
@@ -244,7 +244,7 @@ class Streamed(Protocol):
     game's draws do not depend on which other games share the batch."""
 
     def act_streamed(
-        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+        self, observations: Sequence[Observation], streams: Sequence[SeatStream]
     ) -> list[Decision]: ...
 
 

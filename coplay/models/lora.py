@@ -105,9 +105,9 @@ class AdapterPolicy(LMPolicy):
         self.activate()
         return super().act(observations)
 
-    def act_streamed(self, observations: Sequence[Observation], rngs) -> list[Decision]:
+    def act_streamed(self, observations: Sequence[Observation], streams) -> list[Decision]:
         self.activate()
-        return super().act_streamed(observations, rngs)
+        return super().act_streamed(observations, streams)
 
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         self.activate()
@@ -136,9 +136,9 @@ class BaseView(LMPolicy):
         with self.model.disable_adapter():
             return super().act(observations)
 
-    def act_streamed(self, observations: Sequence[Observation], rngs) -> list[Decision]:
+    def act_streamed(self, observations: Sequence[Observation], streams) -> list[Decision]:
         with self.model.disable_adapter():
-            return super().act_streamed(observations, rngs)
+            return super().act_streamed(observations, streams)
 
     @property
     def scorer(self) -> Scorer:

@@ -47,6 +47,8 @@ from coplay.policies.chat import Prompter
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import fold_common_prefix
 from coplay.policies.text import TextConfig, cut_at_stop
+from coplay.rollout.streams import SeatStream, exponentials
+from coplay.rollout.streams import seeds as stream_seeds
 from coplay.types import Decision, Observation
 
 __all__ = ["ACTION_CUE", "LMPolicy", "Mode", "Scored", "explore_mixture"]
@@ -246,20 +248,20 @@ class LMPolicy:
 
     @torch.no_grad()
     def act_streamed(
-        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+        self, observations: Sequence[Observation], streams: Sequence[SeatStream]
     ) -> list[Decision]:
-        """``act`` with each choice drawn from its own generator in ``rngs`` (a seat's
-        stream, ``coplay.rollout.engine``), so a game's draws do not depend on the
-        other games of the batch. Written answers draw from one generator seeded from
-        every row's stream: reproducible, but tied to the batch they are written in."""
-        if len(rngs) != len(observations):
-            raise ValueError(f"got {len(observations)} observations but {len(rngs)} streams")
-        return self._act(observations, rngs)
+        """``act`` with each choice drawn from its own stream in ``streams`` (its seat's,
+        ``coplay.rollout.streams``), so a game's draws do not depend on the other
+        games of the batch. Written answers draw from one generator seeded from every
+        row's stream: reproducible, but tied to the batch they are written in."""
+        if len(streams) != len(observations):
+            raise ValueError(f"got {len(observations)} observations but {len(streams)} streams")
+        return self._act(observations, streams)
 
     def _act(
         self,
         observations: Sequence[Observation],
-        rngs: Sequence[np.random.Generator] | None,
+        rngs: Sequence[SeatStream] | None,
     ) -> list[Decision]:
         if not observations:
             return []
@@ -340,7 +342,7 @@ class LMPolicy:
         self,
         observations: Sequence[Observation],
         forced: Sequence[int] | None = None,
-        rngs: Sequence[np.random.Generator] | None = None,
+        rngs: Sequence[SeatStream] | None = None,
     ) -> list[Decision]:
         if not observations:
             return []
@@ -427,7 +429,7 @@ class LMPolicy:
     def _act_text(
         self,
         observations: Sequence[Observation],
-        rngs: Sequence[np.random.Generator] | None = None,
+        rngs: Sequence[SeatStream] | None = None,
     ) -> list[Decision]:
         if not observations:
             return []
@@ -495,33 +497,33 @@ def sample_rows(probs: torch.Tensor, sizes: Sequence[int], generator: torch.Gene
     so the rows drawn together consume them exactly as the rows drawn apart.
     """
     q = torch.empty_like(probs).exponential_(1, generator=generator)
-    sizes_t = torch.tensor(sizes)
-    rows = torch.repeat_interleave(torch.arange(len(sizes)), sizes_t)
-    cols = torch.arange(len(probs)) - torch.repeat_interleave(sizes_t.cumsum(0) - sizes_t, sizes_t)
-    table = probs.new_full((len(sizes), max(sizes)), -1.0)  # below any ratio p / q >= 0
-    table[rows, cols] = probs / q
-    return table.argmax(1).tolist()
+    return _argmax_rows(probs / q, sizes)
 
 
 def sample_rows_streamed(
-    probs: torch.Tensor, sizes: Sequence[int], rngs: Sequence[np.random.Generator]
+    probs: torch.Tensor, sizes: Sequence[int], streams: Sequence[SeatStream]
 ) -> list[int]:
-    """``sample_rows`` with row ``i``'s exponentials drawn from ``rngs[i]``: the argmax
-    of p / q row by row (the Gumbel trick), each row's draw its own generator's."""
-    p = probs.double().numpy()
-    picks, start = [], 0
-    for size, rng in zip(sizes, rngs, strict=True):
-        row = p[start : start + size]
-        picks.append(int(np.argmax(row / rng.standard_exponential(size))))
-        start += size
-    return picks
+    """``sample_rows`` with row ``i``'s exponentials drawn from ``streams[i]`` (the
+    Gumbel trick again), all rows in one vectorised draw."""
+    q = torch.from_numpy(exponentials(streams, sizes)).to(probs.dtype)
+    return _argmax_rows(probs / q, sizes)
 
 
-def joint_generator(rngs: Sequence[np.random.Generator]) -> torch.Generator:
+def _argmax_rows(ratios: torch.Tensor, sizes: Sequence[int]) -> list[int]:
+    """Per row of a flat (N,) tensor of rows of ``sizes``, the index of its largest
+    entry (entries are >= 0)."""
+    sizes_t = torch.tensor(sizes)
+    rows = torch.repeat_interleave(torch.arange(len(sizes)), sizes_t)
+    cols = torch.arange(len(ratios)) - torch.repeat_interleave(sizes_t.cumsum(0) - sizes_t, sizes_t)
+    table = ratios.new_full((len(sizes), max(sizes)), -1.0)  # below any ratio p / q >= 0
+    table[rows, cols] = ratios
+    return table.argmax(1).tolist()
+
+
+def joint_generator(streams: Sequence[SeatStream]) -> torch.Generator:
     """One torch generator seeded by a draw from each stream (every stream advances
     once), for draws that a backend makes for a whole batch at once."""
-    seeds = [int(r.integers(2**62)) for r in rngs]
-    return torch.Generator().manual_seed(hash(tuple(seeds)) % 2**62)
+    return torch.Generator().manual_seed(hash(tuple(stream_seeds(streams))) % 2**62)
 
 
 def _merge(

@@ -17,6 +17,7 @@ from coplay.policies.solvers import (
     kuhn_leduc_nash_table,
     tic_tac_toe_optimal_actions,
 )
+from coplay.rollout.streams import SeatStream, uniforms
 from coplay.types import Decision, Observation, Policy
 
 
@@ -27,6 +28,10 @@ def _legal(observation: Observation) -> tuple[str, ...]:
             f"{observation.player} in {observation.game!r} has none"
         )
     return observation.legal_actions
+
+
+Source = np.random.Generator | SeatStream
+"""Where a scripted draw comes from: the policy's own generator or a seat's stream."""
 
 
 class ScriptedPolicy:
@@ -52,24 +57,35 @@ class ScriptedPolicy:
         return self._act(observations, [self._rng] * len(observations))
 
     def act_streamed(
-        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+        self, observations: Sequence[Observation], streams: Sequence[SeatStream]
     ) -> list[Decision]:
-        """``act`` with observation ``i``'s action drawn from ``rngs[i]`` (its seat's
-        stream, ``coplay.rollout.engine``)."""
-        if len(rngs) != len(observations):
-            raise ValueError(f"got {len(observations)} observations but {len(rngs)} streams")
-        return self._act(observations, rngs)
+        """``act`` with observation ``i``'s action drawn from ``streams[i]`` (its seat's
+        stream, ``coplay.rollout.streams``)."""
+        if len(streams) != len(observations):
+            raise ValueError(f"got {len(observations)} observations but {len(streams)} streams")
+        return self._act(observations, streams)
 
     def _act(
-        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+        self, observations: Sequence[Observation], sources: Sequence[Source]
     ) -> list[Decision]:
+        """Each observation's action drawn by ``sources[i]``: the CDF of its
+        distribution inverted at one uniform, which is ``Generator.choice(k, p=...)``'s
+        own draw."""
         decisions = []
-        for probs, rng in zip(self.action_probs(observations), rngs, strict=True):
+        for probs, u in zip(self.action_probs(observations), _uniforms(sources), strict=True):
             actions = list(probs)
             weights = np.fromiter(probs.values(), dtype=float)
-            action = actions[rng.choice(len(actions), p=weights / weights.sum())]
+            cdf = (weights / weights.sum()).cumsum()
+            action = actions[int(np.searchsorted(cdf / cdf[-1], u, side="right"))]
             decisions.append(Decision(text=action, action=action, policy_id=self.policy_id))
         return decisions
+
+
+def _uniforms(sources: Sequence[Source]) -> Sequence[float]:
+    """One uniform per source, in order: seats' streams in one vectorised draw."""
+    if sources and all(isinstance(s, SeatStream) for s in sources):
+        return uniforms(sources, [1] * len(sources)).tolist()
+    return [float(s.random()) for s in sources]
 
 
 class RandomPolicy(ScriptedPolicy):
@@ -87,12 +103,14 @@ class RandomPolicy(ScriptedPolicy):
         return probs
 
     def _act(
-        self, observations: Sequence[Observation], rngs: Sequence[np.random.Generator]
+        self, observations: Sequence[Observation], sources: Sequence[Source]
     ) -> list[Decision]:
         """Uniform over the legal actions; a free-text turn (no legal list, such as a
         message turn of a talk game) is answered with an empty message."""
         rows = [
-            (o, r) for o, r in zip(observations, rngs, strict=True) if o.legal_actions is not None
+            (o, r)
+            for o, r in zip(observations, sources, strict=True)
+            if o.legal_actions is not None
         ]
         chosen = iter(super()._act([o for o, _ in rows], [r for _, r in rows]))
         return [

@@ -16,8 +16,8 @@ see ``coplay.rollout.restarts``): its joint actions are replayed after ``reset``
 play goes on from there, optionally with the first move assigned (an ``Opening``:
 the policy scores it as its own, ``Steerable.act_forced``).
 
-Given per-game ``streams``, every seat of a game draws from its own generator seeded
-from ``(stream, seat)``: the policy's samples (``Streamed.act_streamed``) and the
+Given per-game ``streams``, every seat of a game draws from its own counter-based
+stream of ``(stream, seat)`` (``coplay.rollout.streams``): the policy's samples (``Streamed.act_streamed``) and the
 penalty moves of invalid answers alike. A game then plays the same whatever other
 games share its batch, so a plan split over several engines (``coplay.distributed``)
 plays what one engine plays. Without streams each policy draws from its own generator
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from coplay.rollout.invalid import InvalidActionConfig, forfeit_returns
+from coplay.rollout.streams import SeatStream
 from coplay.types import (
     Decision,
     Env,
@@ -127,15 +128,15 @@ class _Live:
     """The first move after the prefix, assigned rather than sampled."""
     stream: int | None = None
     """Seed of this game's per-seat random streams; None: the shared generators."""
-    rngs: dict[int, np.random.Generator] = field(default_factory=dict)
+    streams: dict[int, SeatStream] = field(default_factory=dict)
 
-    def rng(self, player: int) -> np.random.Generator | None:
+    def seat_stream(self, player: int) -> SeatStream | None:
         """``player``'s own stream (made on first use), or None without streams."""
         if self.stream is None:
             return None
-        if player not in self.rngs:
-            self.rngs[player] = seat_stream(self.stream, player)
-        return self.rngs[player]
+        if player not in self.streams:
+            self.streams[player] = SeatStream(self.stream, player)
+        return self.streams[player]
 
     def forced(self, player: int) -> int | None:
         """The legal-action index ``player`` must play now, if its move is assigned."""
@@ -143,11 +144,6 @@ class _Live:
         if o is None or o.player != player or self.step != len(self.prefix):
             return None
         return o.index
-
-
-def seat_stream(stream: int, player: int) -> np.random.Generator:
-    """The generator of seat ``player`` in the game of ``stream``."""
-    return np.random.default_rng([stream, player])
 
 
 def play_episodes(
@@ -200,10 +196,10 @@ def play_episodes(
         ]
         while live := [g for g in games if not g.done]:
             for policy, request, slots in _gather(live, shared):
-                rngs = [game.rng(player) for game, player in slots]
-                decisions = answer(policy, request, rngs)
+                streams = [game.seat_stream(player) for game, player in slots]
+                decisions = answer(policy, request, streams)
                 for (game, player), obs, dec, own in zip(
-                    slots, request.observations, decisions, rngs, strict=True
+                    slots, request.observations, decisions, streams, strict=True
                 ):
                     _resolve(game, player, obs, dec, invalid, own or rng)
             for game in live:
@@ -308,18 +304,18 @@ def replay(env: Env, prefix: Sequence[JointAction], seed: int) -> list[float]:
 def answer(
     policy: Policy,
     request: RolloutRequest,
-    rngs: Sequence[np.random.Generator | None] = (),
+    streams: Sequence[SeatStream | None] = (),
 ) -> list[Decision]:
     """``policy``'s decisions for ``request`` in order: assigned first moves through
     ``act_forced``, the rest sampled in one batch, each from its seat's stream in
-    ``rngs`` where the games have streams and the policy can draw from them."""
+    ``streams`` where the games have streams and the policy can draw from them."""
     forced = request.forced
     free = [i for i, f in enumerate(forced) if f is None]
     told = [i for i, f in enumerate(forced) if f is not None]
     out: list[Decision | None] = [None] * len(forced)
     if free:
         obs = [request.observations[i] for i in free]
-        own = [rngs[i] for i in free] if rngs else []
+        own = [streams[i] for i in free] if streams else []
         streamed = bool(own) and all(r is not None for r in own)
         if streamed and isinstance(policy, Streamed):
             decisions = policy.act_streamed(obs, own)
@@ -379,7 +375,7 @@ def _resolve(
     obs: Observation,
     dec: Decision,
     invalid: InvalidActionConfig,
-    rng: np.random.Generator,
+    rng: np.random.Generator | SeatStream,
 ) -> None:
     """Accept a legal decision, or apply the retry / penalty / forfeit treatment."""
     earlier = game.rejected.setdefault(player, [])
@@ -417,7 +413,9 @@ def _resolve(
         treatment=invalid.on_fail,
     )
     if invalid.on_fail == "penalty" and obs.legal_actions:
-        turn.played_action = obs.legal_actions[int(rng.integers(len(obs.legal_actions)))]
+        n = len(obs.legal_actions)
+        pick = rng.below(n) if isinstance(rng, SeatStream) else int(rng.integers(n))
+        turn.played_action = obs.legal_actions[pick]
         turn.reward += invalid.penalty
         game.penalties[player] += invalid.penalty
         game.resolved[player] = turn

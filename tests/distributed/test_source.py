@@ -21,6 +21,7 @@ from coplay.rollout.source import LocalSource, Plan
 from coplay.train.config import build_config
 from coplay.train.loop import run_loop
 from coplay.train.trainer import setup
+from tests.rollout.test_source import without_logprobs
 from tests.train.runs import TINY, Capture
 
 ray = pytest.importorskip("ray")
@@ -63,6 +64,10 @@ def train(tmp_path, source=None, iterations=3, extra=()):
     return run, capture
 
 
+def logprobs(episodes):
+    return [lp for e in episodes for t in e.turns for lp in t.decision.logprobs]
+
+
 def weights(run):
     return run.trainees[0].policy.model.state_dict()
 
@@ -76,14 +81,20 @@ def local(tmp_path_factory):
 def test_sync_workers_play_the_local_run(pool, local, tmp_path, workers):
     run, capture = train(tmp_path, on(pool[:workers]))
     local_run, local_capture = local
+    # Every move, token id and return is the local run's; a log-prob may differ in its
+    # last bits, because a worker's batch has another shape than the local one and
+    # batched matrix products round by shape (about 3e-7 here).
     for ours, theirs in zip(capture.batches, local_capture.batches, strict=True):
-        assert ours.episodes == theirs.episodes  # every move, token id and log-prob
+        assert [without_logprobs(e) for e in ours.episodes] == [
+            without_logprobs(e) for e in theirs.episodes
+        ]
+        assert logprobs(ours.episodes) == pytest.approx(logprobs(theirs.episodes), abs=1e-5)
     for ours, theirs in zip(capture.metrics, local_capture.metrics, strict=True):
         timeless = {k: v for k, v in theirs.items() if not k.startswith("perf/")}
-        assert {k: ours[k] for k in timeless} == timeless
+        assert {k: ours[k] for k in timeless} == pytest.approx(timeless, rel=1e-4, abs=1e-6)
         assert ours["rollout/staleness_max"] == 0.0 and ours["rollout/replayed_groups"] == 0.0
     mine, theirs = weights(run), weights(local_run)
-    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+    assert all(torch.allclose(mine[k], theirs[k], rtol=1e-4, atol=1e-6) for k in theirs)
     # It learned: the weights moved from the initial ones.
     assert run.trainees[0].policy.version == 3
 
