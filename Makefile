@@ -68,7 +68,7 @@ test: install-test
 
 # The tests marked vllm, in the vLLM venv (the files named here: the others import the
 # test extra's packages, which that venv does not hold). `make test` skips them.
-VLLM_TESTS ?= tests/backends/test_vllm.py tests/train/test_mismatch.py
+VLLM_TESTS ?= tests/backends/test_vllm.py tests/train/test_mismatch.py tests/test_serve.py
 test-vllm: install-vllm
 	$(VLLM_BIN)/pytest -q -m vllm $(VLLM_TESTS)
 
