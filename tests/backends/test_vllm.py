@@ -153,3 +153,14 @@ def test_without_vllm_choosing_it_names_the_install_path():
     model = build_tiny_model(HEAD_32, vocab_size=len(tok), seed=0)
     with pytest.raises(ValueError, match=r"make test-vllm.*pip install vllm"):
         make_backend("vllm", model, tok, temperature=1.0, max_new_tokens=4)
+
+
+def test_choices_are_scored_by_the_model_held_alongside(policy):
+    env = make_env("kuhn_poker")
+    env.reset(0)
+    obs = env.observe(env.players_to_act()[0])
+    chooser = LMPolicy(policy.model, policy.tokenizer, temperature=TEMPERATURE)
+    items = [chooser._choice_item(obs)]
+    engine = policy.backend.choice_logps(items)[0]
+    assert engine.tolist() == chooser.backend.choice_logps(items)[0].tolist()
+    assert engine.exp().sum().item() == pytest.approx(1.0, abs=1e-6)
