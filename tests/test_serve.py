@@ -1,0 +1,122 @@
+"""``coplay serve``: the vLLM server command for a run, and (marked vllm) a served run
+that answers a chat request and plays a full game as a ``remote:`` player."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from coplay.envs.registry import make_env
+from coplay.eval.matches import play_match
+from coplay.models.loading import PlayedGame, save_policy
+from coplay.models.tiny import TinyModelConfig, build_tiny_model
+from coplay.models.tokenizer import train_tokenizer
+from coplay.policies.lm import LMPolicy
+from coplay.policies.remote import remote_from_spec
+from coplay.policies.scripted import RandomPolicy
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.serve import PLAIN_TEMPLATE, serve_plan
+
+HEAD_32 = TinyModelConfig(vocab_size=320, hidden_size=64, num_heads=2)
+READY_S = 300  # a cold vLLM import and engine start take minutes on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A run directory whose final checkpoint is a tiny Kuhn model (plain prompts)."""
+    env = make_env("kuhn_poker")
+    corpus = [env.observe(env.players_to_act()[0]).text, "Action: [Pass] [Bet] [Call] [Fold]"] * 20
+    tok = train_tokenizer(corpus, vocab_size=320)
+    model = build_tiny_model(HEAD_32, vocab_size=len(tok), seed=0)
+    out = tmp_path_factory.mktemp("runs") / "kuhn-tiny"
+    policy = LMPolicy(model, tok, temperature=0.9)
+    save_policy(policy, out / "checkpoints" / "final", game=PlayedGame("kuhn_poker"))
+    return out
+
+
+def test_the_command_serves_the_final_checkpoint_on_the_local_machine(run):
+    plan = serve_plan(run, host="127.0.0.1", port=8123, cuda=False)
+    cmd = plan.command
+    assert cmd[:5] == [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(run / "checkpoints" / "final"),
+    ]
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "8123"
+    assert json.loads(cmd[cmd.index("--override-generation-config") + 1]) == {"temperature": 0.9}
+    assert cmd[cmd.index("--chat-template") + 1] == PLAIN_TEMPLATE  # no template of its own
+    assert (
+        "--enforce-eager" in cmd
+        and "--enforce-eager" not in serve_plan(run, host="::", port=1, cuda=True).command
+    )
+    assert plan.remote == "remote:http://127.0.0.1:8123/v1#kuhn-tiny"
+    assert serve_plan(run, host="::1", port=9, cuda=True).base_url == "http://[::1]:9/v1"
+
+
+def test_narrow_heads_are_refused_before_starting_a_server(run, tmp_path):
+    tok = train_tokenizer(["Your card: K Action: [Bet]"] * 20, vocab_size=300)
+    model = build_tiny_model(TinyModelConfig(vocab_size=300), vocab_size=len(tok), seed=0)
+    save_policy(LMPolicy(model, tok), tmp_path / "narrow")
+    with pytest.raises(ValueError, match="config.json: vLLM on a CPU needs .* at least 32"):
+        serve_plan(tmp_path / "narrow", host="127.0.0.1", port=1, cuda=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(base_url: str, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"the server exited with status {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(2)
+    raise AssertionError(f"the server did not answer within {READY_S} s")
+
+
+@pytest.mark.vllm
+def test_a_served_run_answers_chat_and_plays_a_full_game_as_a_remote_player(run):
+    pytest.importorskip("vllm")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "coplay.cli", "serve", str(run), "--port", str(port)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        start_new_session=True,  # its own process group: the engine's children stop with it
+    )
+    try:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        wait_ready(base_url, server)
+        body = {"model": "kuhn-tiny", "messages": [{"role": "user", "content": "Your card: K"}]}
+        request = urllib.request.Request(
+            f"{base_url}/chat/completions",
+            data=json.dumps(body | {"max_tokens": 6}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer = json.load(reply)
+        assert answer["model"] == "kuhn-tiny" and answer["usage"]["completion_tokens"] >= 1
+        remote = remote_from_spec(f"remote:{base_url}#kuhn-tiny")
+        remote.max_tokens = 8
+        # The untrained model rarely names a legal action: those turns get the penalty
+        # treatment (a random legal move), so every game still ends.
+        penalty = InvalidActionConfig(on_fail="penalty", penalty=-1.0)
+        make = lambda: make_env("kuhn_poker")  # noqa: E731
+        result = play_match(make, remote, [RandomPolicy(0)], episodes=2, invalid=penalty)
+        assert result.episodes == 2
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)

@@ -1,0 +1,96 @@
+"""Behaviour log-probs from an engine: the learner's recomputation becomes pi_old, the
+engine's the behaviour, and the gap is measured; with vLLM (marked vllm) it is bounded."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from coplay.algos.losses.compose import LossConfig
+from coplay.envs.registry import make_env
+from coplay.models.tiny import TinyModelConfig, build_tiny_model
+from coplay.models.tokenizer import train_tokenizer
+from coplay.policies.lm import LMPolicy
+from coplay.train.config import OptimConfig
+from coplay.train.learner import Sample, make_learner, update
+from coplay.train.mismatch import measure, rebase_on_learner
+from coplay.types import Observation
+
+HEAD_32 = TinyModelConfig(vocab_size=320, hidden_size=64, num_heads=2)
+TOLERANCE = 2e-4
+"""Largest per-token |learner - vLLM| log-prob on this float32 model (measured: ~1e-5)."""
+
+
+def text_policy(backend: str = "hf") -> LMPolicy:
+    env = make_env("kuhn_poker")
+    corpus = [env.observe(env.players_to_act()[0]).text, "Action: [Pass] [Bet] [Call] [Fold]"] * 20
+    tok = train_tokenizer(corpus, vocab_size=320)
+    model = build_tiny_model(HEAD_32, vocab_size=len(tok), seed=0).eval()
+    return LMPolicy(model, tok, mode="text", backend=backend, temperature=0.8, max_new_tokens=8)
+
+
+def samples_of(policy: LMPolicy, n: int = 6) -> list[Sample]:
+    cards = ("J", "Q", "K")
+    obs = [
+        Observation(game="kuhn_poker", player=0, text=f"Your card: {cards[i % 3]}")
+        for i in range(n)
+    ]
+    return [Sample(d, advantage=1.0 if i % 2 else -1.0) for i, d in enumerate(policy.act(obs))]
+
+
+def _shift(logprobs):
+    return tuple(x + (0.05 if k % 3 else -0.05) for k, x in enumerate(logprobs))
+
+
+def test_measure_reports_the_gap_and_the_ratios_spread():
+    m = measure([(0.0, -1.0), (-2.0,)], [(0.1, -1.1), (-2.3,)])
+    assert m.tokens == 3
+    assert m.mean_abs == pytest.approx(0.5 / 3) and m.max_abs == pytest.approx(0.3)
+    ratios = np.exp([-0.1, 0.1, 0.3])
+    assert m.ratio_std == pytest.approx(ratios.std())
+    assert measure([(-1.0,)], [(-1.0,)]).ratio_std == 0.0
+
+
+def test_an_inexact_engines_log_probs_become_the_behaviour_ones():
+    policy = text_policy()
+    learner = make_learner(policy, LossConfig(), OptimConfig(lr=1e-3, minibatch_size=8))
+    samples = samples_of(policy)
+    # An engine that records each token's log-prob 0.05 too high (one in three too low).
+    shifted = [
+        Sample(replace(s.decision, logprobs=_shift(s.decision.logprobs)), s.advantage)
+        for s in samples
+    ]
+    assert rebase_on_learner(learner, shifted)[1] is None  # the HF backend is exact
+    policy.backend.exact_logprobs = False
+    rebased, gap = rebase_on_learner(learner, shifted)
+    assert gap.tokens == sum(len(s.decision.logprobs) for s in samples) > 6
+    assert gap.mean_abs == pytest.approx(0.05, abs=1e-5)
+    assert gap.max_abs == pytest.approx(0.05, abs=1e-5)
+    assert gap.ratio_std > 0.04
+    for original, engine, new in zip(samples, shifted, rebased, strict=True):
+        assert new.decision.behavior_logprobs == engine.decision.logprobs
+        assert np.allclose(new.decision.logprobs, original.decision.logprobs, atol=1e-5)
+    metrics = update(learner, shifted, np.random.default_rng(0))
+    assert metrics["rollout/logp_mismatch_mean"] == pytest.approx(0.05, abs=1e-5)
+    assert "perf/weight_sync_s" in metrics
+
+
+@pytest.mark.vllm
+def test_vllms_log_probs_are_within_tolerance_of_the_learners():
+    pytest.importorskip("vllm")
+    policy = text_policy("vllm")
+    learner = make_learner(
+        policy, LossConfig(), OptimConfig(lr=1e-2, minibatch_size=8), tis_cap=2.0
+    )
+    samples = samples_of(policy, n=16)
+    rebased, gap = rebase_on_learner(learner, samples)
+    assert gap.tokens > 16 and gap.max_abs < TOLERANCE and gap.ratio_std < TOLERANCE
+    assert all(s.decision.behavior_logprobs is not None for s in rebased)
+    metrics = update(learner, samples, np.random.default_rng(0))
+    assert metrics["rollout/logp_mismatch_max"] < TOLERANCE
+    assert metrics["loss/tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)
+    # The update reached the engine: its answers are the new weights' own.
+    assert policy.version == 1 and metrics["perf/weight_sync_s"] > 0
+    _, after = rebase_on_learner(learner, samples_of(policy, n=8))
+    assert after.max_abs < TOLERANCE and not math.isnan(after.mean_abs)
