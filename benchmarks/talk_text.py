@@ -8,8 +8,8 @@
 Each checkpoint plays ``--episodes`` games on the same fixed seeds (apart from every
 training seed), under the preset's game parameters and invalid-answer treatment:
 
-- *negotiation*: self-play; deal rate, walk rate, welfare (sum of both returns),
-  invalid answers, mean response length in tokens; then the listener's dependence on
+- *negotiation*: self-play; deal rate, walk rate, welfare (sum of both returns,
+  invalid-answer penalties included) and game welfare (without them), invalid answers, mean response length in tokens; then the listener's dependence on
   the message (``coplay.eval.messages``: K answers per listener state with the real
   message and with one swapped in from another game, total variation, bootstrap CI);
 - *tictactoe*: against the perfect player, half the games in each seat; loss, draw
@@ -62,9 +62,19 @@ def writing(episodes: list[Episode], policy_id: str) -> dict[str, float]:
     }
 
 
+def game_welfare(episodes: list[Episode], penalty: float) -> float:
+    """Mean sum of both players' game returns: the returns less invalid-answer penalties
+    (which ``welfare`` of ``episode_metrics`` includes)."""
+    fined = [sum(t.treatment == "penalty" for t in e.turns) for e in episodes]
+    return float(
+        np.mean([sum(e.returns) - penalty * n for e, n in zip(episodes, fined, strict=True)])
+    )
+
+
 def negotiation(cfg, policy, args) -> dict[str, float]:
     eps = _play(cfg, [[policy, policy]] * args.episodes)
     out = episode_metrics(eps) | writing(eps, policy.policy_id)
+    out["game_welfare"] = game_welfare(eps, cfg.game.invalid.penalty)
     states = listener_states(eps, seed=0, per_episode=args.per_episode)[: args.states]
     dep = message_dependence(policy, states, k=args.k, bootstrap=args.bootstrap, seed=0)
     out |= {
