@@ -71,7 +71,7 @@ def game_welfare(episodes: list[Episode], penalty: float) -> float:
     )
 
 
-def negotiation(cfg, policy, args) -> dict[str, float]:
+def negotiation(cfg, policy, args) -> tuple[dict[str, float], list[Episode]]:
     eps = _play(cfg, [[policy, policy]] * args.episodes)
     out = episode_metrics(eps) | writing(eps, policy.policy_id)
     out["game_welfare"] = game_welfare(eps, cfg.game.invalid.penalty)
@@ -91,7 +91,7 @@ def negotiation(cfg, policy, args) -> dict[str, float]:
     return out, eps
 
 
-def tictactoe(cfg, policy, args) -> dict[str, float]:
+def tictactoe(cfg, policy, args) -> tuple[dict[str, float], list[Episode]]:
     perfect = build_opponent("perfect", cfg.game.name, seed=0)
     half = args.episodes // 2
     seats = [[policy, perfect]] * half + [[perfect, policy]] * half
