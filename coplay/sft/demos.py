@@ -9,8 +9,12 @@ plan; a player that reports its action probabilities states them (an equilibrium
 mixes says so). Actions inside the reasoning are written without brackets, so the
 answer's bracketed action is the only one a parser finds.
 
-Turns without a legal list (free-text messages) are left out: scripted players have no
-words of their own to narrate.
+Message turns (free text, no legal list) are narrated where the game has a scripted
+talker in ``TALKERS``: the player then says something true of itself (negotiation: a
+templated, varied sentence about its own values or what it would keep), played as its
+message so that later observations show it, and the answer is the message after the
+reasoning block. In games without a talker they are left out: scripted players have
+no words of their own to narrate.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -29,7 +34,7 @@ from coplay.policies.scripted import _resolve
 from coplay.population.opponents import build_opponent
 from coplay.report.atomic import write_text
 from coplay.rollout.engine import play_episodes
-from coplay.types import Episode, Observation, Policy, Turn
+from coplay.types import Decision, Episode, Observation, Policy, Turn
 
 
 def _plain(action: str) -> str:
@@ -84,12 +89,121 @@ def _generic_sees(obs: Observation, rng: np.random.Generator) -> str:
     return f"{lead} {state} {moves}" if state else moves
 
 
+@dataclass(frozen=True)
+class _Table:
+    """What a negotiation observation says: counts, my values, the offer to me, actions left."""
+
+    counts: tuple[int, ...]
+    values: tuple[int, ...]
+    offered: tuple[int, ...] | None
+    left: str
+
+    @classmethod
+    def read(cls, text: str) -> _Table:
+        counts = _find(r"Items \(book hat ball\): ([\d ]+)\.", text, "0 0 0")
+        values = _find(r"Your values per item: ([\d ]+) ", text, "0 0 0")
+        offers = re.findall(r"Other: \[Propose [\d ]+\], you get ([\d ]+)", text)
+        return cls(
+            counts=tuple(map(int, counts.split())),
+            values=tuple(map(int, values.split())),
+            offered=tuple(map(int, offers[-1].split())) if offers else None,
+            left=_find(r"\((\d+) actions? left\)", text, "?"),
+        )
+
+    def worth(self, share: Sequence[int]) -> int:
+        return sum(v * n for v, n in zip(self.values, share, strict=True))
+
+
+NEGOTIATION_ITEMS = ("book", "hat", "ball")
+
+
+def _negotiation_sees(obs: Observation, rng: np.random.Generator) -> str:
+    t = _Table.read(obs.text)
+    each = ", ".join(f"{i}s {v}" for i, v in zip(NEGOTIATION_ITEMS, t.values, strict=True))
+    seen = [_pick(rng, (f"My values: {each}.", f"To me {each}.", f"I value {each}."))]
+    if t.offered is not None:
+        gets = " ".join(map(str, t.offered))
+        seen.append(
+            _pick(
+                rng,
+                (
+                    f"Their offer gives me {gets}, worth {t.worth(t.offered)}.",
+                    f"Their last offer is worth {t.worth(t.offered)} to me ({gets}).",
+                ),
+            )
+        )
+    seen.append(f"{t.left} actions left.")
+    return " ".join(seen)
+
+
 DESCRIBERS: dict[str, Callable[[Observation, np.random.Generator], str]] = {
     "kuhn_poker": _poker_sees,
     "leduc_poker": _poker_sees,
+    "negotiation": _negotiation_sees,
     "tic_tac_toe": _tictactoe_sees,
 }
 """Game name -> what the player sees, in the first person; others get ``_generic_sees``."""
+
+
+# ---------------------------------------------------------------- what it says
+NEGOTIATION_SAYS = (
+    "I value {top}s most.",
+    "{Top}s are worth {v} each to me.",
+    "I care most about the {top}s.",
+    "I would keep the {top}s; you can have the rest.",
+    "Give me the {top}s and we have a deal.",
+)
+NEGOTIATION_SAYS_ZERO = ("{Low}s are worth nothing to me.", "You can have all the {low}s.")
+SAY_WHY = (
+    "I tell them honestly what I want.",
+    "I say truthfully what matters to me.",
+    "Telling them my values may help us agree.",
+)
+
+
+def _negotiation_says(obs: Observation, rng: np.random.Generator) -> str:
+    """A true sentence about the speaker's values: its most valuable item (ties broken
+    at random) or an item worth nothing to it."""
+    t = _Table.read(obs.text)
+    best = max(t.values)
+    top = NEGOTIATION_ITEMS[_pick(rng, [i for i, v in enumerate(t.values) if v == best])]
+    zero = [NEGOTIATION_ITEMS[i] for i, v in enumerate(t.values) if v == 0]
+    if zero and rng.random() < 0.3:
+        low = _pick(rng, zero)
+        return _pick(rng, NEGOTIATION_SAYS_ZERO).format(low=low, Low=low.capitalize())
+    text = _pick(rng, NEGOTIATION_SAYS)
+    return text.format(top=top, Top=top.capitalize(), v=best)
+
+
+TALKERS: dict[str, Callable[[Observation, np.random.Generator], str]] = {
+    "negotiation": _negotiation_says,
+}
+"""Game name -> a scripted message (true of the speaker) for its free-text message turns."""
+
+
+class Talking:
+    """A scripted player that also talks: message turns (no legal list) get ``says``'s
+    text, every other turn is ``policy``'s."""
+
+    def __init__(self, policy: Policy, says, seed: int = 0) -> None:
+        self.policy, self.says = policy, says
+        self.policy_id, self.version = policy.policy_id, 0
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observations: Sequence[Observation]) -> list[Decision]:
+        listed = [o for o in observations if o.legal_actions is not None]
+        chosen = iter(self.policy.act(listed) if listed else [])
+        out = []
+        for o in observations:
+            if o.legal_actions is not None:
+                out.append(next(chosen))
+            else:
+                text = self.says(o, self.rng)
+                out.append(Decision(text=text, action=text, policy_id=self.policy_id))
+        return out
+
+    def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
+        return self.policy.action_probs(observations)
 
 
 # ---------------------------------------------------------------- why it acts
@@ -190,11 +304,13 @@ def narrate(
     records = []
     for ep in episodes:
         for traj in ep.trajectories:
-            turns = [t for t in traj.turns if t.observation.legal_actions and t.decision.valid]
-            probs = probs_of([t.observation for t in turns]) if probs_of and turns else None
+            talks = ep.game in TALKERS
+            turns = [t for t in traj.turns if _narrated(t, talks)]
+            listed = [t.observation for t in turns if t.observation.legal_actions]
+            probs = iter(probs_of(listed) if probs_of and listed else ())
             pairs = [
-                (_user(t), render(_reasoning(player, t, probs and probs[i], ep, rng), _act(t)))
-                for i, t in enumerate(turns)
+                (_user(t), render(_reasoning(player, t, _next_probs(t, probs), ep, rng), _act(t)))
+                for t in turns
             ]
             if context == "turn":
                 records += [_record(system, [u, a]) for u, a in pairs]
@@ -203,9 +319,24 @@ def narrate(
     return records
 
 
+def _narrated(turn: Turn, talks: bool) -> bool:
+    """A valid turn with a legal list, or a message turn of a game with a talker."""
+    if not turn.decision.valid:
+        return False
+    return bool(turn.observation.legal_actions) or (
+        talks and turn.observation.legal_actions is None
+    )
+
+
+def _next_probs(turn: Turn, probs):
+    return next(probs, None) if turn.observation.legal_actions else None
+
+
 def _reasoning(player, turn: Turn, probs, ep: Episode, rng: np.random.Generator) -> str:
     obs = turn.observation
     sees = DESCRIBERS.get(ep.game, _generic_sees)(obs, rng)
+    if obs.legal_actions is None:
+        return f"{sees} {_pick(rng, SAY_WHY)}"
     return f"{sees} {why(player, obs, _act(turn), probs, rng)}"
 
 
@@ -238,6 +369,8 @@ def write_demos(
     ``out``; returns the number of conversations written."""
     ref = GameRef(game, dict(params or {}))
     policy = build_opponent(player, ref.name, seed=seed, params=ref.params)
+    if ref.name in TALKERS:
+        policy = Talking(policy, TALKERS[ref.name], seed=seed)
     seats = ref.make().spec.num_players
     episodes = play_episodes(ref.make, [[policy] * seats] * games, range(seed, seed + games))
     label = _resolve(player, ref.name) if player in ("nash", "perfect", "optimal") else player

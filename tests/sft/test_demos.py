@@ -108,3 +108,83 @@ def test_cli_demos_then_sft(tmp_path, capsys):
     tiny = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "sft.epochs=1"]
     assert main(["sft", "--quiet", "--data", str(demos), "--out", str(out), *tiny]) == 0
     assert json.loads((out / "summary.json").read_text())["steps"] >= 1
+
+
+def _negotiation_chats(tmp_path, games=6, **kw):
+    path = tmp_path / "neg.jsonl"
+    params = {"max_actions": 4}
+    write_demos(path, game="negotiation", player="random", games=games, params=params, **kw)
+    return read_conversations(path)
+
+
+def test_negotiation_demos_talk_truthfully_about_the_speakers_values(tmp_path):
+    fmt = ANSWER_FORMATS["think"]
+    said = set()
+    for conv in _negotiation_chats(tmp_path, games=8, context="chat"):
+        msgs = conv.messages[1:]
+        # Every turn of the player is narrated: 2 message and 2 action turns at most.
+        assert 2 <= len(msgs) // 2 <= 4
+        for user, answer in zip(msgs[::2], msgs[1::2], strict=True):
+            values = [
+                int(v)
+                for v in re.search(r"values per item: ([\d ]+) ", user.content).group(1).split()
+            ]
+            reasoning = answer.content.removeprefix("<think>").split("</think>")[0]
+            assert reasoning.startswith(("My values", "To me", "I value"))
+            assert len(reasoning) < 200  # a sentence or two, not the whole observation
+            if user.content.endswith("Send the other player a message."):
+                message = fmt.parse(answer.content, None).action
+                said.add(message)
+                assert "[" not in message and len(message) <= 60
+                _check_true(message, values)
+            else:
+                legal = re.findall(r"\[[\w ]+\]", user.content.splitlines()[-1]) + ["[Walk]"]
+                assert fmt.parse(answer.content, None).action  # an action follows the block
+                assert answer.content.split("</think> ")[1].startswith(
+                    ("[Propose", "[Accept]", "[Walk]")
+                ), legal
+    assert len(said) >= 5  # varied phrasings and items
+
+
+def _check_true(message: str, values: list[int]) -> None:
+    items = ("book", "hat", "ball")
+    named = [i for i, name in enumerate(items) if name in message.lower()]
+    assert len(named) == 1, message
+    v = values[named[0]]
+    if "nothing" in message or "You can have all" in message:
+        assert v == 0, (message, values)
+    else:
+        assert v == max(values), (message, values)
+        each = re.search(r"worth (\d+) each", message)
+        assert each is None or int(each.group(1)) == v
+
+
+def test_negotiation_reasoning_states_the_offer_and_its_worth(tmp_path):
+    checked = 0
+    for conv in _negotiation_chats(tmp_path, games=6, context="turn"):
+        user, answer = conv.messages[-2].content, conv.messages[-1].content
+        offer = re.findall(r"Other: \[Propose [\d ]+\], you get ([\d ]+)", user)
+        if not offer:
+            continue
+        gets = [int(x) for x in offer[-1].split()]
+        values = [int(v) for v in re.search(r"values per item: ([\d ]+) ", user).group(1).split()]
+        worth = sum(a * b for a, b in zip(gets, values, strict=True))
+        assert " ".join(map(str, gets)) in answer and f"{worth}" in answer
+        left = re.search(r"\((\d+) actions? left\)", user).group(1)
+        assert f"{left} actions left." in answer
+        checked += 1
+    assert checked > 5
+
+
+def test_later_observations_show_the_narrated_messages(tmp_path):
+    """The talker's messages are played, so the other player reads exactly them."""
+    fmt = ANSWER_FORMATS["think"]
+    convs = _negotiation_chats(tmp_path, games=3, context="chat")
+    for first, second in zip(convs[::2], convs[1::2], strict=True):  # seats 0 and 1
+        spoken = [
+            fmt.parse(a.content, None).action
+            for u, a in zip(first.messages[1::2], first.messages[2::2], strict=True)
+            if u.content.endswith("message.")
+        ]
+        heard = re.findall(r'Other said: "([^"]*)"', second.messages[-2].content)
+        assert spoken and heard == spoken[: len(heard)] and heard
