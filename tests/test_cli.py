@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -733,7 +734,7 @@ def test_ctrl_c_outside_training_is_one_line(capsys, monkeypatch):
     def interrupt(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(COMMANDS, "games", interrupt)
+    monkeypatch.setitem(COMMANDS, "games", replace(COMMANDS["games"], run=interrupt))
     assert main(["games"]) == 130
     assert capsys.readouterr().err == "coplay games: interrupted\n"
 

@@ -1,0 +1,7 @@
+"""``python -m coplay.cli``: the ``coplay`` command."""
+
+import sys
+
+from coplay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,170 @@
+"""``coplay eval``: a run or checkpoint against an opponent, played and computed exactly."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.table import Table
+
+from coplay.cli.common import Command, console, titled_table
+from coplay.report.progress import track
+
+
+def _eval_arguments(e: argparse.ArgumentParser) -> None:
+    e.add_argument("path", help="run directory, checkpoint or LoRA adapter folder")
+    e.add_argument("--game", default=None, help="game (default: the one the checkpoint records)")
+    e.add_argument(
+        "--role",
+        default=None,
+        help="the policy of a roster run to evaluate (a learner's name, or 'base': the "
+        "untrained base of a LoRA run)",
+    )
+    e.add_argument("--opponent", default="random", help="random, nash, perfect, optimal or a path")
+    e.add_argument("--episodes", type=int, default=1000)
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument(
+        "--exact",
+        action="store_true",
+        help="also the exact win/draw/loss per seat by walking the game tree (OpenSpiel games)",
+    )
+    e.add_argument(
+        "--samples",
+        type=int,
+        default=32,
+        metavar="K",
+        help="a text-mode policy's answers per information state for its sampled "
+        "exploitability and exact rows, with bootstrap intervals (coplay/eval/sampled.py)",
+    )
+    e.add_argument(
+        "--costly",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also the N positions per seat where changing the policy's answer gains the "
+        "most against the opponent, exactly (OpenSpiel games; coplay/eval/costly.py)",
+    )
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from coplay.envs.probe import resolve_factory
+    from coplay.eval.exact import decide_exact, exploitability
+    from coplay.eval.matches import play_match
+    from coplay.models.checkpoints import find_policy
+    from coplay.population.opponents import build_opponent
+
+    if args.episodes <= 0:
+        raise ValueError(f"--episodes must be positive, got {args.episodes}")
+    if args.costly < 0:
+        raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
+    saved = find_policy(args.path, args.role)
+    game, params = _game_of(saved, args.game)
+    make = resolve_factory(game, params)
+    policy = saved.load(seed=args.seed)
+    spec = make().spec
+    opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
+    with track("eval", args.episodes, "episodes", console=console) as advance:
+        res = play_match(
+            make,
+            policy,
+            [opponent] * (spec.num_players - 1),
+            episodes=args.episodes,
+            seed=args.seed,
+            on_progress=advance,
+        )
+    table = titled_table(f"{saved.folder} vs {args.opponent} on {game}")
+    table.add_column("", no_wrap=True)
+    table.add_column("value [95% CI]", justify="right")
+    for name in ("win", "draw", "loss", "mean_return"):
+        table.add_row(name, str(getattr(res, name)))
+    for seat, r in enumerate(res.mean_return_by_seat):
+        table.add_row(f"mean return, seat {seat}", f"{r:.3f}")
+    table.add_row("episodes", str(res.episodes))
+    table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
+    if getattr(policy, "mode", "choice") == "text":
+        return _eval_text(args, table, policy, opponent, spec, game, params)
+    if decide_exact("auto", spec, game, params):
+        ex = exploitability(policy, game, params=params)
+        table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
+        table.add_row("NashConv (exact)", f"{ex.nash_conv:.4f}")
+    if args.exact:
+        _exact_rows(table, policy, opponent, game, params)
+    console.print(table)
+    if args.costly:
+        _print_costly(policy, opponent, game, params, args.costly)
+    return 0
+
+
+def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: dict) -> int:
+    """``coplay eval`` of a text-mode policy: its exact rows are those of its sampled
+    distribution (``--samples`` answers per state), each with a bootstrap interval."""
+    from coplay.eval.exact import decide_exact
+    from coplay.eval.sampled import SampledPolicy, bootstrap, exploitability_metric, outcomes_metric
+
+    if args.samples <= 0:
+        raise ValueError(f"--samples must be positive, got {args.samples}")
+    sampled = SampledPolicy(policy, k=args.samples)
+    metrics = []
+    if decide_exact("auto", spec, game, params):
+        metrics.append(exploitability_metric(game, params))
+    if args.exact:
+        metrics.append(outcomes_metric(opponent, game, params))
+    for metric in metrics:
+        for name, e in bootstrap(metric, sampled, seed=args.seed).items():
+            table.add_row(
+                f"{name.replace('_', ' ')} (sampled, K={e.k})",
+                f"{e.value:.4f} [{e.ci_low:.4f}, {e.ci_high:.4f}]",
+            )
+    if metrics:
+        table.add_row(
+            f"invalid answers (sampled, K={args.samples})", f"{sampled.invalid_rate():.3f}"
+        )
+    console.print(table)
+    if args.costly:
+        _print_costly(sampled, opponent, game, params, args.costly)
+    return 0
+
+
+def _print_costly(policy, opponent, game: str, params: dict, top: int) -> None:
+    from coplay.eval.costly import costly_positions
+
+    for seat, found in enumerate(costly_positions(policy, opponent, game, params=params, top=top)):
+        table = titled_table(f"costliest positions, seat {seat} (exact gain in expected return)")
+        for name in ("observation", "reach", "plays", "better", "gain"):
+            table.add_column(name, justify="left" if name == "observation" else "right")
+        for c in found:
+            table.add_row(
+                c.observation.strip(),
+                f"{c.reach:.4f}",
+                f"{c.played} ({c.played_prob:.2f})",
+                c.best,
+                f"{c.cost:.4f}",
+            )
+        console.print(table)
+
+
+def _exact_rows(table: Table, policy, opponent, game: str, params: dict) -> None:
+    from coplay.eval.exact_match import sampled_and_greedy_outcomes
+
+    sampled, greedy = sampled_and_greedy_outcomes(policy, opponent, game, params=params)
+    for o, g in zip(sampled, greedy, strict=True):
+        table.add_row(
+            f"win / draw / loss, seat {o.seat} (exact)",
+            f"{o.win:.4f} / {o.draw:.4f} / {o.loss:.4f}",
+        )
+        table.add_row(f"loss of the argmax, seat {o.seat} (exact)", f"{g.loss:.4f}")
+
+
+def _game_of(saved, game: str | None) -> tuple[str, dict]:
+    """The game to evaluate on: --game, else the one the checkpoint (or its run) records
+    (with its parameters, when --game names that same game)."""
+    played = saved.game()
+    if game and (played is None or played.name != game):
+        return game, {}
+    if played is None:
+        raise ValueError(f"cannot tell which game {saved.folder} plays; pass --game")
+    return played.name, dict(played.params)
+
+
+EVAL = Command(
+    "eval", "evaluate a run or checkpoint against an opponent", _eval_arguments, cmd_eval
+)

@@ -1,0 +1,81 @@
+"""``coplay play``: a person against an agent, or policies watched, at the prompt or in
+a local web page (coplay.play)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from coplay.cli.common import Command, build_player, game_params, players_game
+
+
+def _play_arguments(pl: argparse.ArgumentParser) -> None:
+    pl.add_argument(
+        "agent",
+        nargs="?",
+        help="who you play: a run directory, checkpoint, random, nash, perfect, optimal or "
+        "remote:URL#model[@ENV_VAR]; it takes every seat but yours",
+    )
+    pl.add_argument("--game", default=None, help="game (default: the one the run records)")
+    pl.add_argument("--watch", nargs="+", metavar="POLICY", help="watch these play, one a seat")
+    pl.add_argument("--seat", default="0", help="your seat: a number, or 'alternate' (default 0)")
+    pl.add_argument("--games", type=int, default=1, help="games to play in the terminal")
+    pl.add_argument("--seed", type=int, default=0, help="seed of the first deal")
+    pl.add_argument(
+        "--show-probs", action="store_true", help="show each agent move's distribution and text"
+    )
+    pl.add_argument("--web", action="store_true", help="play in a local web page instead")
+    pl.add_argument("--host", default="127.0.0.1", help="address the web page is served on")
+    pl.add_argument("--port", type=int, default=8765, help="port of the web page (0: any free)")
+    pl.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """A person against an agent (or policies watched) at the prompt or in a web page."""
+    from coplay.envs.probe import resolve_factory
+    from coplay.play.setup import play, seating
+
+    # argparse may hand a game parameter (key=value) to the agent or to --watch.
+    named = [x for x in [args.agent, *(args.watch or [])] if x]
+    agent = args.agent if args.agent and "=" not in args.agent else None
+    if bool(agent) == bool(args.watch):
+        raise ValueError("name one agent to play against, or the policies to --watch (not both)")
+    specs = [agent] if agent else [w for w in args.watch if "=" not in w]
+    for spec in specs:
+        _check_player(spec)
+    game, params = players_game(args.game, specs)
+    params |= game_params([*args.params, *(w for w in named if "=" in w)])
+    make_env = resolve_factory(game, params)
+    built = {
+        spec: build_player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(specs)
+    }
+    seats = seating(specs, make_env().spec.num_players, seat=None if args.watch else args.seat)
+    return play(
+        make_env,
+        {name: None if spec is None else built[spec] for name, spec in seats.items()},
+        rotate=args.seat == "alternate",
+        games=args.games,
+        seed=args.seed,
+        show_probs=args.show_probs,
+        web=(args.host, args.port) if args.web else None,
+        transcripts=Path(specs[0]) / "transcripts.jsonl",
+    )
+
+
+def _check_player(spec: str) -> None:
+    """A player that names no bot must be a path that exists (one line if not)."""
+    from coplay.population.opponents import SCRIPTED_NAMES
+
+    if spec not in SCRIPTED_NAMES and not spec.startswith("remote:") and not Path(spec).exists():
+        raise FileNotFoundError(
+            f"{spec} does not exist (expected a run directory, a checkpoint or one of "
+            f"{', '.join(SCRIPTED_NAMES)})"
+        )
+
+
+PLAY = Command(
+    "play",
+    "play a game against an agent, or watch policies play",
+    _play_arguments,
+    cmd_play,
+)

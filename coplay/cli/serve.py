@@ -1,0 +1,24 @@
+"""``coplay serve``: a run's final checkpoint as an OpenAI-compatible endpoint (vLLM)."""
+
+from __future__ import annotations
+
+import argparse
+
+from coplay.cli.common import Command
+
+
+def _serve_arguments(sv: argparse.ArgumentParser) -> None:
+    sv.add_argument("run", help="run directory (its final checkpoint) or checkpoint folder")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: local only)")
+    sv.add_argument("--port", type=int, default=8000)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from coplay.serve import serve
+
+    return serve(args.run, host=args.host, port=args.port)
+
+
+SERVE = Command(
+    "serve", "serve a run as an OpenAI-compatible endpoint (vLLM)", _serve_arguments, cmd_serve
+)

@@ -1,0 +1,151 @@
+"""``coplay tournament``: cross-play a population; Elo, OpenSkill and α-rank."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from rich.table import Table
+
+from coplay.cli.common import (
+    Command,
+    build_player,
+    claim_file,
+    console,
+    players_game,
+    titled_table,
+)
+from coplay.report.progress import track
+
+
+def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
+    tm.add_argument(
+        "--game",
+        default=None,
+        help="registered game, openspiel:<name> or package.module:factory "
+        "(default: the game the checkpoint players record)",
+    )
+    tm.add_argument(
+        "--players",
+        nargs="+",
+        required=True,
+        help="scripted names (random, nash, perfect, optimal), checkpoint or run paths, or "
+        "remote:URL#model[@ENV_VAR] (an OpenAI-compatible endpoint; its API key is read "
+        "from ENV_VAR, and sent over http:// only to localhost)",
+    )
+    tm.add_argument("--episodes", type=int, default=200, help="games per pairing")
+    tm.add_argument("--seed", type=int, default=0)
+    tm.add_argument(
+        "--out",
+        default=None,
+        help="write the matrix and ratings as JSON here (partial results if a player fails); "
+        "an existing file is refused unless --force",
+    )
+    tm.add_argument(
+        "--force", action="store_true", help="move an existing --out file to OUT.old-<time>"
+    )
+
+
+def cmd_tournament(args: argparse.Namespace) -> int:
+    from coplay.envs.probe import resolve_factory
+    from coplay.eval.crossplay import (
+        CrossPlayInterrupted,
+        cross_play,
+        games_total,
+        rate_cross_play,
+        to_json,
+    )
+
+    if args.episodes <= 0:
+        raise ValueError(f"--episodes must be positive, got {args.episodes}")
+    if len(set(args.players)) != len(args.players):
+        raise ValueError(f"list each player once, got {' '.join(args.players)}")
+    game, params = players_game(args.game, args.players)
+    seats = resolve_factory(game, params)().spec.num_players
+    policies = {
+        spec: build_player(spec, game, params, seed=args.seed + i)
+        for i, spec in enumerate(args.players)
+    }
+    total = games_total(len(policies), seats, args.episodes)
+    if args.out:
+        claim_file(Path(args.out), args.force)
+    try:
+        with track("tournament", total, "games", console=console) as advance:
+            res = cross_play(
+                game,
+                policies,
+                episodes=args.episodes,
+                seed=args.seed,
+                params=params,
+                on_progress=lambda done, _total: advance(done),
+            )
+    except CrossPlayInterrupted as stop:
+        console.print(_crossplay_table(stop.partial))
+        cause = stop.__cause__ or stop
+        if args.out:
+            data = to_json(stop.partial) | {"complete": False, "stopped": f"{stop}: {cause}"}
+            _write_results(Path(args.out), data, what="partial results")
+        raise cause from None
+    ratings = rate_cross_play(res)
+    console.print(_crossplay_table(res))
+    console.print(_ratings_table(ratings))
+    if args.out:
+        _write_results(Path(args.out), to_json(res, ratings) | {"complete": True})
+    return 0
+
+
+def _write_results(path: Path, data: dict, *, what: str = "results") -> None:
+    """Write ``data`` as JSON atomically; a failure is one line naming the path (the
+    results were printed already)."""
+    from coplay.report.atomic import write_text
+    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor
+
+    if not (blocker := existing_ancestor(path.parent)).is_dir():
+        raise RunDirError(f"cannot write {what} to {path}: {blocker} is a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(data, indent=2, allow_nan=False))
+    except OSError as err:
+        raise RunDirError(f"cannot write {what} to {path}: {err.strerror or err}") from None
+    console.print(f"written: {path}")
+
+
+def _crossplay_table(res) -> Table:
+    table = titled_table(f"{res.game}: mean return of row vs column [95% CI], {res.episodes} games")
+    table.add_column("", no_wrap=True)
+    for name in res.names:
+        table.add_column(name, justify="right")
+    for name, row in zip(res.names, res.results, strict=True):
+        table.add_row(name, *(str(r.mean_return) if r.episodes else "-" for r in row))
+    return table
+
+
+def _ratings_table(ratings) -> Table:
+    table = titled_table("ratings")
+    for col in ("player", "Elo", "OpenSkill mu ± sigma", "ordinal", "α-rank"):
+        table.add_column(col, justify="left" if col == "player" else "right", no_wrap=True)
+    for i, name in enumerate(ratings.names):
+        skill = ratings.openskill[i]
+        table.add_row(
+            name,
+            _elo(ratings.elo[i]),
+            f"{skill.mu:.2f} ± {skill.sigma:.2f}",
+            f"{skill.ordinal:.2f}",
+            f"{ratings.alpharank[i]:.3f}",
+        )
+    return table
+
+
+def _elo(value: float | None) -> str:
+    """An Elo rating, or a dash for a player without games (no rating)."""
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+
+
+TOURNAMENT = Command(
+    "tournament",
+    "cross-play a population; Elo, OpenSkill, α-rank",
+    _tournament_arguments,
+    cmd_tournament,
+)

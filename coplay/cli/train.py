@@ -1,0 +1,174 @@
+"""``coplay train``, and reading a run back: ``coplay report`` and ``coplay show``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from coplay.cli.common import (
+    FORCE_HELP,
+    OVERRIDES_HELP,
+    PRESET_HELP,
+    Command,
+    claim_run,
+    console,
+    titled_table,
+    train_status,
+)
+from coplay.report.progress import track
+
+
+def _train_arguments(t: argparse.ArgumentParser) -> None:
+    t.add_argument("--preset", default=None, help=PRESET_HELP)
+    t.add_argument("--config", default=None, help="YAML file merged over the preset")
+    t.add_argument(
+        "--out",
+        default=None,
+        help="run directory (default: runs/<preset>); one that already holds a run is "
+        "refused: continue it with --resume, or replace it with --force",
+    )
+    t.add_argument("--force", action="store_true", help=FORCE_HELP)
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue a run from its saved state (its config.yaml plus any overrides)",
+    )
+    t.add_argument(
+        "--roster",
+        default=None,
+        metavar="ROSTER_YAML",
+        help="seat a roster (docs/roster.md): a policy per seat or role, several learners",
+    )
+    t.add_argument(
+        "--report",
+        action="store_true",
+        help="write the HTML report to <run>/report.html at each evaluation and at the end "
+        "(sets train.report=true)",
+    )
+    t.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from coplay.train.config import ConfigError, base_preset, build_config
+    from coplay.train.trainer import train
+
+    if args.resume:
+        if args.force:
+            raise ValueError("--force starts a new run; it cannot go with --resume")
+        out = Path(args.resume)
+        if not (out / "config.yaml").is_file():
+            raise ConfigError(
+                f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
+            )
+        overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
+        cfg = build_config(file=out / "config.yaml", overrides=overrides)
+    else:
+        preset = base_preset(args.preset, args.config)
+        overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
+        cfg = build_config(preset=preset, file=args.config, overrides=overrides)
+        out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
+        claim_run(out, args.force)
+    console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
+    if args.roster or (args.resume and (out / "roster.yaml").is_file()):
+        summary = _with_progress(_roster_run(args, cfg, out), cfg.train.iterations, args.quiet)
+    else:
+        run = lambda progress: train(cfg, out, resume=bool(args.resume), progress=progress)  # noqa: E731
+        summary = _with_progress(run, cfg.train.iterations, args.quiet, status=train_status)
+    _print_summary(summary)
+    if cfg.train.report:
+        console.print(f"report: {out / 'report.html'}")
+    console.print(f"run directory: {out}")
+    return 0
+
+
+def _roster_run(args: argparse.Namespace, cfg, out: Path):
+    """``coplay train --roster``: the roster trainer on the same run config; a resumed
+    roster run keeps the roster it saved (``roster.yaml`` in its directory)."""
+    from coplay.train.roster import load_roster, train_roster
+
+    if args.resume and args.roster:
+        raise ValueError(f"a resumed run keeps its roster ({out / 'roster.yaml'}); drop --roster")
+    roster = load_roster(out / "roster.yaml" if args.resume else args.roster)
+    resume = bool(args.resume)
+    return lambda progress: train_roster(roster, cfg, out, progress=progress, resume=resume)
+
+
+def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):
+    """``run(progress)`` reporting progress over ``total`` iterations, or none if quiet."""
+    if quiet:
+        return run(None)
+    with track("train", total, "iterations", console=console) as advance:
+        return run(lambda it, m: advance(it, status(m)))
+
+
+def _print_summary(summary: dict) -> None:
+    table = titled_table("evaluation (before -> after training)")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("before", justify="right")
+    table.add_column("after", justify="right")
+    for key, after in summary.items():
+        if key.startswith("final/"):
+            name = key.removeprefix("final/")
+            before = summary.get(f"initial/{name}")
+            table.add_row(name, "-" if before is None else f"{before:.4f}", f"{after:.4f}")
+    console.print(table)
+    console.print(f"wall time: {summary['wall_s']:.1f} s")
+
+
+def _report_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("runs", nargs="+", metavar="RUN", help="run directories (several overlay)")
+    r.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE.html",
+        help="where to write it (default: RUN/report.html for one run, report.html for several)",
+    )
+    r.add_argument("--games", type=int, default=8, help="latest sample games shown per run")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from coplay.train.report import write_report
+
+    if args.games < 0:
+        raise ValueError(f"--games must be 0 or more, got {args.games}")
+    default = Path(args.runs[0]) / "report.html" if len(args.runs) == 1 else Path("report.html")
+    out = Path(args.out) if args.out else default
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; name an .html file")
+    written = write_report(args.runs, out, games=args.games)
+    console.print(f"written: {written} ({written.stat().st_size / 1024:.0f} kB)")
+    return 0
+
+
+def _show_arguments(sh: argparse.ArgumentParser) -> None:
+    sh.add_argument("run", metavar="RUN", help="run directory")
+    sh.add_argument("--iteration", type=int, default=None, help="games of this iteration only")
+    sh.add_argument("--games", type=int, default=2, help="how many (the latest)")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from coplay.report.runfiles import load_run
+    from coplay.report.show import show_games
+
+    if args.games <= 0:
+        raise ValueError(f"--games must be positive, got {args.games}")
+    run = load_run(args.run)
+    if not run.transcripts:
+        raise ValueError(f"{run.path} has no transcripts (train.transcripts: 0, or no evaluation)")
+    shown = show_games(run.transcripts, console, games=args.games, iteration=args.iteration)
+    if not shown:
+        found = sorted({r.get("iteration") for r in run.transcripts})
+        raise ValueError(
+            f"{run.path} has no transcripts of iteration {args.iteration}; "
+            f"it has {', '.join(map(str, found))}"
+        )
+    return 0
+
+
+TRAIN = Command("train", "train an agent; writes a run directory", _train_arguments, cmd_train)
+REPORT = Command(
+    "report", "one self-contained HTML page of one or more runs", _report_arguments, cmd_report
+)
+SHOW = Command("show", "print a run's sample games as conversations", _show_arguments, cmd_show)
