@@ -58,6 +58,8 @@ class Owner(Protocol):
     """Most padded tokens per forward pass (``coplay.train.micro``)."""
     logit_weight: int
     """Tokens one scored position's vocabulary rows count as."""
+    checkpointing: bool
+    """Activation checkpointing is on: the scorer runs sequences whole (no KV cache)."""
 
 
 @dataclass(frozen=True)

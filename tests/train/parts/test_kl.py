@@ -27,7 +27,9 @@ class _Ref:
         return SimpleNamespace(logp=rows, mask=torch.ones_like(rows))
 
 
-LEARNER = SimpleNamespace(micro_batch_size=1, micro_batch_tokens=10**9, logit_weight=1)
+LEARNER = SimpleNamespace(
+    micro_batch_size=1, micro_batch_tokens=10**9, logit_weight=1, checkpointing=False
+)
 """Micro-batches of one decision: the reference is scored a decision at a time."""
 
 

@@ -15,6 +15,7 @@ class _Learner:
     micro_batch_size = 2
     micro_batch_tokens = 10**9
     logit_weight = 1
+    checkpointing = False
 
     def __init__(self, table):
         def score(decisions):

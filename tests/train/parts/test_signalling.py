@@ -19,6 +19,7 @@ class _Learner:
     micro_batch_size = 1
     micro_batch_tokens = 10**9
     logit_weight = 1
+    checkpointing = False
 
     def __init__(self, table):
         def score(decisions):

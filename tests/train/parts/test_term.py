@@ -35,6 +35,7 @@ class _Learner:
     def __init__(self, policy, micro_batch_size):
         self.policy, self.micro_batch_size = policy, micro_batch_size
         self.micro_batch_tokens, self.logit_weight = 10**9, 1
+        self.checkpointing = False
 
 
 def test_choice_dists_in_micro_batches_equal_one_batch():
