@@ -3,7 +3,8 @@
 Arms, timed alternately in one process (medians of ``--repeats``, decisions per second):
 
 - ``engine``: ``play_episodes`` plays ``--games`` games at once, every round one batched
-  forward pass per policy (choice mode, the tiny default model).
+  forward pass per policy (choice mode, the tiny default model), each seat drawing
+  from its own stream as in training.
 - ``raw``: the ceiling. The same model computation the engine ran, on token tensors
   built before the clock starts: per recorded batch, the shared-prefix pass, the rows'
   pass with logits kept only at the last position, the log-softmax gathered at the
@@ -58,13 +59,19 @@ class Recording:
         self.batches.append(list(observations))
         return self.inner.act(observations)
 
+    def act_streamed(self, observations: Sequence[Observation], streams):
+        self.batches.append(list(observations))
+        return self.inner.act_streamed(observations, streams)
+
 
 def engine_run(policy: LMPolicy, game: GameRef, games: int, seed: int) -> tuple[float, list]:
     """Seconds to play ``games`` games at once; the observations of each batch."""
     rec = Recording(policy)
     seats = [[rec] * game.spec.num_players] * games
+    seeds = [seed + i for i in range(games)]
     start = time.perf_counter()
-    play_episodes(game.make, seats, [seed + i for i in range(games)])
+    # Per-seat streams, as training plays (``LocalSource``: ``Plan.streams``).
+    play_episodes(game.make, seats, seeds, streams=seeds)
     return time.perf_counter() - start, rec.batches
 
 
