@@ -174,6 +174,8 @@ class RaySource:
     ) -> None:
         """``actors``: rollout workers already started (``start_workers``) for this
         game, to play on instead of starting ``workers`` new ones."""
+        self.game, self.invalid, self.max_turns = game, invalid, max_turns
+        self._owns_workers = actors is None
         if actors is None:
             actors = start_workers(game, workers, ray_config or RayConfig(), invalid, max_turns)
         if not actors:
@@ -254,6 +256,14 @@ class RaySource:
                         f"{RESTART_TIMEOUT_S} s (ray.max_restarts used up?)"
                     ) from None
                 time.sleep(0.2)
+
+    def close(self) -> None:
+        """Stop the workers this source started (not ones it was given), so that their
+        CPUs are free at once for the workers of what runs next."""
+        if self._owns_workers:
+            for worker in self.workers:
+                ray.kill(worker)
+        self.workers, self._pending = [], {}
 
     def worker_pids(self) -> list[int]:
         return ray.get([w.pid.remote() for w in self.workers])
