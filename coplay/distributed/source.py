@@ -55,7 +55,10 @@ def start_ray(cfg: RayConfig, workers: int) -> None:
     if cfg.address is not None:
         ray.init(address=cfg.address, **quiet)
     else:
-        ray.init(num_cpus=cfg.num_cpus or max(1, int(workers * cfg.worker_cpus)), **quiet)
+        # address="local": a Ray of our own even where another runs on this machine
+        # (plain ray.init() would join that one, and refuse num_cpus).
+        cpus = cfg.num_cpus or max(1, int(workers * cfg.worker_cpus))
+        ray.init(address="local", num_cpus=cpus, **quiet)
 
 
 def start_workers(
