@@ -46,9 +46,24 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
     tm.add_argument(
         "--force", action="store_true", help="move an existing --out file to OUT.old-<time>"
     )
+    tm.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="play the matches on N Ray workers (the ray extra); 0: in this process. Each "
+        "game draws from its own random streams, so any N > 0 gives the same results",
+    )
+    tm.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --workers: a running Ray cluster to join (auto, ray://host:10001, "
+        "host:6379); default: a private local Ray",
+    )
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
+    from coplay.distributed import RayConfig, evaluation_source, require_ray
+    from coplay.envs.gameref import GameRef
     from coplay.envs.probe import resolve_factory
     from coplay.eval.crossplay import (
         CrossPlayInterrupted,
@@ -60,6 +75,12 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
+    if args.workers < 0:
+        raise ValueError(f"--workers must be 0 or more, got {args.workers}")
+    if args.ray_address is not None and not args.workers:
+        raise ValueError("--ray-address needs --workers N (N > 0)")
+    if args.workers:
+        require_ray(f"--workers {args.workers}")  # before any player is built
     if len(set(args.players)) != len(args.players):
         raise ValueError(f"list each player once, got {' '.join(args.players)}")
     game, params = players_game(args.game, args.players)
@@ -71,8 +92,14 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     total = games_total(len(policies), seats, args.episodes)
     if args.out:
         claim_file(Path(args.out), args.force)
+    ray = RayConfig(address=args.ray_address)
     try:
-        with track("tournament", total, "games", console=console) as advance:
+        with (
+            evaluation_source(
+                GameRef(game, params), workers=args.workers, ray=ray, asked_by="--workers"
+            ) as source,
+            track("tournament", total, "games", console=console) as advance,
+        ):
             res = cross_play(
                 game,
                 policies,
@@ -80,6 +107,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 params=params,
                 on_progress=lambda done, _total: advance(done),
+                source=source,
             )
     except CrossPlayInterrupted as stop:
         console.print(_crossplay_table(stop.partial))

@@ -55,7 +55,10 @@ def start_ray(cfg: RayConfig, workers: int) -> None:
     if cfg.address is not None:
         ray.init(address=cfg.address, **quiet)
     else:
-        ray.init(num_cpus=cfg.num_cpus or max(1, int(workers * cfg.worker_cpus)), **quiet)
+        # address="local": a Ray of our own even where another runs on this machine
+        # (plain ray.init() would join that one, and refuse num_cpus).
+        cpus = cfg.num_cpus or max(1, int(workers * cfg.worker_cpus))
+        ray.init(address="local", num_cpus=cpus, **quiet)
 
 
 def start_workers(
@@ -174,6 +177,8 @@ class RaySource:
     ) -> None:
         """``actors``: rollout workers already started (``start_workers``) for this
         game, to play on instead of starting ``workers`` new ones."""
+        self.game, self.invalid, self.max_turns = game, invalid, max_turns
+        self._owns_workers = actors is None
         if actors is None:
             actors = start_workers(game, workers, ray_config or RayConfig(), invalid, max_turns)
         if not actors:
@@ -254,6 +259,14 @@ class RaySource:
                         f"{RESTART_TIMEOUT_S} s (ray.max_restarts used up?)"
                     ) from None
                 time.sleep(0.2)
+
+    def close(self) -> None:
+        """Stop the workers this source started (not ones it was given), so that their
+        CPUs are free at once for the workers of what runs next."""
+        if self._owns_workers:
+            for worker in self.workers:
+                ray.kill(worker)
+        self.workers, self._pending = [], {}
 
     def worker_pids(self) -> list[int]:
         return ray.get([w.pid.remote() for w in self.workers])

@@ -16,6 +16,8 @@ import pyspiel
 from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import best_response, expected_game_score
 
+from coplay.distributed import evaluation_source
+from coplay.envs.gameref import GameRef
 from coplay.envs.probe import resolve_factory
 from coplay.eval.crossplay import cross_play
 from coplay.eval.metasolvers import FallbackSolution, MetaSolution, solve_with_fallback
@@ -73,15 +75,22 @@ def exact_payoffs(
 def sampled_payoffs(
     members: Sequence[Policy], cfg: RunConfig, *, episodes: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Cross-play meta-game (mean returns, seats alternating) of any 2-player game."""
-    res = cross_play(
-        cfg.game.name,
-        {m.policy_id: m for m in members},
-        episodes=episodes,
-        seed=seed,
-        params=cfg.game.params,
-        invalid=cfg.game.invalid,
-    )
+    """Cross-play meta-game (mean returns, seats alternating) of any 2-player game,
+    played on ``cfg.rollout.workers`` Ray workers where that is above 0 (started for
+    this evaluation and stopped after it)."""
+    game = GameRef(cfg.game.name, cfg.game.params)
+    with evaluation_source(
+        game, workers=cfg.rollout.workers, ray=cfg.ray, invalid=cfg.game.invalid
+    ) as source:
+        res = cross_play(
+            cfg.game.name,
+            {m.policy_id: m for m in members},
+            episodes=episodes,
+            seed=seed,
+            params=cfg.game.params,
+            invalid=cfg.game.invalid,
+            source=source,
+        )
     return res.meta_game
 
 

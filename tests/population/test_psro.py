@@ -2,16 +2,19 @@
 
 import hashlib
 import json
+from contextlib import contextmanager
 
 import numpy as np
 import pyspiel
 import pytest
 import torch
 
+from coplay.envs.gameref import GameRef
+from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError, solve_meta_game
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
-from coplay.population import oracles
+from coplay.population import metagame, oracles
 from coplay.population.oracles import ORACLES, Oracle, SeatedPool, Target
 from coplay.population.psro import (
     INITIAL_MEMBERS,
@@ -25,9 +28,11 @@ from coplay.population.psro import (
     sampled_payoffs,
 )
 from coplay.report import sinks
+from coplay.rollout.source import LocalSource
 from coplay.train.config import build_config
 from coplay.train.parts.seating import FromPool
 
+KUHN = GameRef("kuhn_poker")
 TINY = [
     "model.tiny.hidden_size=32",
     "model.tiny.intermediate_size=64",
@@ -101,6 +106,26 @@ def test_sampled_payoffs_form_a_two_population_meta_game():
     row, col = sampled_payoffs(members, cfg, episodes=20, seed=0)
     assert row.shape == (2, 2)
     np.testing.assert_allclose(col, row.T)
+
+
+def test_sampled_payoffs_play_on_the_rollout_workers_of_the_run_config(monkeypatch):
+    asked = []
+
+    @contextmanager
+    def workers(game, *, workers, ray, invalid):  # stands in for Ray workers
+        asked.append((game, workers, invalid))
+        yield LocalSource(game, invalid=invalid)
+
+    monkeypatch.setattr(metagame, "evaluation_source", workers)
+    cfg = build_config()
+    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"workers": 2})})
+    members = [RandomPolicy(seed=0, policy_id="a"), NashPolicy("kuhn_poker")]
+    row, col = sampled_payoffs(members, cfg, episodes=30, seed=4)
+    assert asked == [(GameRef("kuhn_poker"), 2, cfg.game.invalid)]
+    by_id = {m.policy_id: m for m in members}
+    local = cross_play("kuhn_poker", by_id, episodes=30, seed=4, source=LocalSource(KUHN))
+    np.testing.assert_array_equal(row, local.meta_game[0])
+    np.testing.assert_array_equal(col, local.meta_game[1])
 
 
 def test_opponents_face_the_other_players_marginal_or_conditional():
