@@ -121,6 +121,20 @@ def test_tictactoe_and_text_mode_smoke(tmp_path):
     assert main(text) == 0
 
 
+def test_the_kuhn_text_preset_trains_with_the_entropy_of_its_actions(tmp_path):
+    # A random tiny model: too short answers to parse, but every part of the preset runs
+    # (the action entropy's recall, its surprisal per answer, the sampled evaluation).
+    out = tmp_path / "kt"
+    over = [*TINY, "model.max_new_tokens=4", "train.eval_samples=2", "train.eval_bootstrap=2"]
+    assert main(["train", "--quiet", "--preset", "kuhn-text", "--out", str(out), *over]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in rows if "loss/action_entropy" in r]
+    assert [r["iteration"] for r in trained] == [1, 2]
+    assert trained[0]["loss/entropy_coef"] == pytest.approx(0.3)
+    assert trained[1]["loss/entropy_coef"] == pytest.approx(0.09)  # annealed to 0.3 * 0.3
+    assert "eval/exploitability_sampled_ci_high" in rows[-1]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

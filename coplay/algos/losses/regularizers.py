@@ -8,7 +8,10 @@ config sections (``loss.kl``, ``loss.entropy``); the learner's terms
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -51,6 +54,35 @@ def entropy_bonus(entropy: Tensor) -> Tensor:
     return -entropy
 
 
+def action_surprisal(
+    states: Sequence[Hashable], actions: Sequence[str | None]
+) -> tuple[list[float], float]:
+    """Each answer's ``-log p(a|s) - H(s)`` and the answers' mean ``H(s)``, where p is the
+    share of the valid answers at state s that chose a and H its plug-in entropy.
+
+    Used as an advantage, the surprisal is a score-function estimate of the gradient
+    of the action entropy: ``grad H(s) = E_a[-log p(a|s) grad log pi(a|s)]``, whatever
+    text leads to the action; subtracting H(s) is a baseline (the bonuses at a state sum
+    to 0). An invalid answer (None) gets 0 and is not counted, so the bonus never pays
+    for writing outside the format; a state answered once gets 0.
+
+    >>> bonus, h = action_surprisal(["s", "s", "s", "s", "t"], ["P", "P", "P", "B", None])
+    >>> [round(b, 3) for b in bonus], round(h, 3)
+    ([-0.275, -0.275, -0.275, 0.824, 0.0], 0.562)
+    """
+    counts = Counter((s, a) for s, a in zip(states, actions, strict=True) if a is not None)
+    totals = Counter(s for s, a in zip(states, actions, strict=True) if a is not None)
+    entropy: dict[Hashable, float] = dict.fromkeys(totals, 0.0)
+    for (s, _), c in counts.items():
+        entropy[s] -= c / totals[s] * math.log(c / totals[s])
+    bonus = [
+        0.0 if a is None else -math.log(counts[s, a] / totals[s]) - entropy[s]
+        for s, a in zip(states, actions, strict=True)
+    ]
+    valid = [entropy[s] for s, a in zip(states, actions, strict=True) if a is not None]
+    return bonus, (sum(valid) / len(valid) if valid else 0.0)
+
+
 class KLConfig(BaseModel):
     """``loss.kl``: a KL penalty to the reference policy (a frozen copy of the initial
     policy, or a magnet that trails the learner: ``reference.ema``)."""
@@ -82,3 +114,8 @@ class EntropyConfig(BaseModel):
     """The weight decays linearly from coef to coef times this over the run's
     iterations (1 keeps it constant): explore early, sharpen late, as a best response
     must end near-deterministic."""
+    over: Literal["tokens", "actions"] = "tokens"
+    """What the entropy is of. tokens: every unit's next-token distribution (in choice
+    mode the action distribution itself); actions: the distribution of the parsed
+    actions at each state, estimated from the iteration's answers there (free text,
+    where a per-token bonus rewards varied writing rather than varied play)."""
