@@ -154,8 +154,10 @@ def test_groups_staler_than_the_bound_are_dropped_and_counted(pool, local):
 
 
 def test_a_killed_worker_is_restarted_and_its_groups_replayed(pool):
-    plan = Plan([("random", "random")] * 3000, seeds=[i // 100 for i in range(3000)])
+    plan = Plan([("random", "random")] * 6000, seeds=[i // 100 for i in range(6000)])
+    start = time.perf_counter()
     expected = LocalSource(GameRef("kuhn_poker")).play(plan, {"random": RandomPolicy()})
+    local_s = time.perf_counter() - start
     source = on(pool)
     victim = ray.get(pool[1].pid.remote())
     out = {}
@@ -163,10 +165,13 @@ def test_a_killed_worker_is_restarted_and_its_groups_replayed(pool):
         target=lambda: out.setdefault("batch", source.play(plan, {"random": RandomPolicy()}))
     )
     player.start()
-    time.sleep(0.5)  # both workers are playing their 15 groups
+    # Each worker plays half the plan, about local_s / 2 of work: a kill an eighth of
+    # the local time in lands mid-play however busy the machine is (a fixed wait
+    # could land after the end on an idle one).
+    time.sleep(local_s / 8)
     os.kill(victim, signal.SIGKILL)
     player.join(timeout=240)
     batch = out["batch"]
-    assert batch.metrics["rollout/replayed_groups"] == 15.0
+    assert batch.metrics["rollout/replayed_groups"] == 30.0  # its whole share
     assert batch.episodes == expected.episodes  # nothing lost, the replay plays the same
     assert ray.get(pool[1].pid.remote()) != victim
