@@ -100,6 +100,14 @@ def test_answers_follow_the_generator(policy, prompts):
     assert len({a.ids for a in group}) > 1
 
 
+def test_a_batch_larger_than_one_prefill_step_is_answered(policy, prompts):
+    # 512 prompts of 400 tokens exceed one step's token budget; chunked prefill would
+    # rewind each seeded generator, which CPU generators cannot do.
+    batch = [prompts[-1]] * 512
+    answers = policy.backend.generate(batch, generator=torch.Generator().manual_seed(5))
+    assert len(answers) == 512 and all(a.ids for a in answers)
+
+
 def test_answers_end_at_stop_sequences(policy, prompts):
     backend = policy.backend
     free = backend.generate(prompts[:1], generator=torch.Generator().manual_seed(5))[0]
