@@ -36,20 +36,15 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from learner_throughput import samples_of
 
 from coplay.policies.chains import _full, conversations
 from coplay.policies.scoring import left_pad
 from coplay.train.config import build_config
-from coplay.train.learner import Learner, Sample, collect_samples, shuffled
+from coplay.train.learner import Learner, shuffled
 from coplay.train.loop import make_plan
 from coplay.train.micro import learner_micro_batches
 from coplay.train.trainer import setup
-
-
-def samples_of(trainee, episodes) -> list[Sample]:
-    """The samples ``Trainee.learn`` would update on (advantages, no filters)."""
-    est = trainee.estimator.estimate(episodes, trainee.adv_state)
-    return collect_samples(episodes, est.advantages, trainee.name)
 
 
 def chain_batch(samples, pad: int):
