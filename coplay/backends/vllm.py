@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from coplay.backends.base import ChoiceItem, Generation, Sampling
-from coplay.backends.hf import _holds
-from coplay.policies.scoring import check_sampling, choice_table, table_rows
+from coplay.backends.base import Generation, Sampling
+from coplay.backends.hf import HFBackend
+from coplay.policies.scoring import check_sampling
 from coplay.policies.text import cut_at_stop
 
 INSTALL_HINT = (
@@ -72,9 +72,10 @@ def import_vllm():
     return vllm
 
 
-class VLLMBackend:
+class VLLMBackend(HFBackend):
     """vLLM's engine over a copy of ``model``'s weights, with ``model`` kept in this
-    process for choices and as the learner's trained copy (``publish`` pushes it)."""
+    process for choices (``HFBackend``'s scoring) and as the learner's trained copy
+    (``publish`` pushes it); only free text comes from the engine."""
 
     exact_logprobs = False
     """The engine's kernels are not the learner's: its log-probs differ by float error,
@@ -90,27 +91,18 @@ class VLLMBackend:
         version: int = 0,
         engine: EngineSettings | None = None,
     ) -> None:
-        check_sampling(temperature=temperature, top_k=0, top_p=1.0)
         vllm = import_vllm()
         _check_model(model, vllm)
-        self.model = model
-        self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.version = version
+        super().__init__(
+            model,
+            tokenizer,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            version=version,
+        )
         self.llm = start_engine(model, engine or EngineSettings())
         self.sync_seconds = 0.0
         """How long the last ``load_weights`` took to reach the engine."""
-
-    @property
-    def pad_id(self) -> int:
-        return self.tokenizer.pad_token_id or 0
-
-    @torch.no_grad()
-    def choice_logps(self, items: Sequence[ChoiceItem]) -> list[torch.Tensor]:
-        """Constrained log-probs per item, from the Hugging Face model (see the module)."""
-        table = choice_table(self.model, items, temperature=self.temperature, pad_id=self.pad_id)
-        return table_rows(table, items)
 
     def generate(
         self,
@@ -162,14 +154,12 @@ class VLLMBackend:
         return Generation(*cut_at_stop(ids, lps, sampling.stop))
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Run ``state_dict``'s weights as ``version``: into the Hugging Face model
-        (unless they are its own tensors) and into the engine, in memory."""
-        if not _holds(self.model, state_dict):
-            self.model.load_state_dict(state_dict)
+        """Run ``state_dict``'s weights as ``version``: into the engine, in memory, and
+        into the Hugging Face model as ``HFBackend`` does."""
         start = time.perf_counter()
         push_weights(self.llm, state_dict)
         self.sync_seconds = time.perf_counter() - start
-        self.version = version
+        super().load_weights(state_dict, version)
 
 
 def _check_model(model: Any, vllm) -> None:
