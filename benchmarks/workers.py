@@ -31,18 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from text_qwen2 import QWEN2_01B  # noqa: E402  (the end-to-end benchmark's 0.1B shape)
+
 QWEN2_30M = {
     "hidden_size": 384,
     "intermediate_size": 1536,
     "num_hidden_layers": 6,
     "num_attention_heads": 6,
-    "num_key_value_heads": 2,
-}
-QWEN2_01B = {
-    "hidden_size": 768,
-    "intermediate_size": 3072,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
     "num_key_value_heads": 2,
 }
 MODES = {
