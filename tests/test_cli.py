@@ -145,6 +145,11 @@ def test_the_kuhn_text_preset_trains_with_the_entropy_of_its_actions(tmp_path):
             ["train", "model.backend=nope"],
             "model.backend: unknown model backend 'nope': use one of hf",
         ),
+        (
+            ["train", "model.backend=vllm", "model.engine.kv_cach_gb=1"],
+            "model.engine.kv_cach_gb: Extra inputs are not permitted",
+        ),
+        (["train", "model.engine.max_model_len=64"], "model.backend=hf starts none"),
         (["train", "--config", "/nonexistent.yaml"], "does not exist"),
         (["eval", "/nonexistent/run"], "/nonexistent/run does not exist"),
         (["eval", "/nonexistent/run", "--game", "kuhn_poker"], "does not exist"),

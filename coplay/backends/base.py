@@ -82,7 +82,8 @@ class Backend(Protocol):
 
 
 class BackendFactory(Protocol):
-    """Builds a backend over a Hugging Face model and tokenizer (its first weights)."""
+    """Builds a backend over a Hugging Face model and tokenizer (its first weights); a
+    backend that starts an engine also takes ``engine=`` (its ``ENGINE_SETTINGS``)."""
 
     def __call__(
         self, model: Any, tokenizer: Any, *, temperature: float, max_new_tokens: int

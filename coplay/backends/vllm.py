@@ -30,11 +30,11 @@ import random
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from coplay.backends.base import Generation, Sampling
 from coplay.backends.hf import HFBackend
@@ -49,16 +49,31 @@ MIN_CPU_HEAD_DIM = 32
 """vLLM's CPU attention refuses smaller heads ("Unsupported CPU attention configuration")."""
 
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """How the engine is started (the defaults suit the tests' tiny models on a CPU)."""
+class VLLMSettings(BaseModel):
+    """``model.engine`` under ``model.backend: vllm``: how the engine is started. The
+    defaults suit the tests' tiny models on a CPU; a real checkpoint on a GPU sets
+    ``gpu_memory_utilization`` (the learner's copy shares the GPU, and every roster
+    learner on vLLM starts an engine of its own) and ``max_model_len``."""
 
-    kv_cache_bytes: int = 512 << 20
-    """Memory kept for the KV cache on a CPU (vLLM's ``kv_cache_memory_bytes``)."""
-    gpu_memory_utilization: float = 0.5
-    """Share of GPU memory the engine takes on CUDA: the learner's copy shares the GPU."""
-    max_model_len: int | None = None
-    """Longest prompt + answer; None: the model's ``max_position_embeddings`` (at most 8192)."""
+    model_config = ConfigDict(extra="forbid")
+
+    kv_cache_gb: float = Field(
+        0.5, gt=0.0, description="CPU: memory kept for the KV cache, in GiB."
+    )
+    gpu_memory_utilization: float = Field(
+        0.5, gt=0.0, le=1.0, description="CUDA: share of the GPU's memory the engine takes."
+    )
+    max_model_len: int | None = Field(
+        None,
+        gt=0,
+        description="Longest prompt + answer in tokens; None: the model's "
+        "max_position_embeddings, at most 8192.",
+    )
+    enforce_eager: bool | None = Field(
+        None,
+        description="Run without CUDA graphs; None: eager on a CPU only (CPU graphs "
+        "compile for minutes), graphs on a GPU.",
+    )
 
 
 def import_vllm():
@@ -89,7 +104,7 @@ class VLLMBackend(HFBackend):
         temperature: float = 1.0,
         max_new_tokens: int = 24,
         version: int = 0,
-        engine: EngineSettings | None = None,
+        engine: VLLMSettings | None = None,
     ) -> None:
         vllm = import_vllm()
         _check_model(model, vllm)
@@ -100,7 +115,7 @@ class VLLMBackend(HFBackend):
             max_new_tokens=max_new_tokens,
             version=version,
         )
-        self.llm = start_engine(model, engine or EngineSettings())
+        self.llm = start_engine(model, engine or VLLMSettings())
         self.sync_seconds = 0.0
         """How long the last ``load_weights`` took to reach the engine."""
 
@@ -183,7 +198,7 @@ def _check_model(model: Any, vllm) -> None:
         )
 
 
-def start_engine(model: Any, settings: EngineSettings):
+def start_engine(model: Any, settings: VLLMSettings):
     """A ``vllm.LLM`` over ``model``'s current weights, which it reads once from a
     temporary folder (deleted again): tokens in, tokens out, no tokenizer of its own."""
     from vllm import LLM
@@ -192,7 +207,7 @@ def start_engine(model: Any, settings: EngineSettings):
     max_len = settings.max_model_len or min(config.max_position_embeddings, 8192)
     cpu = next(model.parameters()).device.type == "cpu"
     memory = (
-        {"kv_cache_memory_bytes": settings.kv_cache_bytes}
+        {"kv_cache_memory_bytes": int(settings.kv_cache_gb * (1 << 30))}
         if cpu
         else {"gpu_memory_utilization": settings.gpu_memory_utilization}
     )
@@ -202,7 +217,7 @@ def start_engine(model: Any, settings: EngineSettings):
             model=folder,
             dtype=str(model.dtype).removeprefix("torch."),
             max_model_len=max_len,
-            enforce_eager=cpu,  # CPU graphs would compile for minutes
+            enforce_eager=cpu if settings.enforce_eager is None else settings.enforce_eager,
             skip_tokenizer_init=True,  # prompts come as ids; ``generate`` decodes none
             generation_config="vllm",  # stop where coplay says, not at the config's EOS list
             logprobs_mode="processed_logprobs",  # the sampling distribution's (module doc)

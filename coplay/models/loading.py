@@ -15,11 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from safetensors import SafetensorError, safe_open
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
 
-from coplay.backends import check_backend
+from coplay.backends import check_backend, engine_settings
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
@@ -53,6 +60,11 @@ class ModelConfig(BaseModel):
     backend: str = Field(
         "hf", description="Engine that runs the model in play: a name in coplay.backends.BACKENDS."
     )
+    engine: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of the backend's engine (backend vllm: kv_cache_gb, "
+        "gpu_memory_utilization, max_model_len, enforce_eager); hf starts none.",
+    )
     text: TextConfig = Field(
         default_factory=TextConfig,
         description="Text mode: answer format, sampling, chat context and format reward.",
@@ -62,6 +74,16 @@ class ModelConfig(BaseModel):
     @classmethod
     def _known_backend(cls, name: str) -> str:
         return check_backend(name)
+
+    @model_validator(mode="after")
+    def _engine_of_backend(self) -> ModelConfig:
+        try:
+            engine_settings(self.backend, self.engine)
+        except ValidationError as err:  # one line naming the key, not pydantic's report
+            first = err.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise ValueError(f"model.engine.{where}: {first['msg']}") from None
+        return self
 
     @model_validator(mode="after")
     def _chat_needs_text(self) -> ModelConfig:
@@ -98,6 +120,7 @@ def build_policy(
         max_new_tokens=cfg.max_new_tokens,
         seed=seed,
         backend=cfg.backend,
+        engine=cfg.engine,
         text=cfg.text,
     )
 

@@ -164,6 +164,7 @@ def _view(
         max_new_tokens=policy.max_new_tokens,
         seed=seed,
         backend=policy.backend_name,
+        engine=policy.engine,
     )
 
 

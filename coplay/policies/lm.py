@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -78,16 +78,23 @@ class LMPolicy:
         max_new_tokens: int = 24,
         seed: int = 0,
         backend: str = "hf",
+        engine: Mapping[str, Any] | None = None,
         text: TextConfig | None = None,
     ) -> None:
         if mode not in ("choice", "text"):
             raise ValueError(f"policy mode must be 'choice' or 'text', got {mode!r}")
         self.backend: Backend = make_backend(
-            backend, model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens
+            backend,
+            model,
+            tokenizer,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            engine=engine,
         )
         self.backend_name = backend
         """Its key in ``BACKENDS``: copies that play (roster learners, LoRA role views)
-        are built with the same engine."""
+        are built with the same engine, at the same settings (``engine``)."""
+        self.engine = dict(engine or {})
         self.policy_id = policy_id
         self.mode: Mode = mode
         self.text = text or TextConfig()

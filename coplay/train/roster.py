@@ -94,6 +94,7 @@ def _lm_copy(base: LMPolicy, name: str, seed: int) -> LMPolicy:
         max_new_tokens=base.max_new_tokens,
         seed=seed,
         backend=base.backend_name,
+        engine=base.engine,
         text=base.text,
     )
 

@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from coplay.backends import BACKENDS, Generation, HFBackend, make_backend
+from coplay.backends import BACKENDS, Generation, HFBackend, engine_settings, make_backend
 from coplay.backends.base import Sampling
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.policies.lm import LMPolicy
@@ -108,6 +108,25 @@ def test_backends_are_registered_by_name(tiny):
         make_backend("nope", model, tok, temperature=1.0, max_new_tokens=3)
     with pytest.raises(ValueError, match="unknown model backend"):
         LMPolicy(model, tok, backend="nope")
+
+
+def test_engine_settings_are_checked_by_the_backends_record(tiny):
+    settings = engine_settings("vllm", {"max_model_len": 256})
+    assert (settings.max_model_len, settings.kv_cache_gb, settings.enforce_eager) == (
+        256,
+        0.5,
+        None,
+    )
+    assert engine_settings("hf", {}) is None and engine_settings("hf", None) is None
+    with pytest.raises(ValueError, match=r"model.engine \(kv_cache_gb\) sets an engine, but "):
+        engine_settings("hf", {"kv_cache_gb": 1})
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        engine_settings("vllm", {"gpu_memory_utilization": 0})
+    with pytest.raises(ValueError, match="Extra inputs"):
+        engine_settings("vllm", {"kv_cache_bytes": 1})
+    model, tok = tiny
+    with pytest.raises(ValueError, match="model.backend=hf starts none"):
+        LMPolicy(model, tok, engine={"max_model_len": 64})
 
 
 def test_load_weights_copies_foreign_weights_and_not_the_models_own(tiny, monkeypatch):

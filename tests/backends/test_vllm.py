@@ -147,6 +147,19 @@ def test_load_weights_moves_the_engine_to_the_new_weights_and_version(policy, pr
         backend.load_weights(old, version=0)
 
 
+def test_engine_settings_reach_the_engine():
+    pytest.importorskip("vllm")
+    tok = kuhn_tokenizer()
+    model = build_tiny_model(HEAD_32, vocab_size=len(tok), seed=0).eval()
+    policy = LMPolicy(
+        model, tok, mode="text", backend="vllm", engine={"max_model_len": 96, "kv_cache_gb": 0.1}
+    )
+    engine = policy.backend.llm.llm_engine
+    assert engine.model_config.max_model_len == 96
+    assert engine.vllm_config.cache_config.kv_cache_memory_bytes == int(0.1 * (1 << 30))
+    assert policy.engine == {"max_model_len": 96, "kv_cache_gb": 0.1}
+
+
 def test_heads_narrower_than_32_are_refused_on_a_cpu():
     pytest.importorskip("vllm")
     tok = kuhn_tokenizer()
