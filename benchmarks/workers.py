@@ -1,8 +1,14 @@
 """Ray rollout workers: iterations per second, weight broadcast time, and a projection.
 
-1. Iterations per second of ``kuhn-selfplay`` played locally, by 2 synchronous
-   workers, and by 2 asynchronous workers with ``max_staleness`` 1 and 2 (the first
-   iteration, which starts the workers, is not timed).
+1. Iterations per second of a preset (``kuhn-selfplay`` by default; ``--preset
+   kuhn-text --set model.path=SFT`` for the generation-heavy text one) played
+   locally, by 2 synchronous workers, and by 2 asynchronous workers with
+   ``max_staleness`` 1 and 2 (the first iteration, which starts the workers, is not
+   timed). With ``--curve-every E`` also quality against wall time: the output
+   policy's weights are copied every E iterations (the copy's time taken off the
+   clock) and evaluated after the run (exact exploitability, or for a text policy the
+   sampled one with ``--samples`` answers per information state), then compared at
+   the wall time the slowest arrangement needed.
 2. Seconds to broadcast the weights of one update (``ray.put`` on the driver, then a
    worker's fetch and ``load_state_dict``) for the tiny model, a ~30M and a ~0.1B
    Qwen2-architecture model (``benchmarks/text_qwen2.py``'s shape).
@@ -16,6 +22,8 @@ cores, and the measured ratios say so; the projection is what N free cores would
 
     python benchmarks/workers.py                 # 12 iterations of 128 games
     python benchmarks/workers.py --quick         # 3 iterations of 16 games, tiny model only
+    python benchmarks/workers.py --preset kuhn-text --set model.path=runs/sft/checkpoints/final \
+        --iterations 60 --curve-every 10 --no-broadcast
 """
 
 from __future__ import annotations
@@ -49,22 +57,65 @@ MODES = {
 
 
 class Timer:
-    """A loop hook keeping each iteration's end time and metrics."""
+    """A loop hook keeping each iteration's end time and metrics, and every
+    ``curve_every`` iterations a copy of the output policy's weights with the wall
+    time since the loop began (the copying itself taken off the clock)."""
 
-    def __init__(self) -> None:
+    def __init__(self, curve_every: int = 0) -> None:
         self.ends: list[float] = []
         self.metrics: list[dict[str, float]] = []
+        self.curve_every = curve_every
+        self.snapshots: list[tuple[int, float, dict]] = []
+        self.start = time.perf_counter()
+        self.paused = 0.0
 
     def before(self, run, it) -> dict[str, float]:
         return {}
 
     def after(self, run, it, batch, metrics: Mapping[str, float]) -> dict[str, float]:
-        self.ends.append(time.perf_counter())
+        now = time.perf_counter()
+        self.ends.append(now)
         self.metrics.append(dict(metrics))
+        if self.curve_every and it % self.curve_every == 0:
+            from coplay.train.evaluate import final_policy
+
+            state = {k: v.detach().clone() for k, v in final_policy(run).model.state_dict().items()}
+            self.snapshots.append((it, now - self.start - self.paused, state))
+            self.paused += time.perf_counter() - now
         return {}
 
 
-def run_mode(name: str, overrides: Sequence[str], pool, iterations: int) -> dict:
+def evaluate_snapshots(run, snapshots, samples: int) -> list[dict]:
+    """Exploitability of each snapshot: exact, or sampled (K answers per information
+    state) for a text policy."""
+    from coplay.eval.exact import exploitability
+    from coplay.eval.sampled import sampled_exploitability
+    from coplay.train.evaluate import final_policy, writes
+
+    policy, game = final_policy(run), run.cfg.game
+    curve = []
+    for it, seconds, state in snapshots:
+        policy.model.load_state_dict(state)
+        if writes(policy):
+            est, _ = sampled_exploitability(
+                policy, game.name, params=game.params, k=samples, invalid=game.invalid
+            )
+            value = est["exploitability"].value
+        else:
+            value = exploitability(policy, game.name, params=game.params).exploitability
+        curve.append({"iteration": it, "wall_s": seconds, "exploitability": value})
+    return curve
+
+
+def run_mode(
+    name: str,
+    preset: str,
+    overrides: Sequence[str],
+    pool,
+    iterations: int,
+    curve_every: int = 0,
+    samples: int = 32,
+) -> dict:
     """One mode's run of ``iterations``; rates over iterations 2.. (1 warms up)."""
     from coplay.distributed.source import RaySource
     from coplay.envs.gameref import GameRef
@@ -73,9 +124,7 @@ def run_mode(name: str, overrides: Sequence[str], pool, iterations: int) -> dict
     from coplay.train.trainer import setup
 
     mode = MODES[name]
-    cfg = build_config(
-        preset="kuhn-selfplay", overrides=[*overrides, f"train.iterations={iterations}"]
-    )
+    cfg = build_config(preset=preset, overrides=[*overrides, f"train.iterations={iterations}"])
     run = setup(cfg, Path(tempfile.mkdtemp()))
     if mode["workers"]:
         run.source = RaySource(
@@ -84,17 +133,31 @@ def run_mode(name: str, overrides: Sequence[str], pool, iterations: int) -> dict
             max_staleness=mode["max_staleness"],
             actors=pool[: mode["workers"]],
         )
-    timer = Timer()
+    timer = Timer(curve_every)
     run_loop(run, [timer], start=0, end=iterations)
-    seconds = timer.ends[-1] - timer.ends[0]
+    seconds = timer.ends[-1] - timer.ends[0] - timer.paused
     mean = lambda k: sum(m.get(k, 0.0) for m in timer.metrics[1:]) / (iterations - 1)  # noqa: E731
-    return {
+    out = {
         "iterations_per_s": (iterations - 1) / seconds,
         "rollout_s": mean("perf/rollout_s"),
         "update_s": mean("perf/update_s"),
         "broadcast_s": mean("perf/broadcast_s"),
         "staleness_max": max(m.get("rollout/staleness_max", 0.0) for m in timer.metrics),
     }
+    if curve_every:
+        out["curve"] = evaluate_snapshots(run, timer.snapshots, samples)
+    return out
+
+
+def at_equal_time(modes: Mapping[str, dict]) -> dict:
+    """Each arrangement's last evaluated exploitability within the wall time the
+    slowest one took to its last snapshot."""
+    budget = min(m["curve"][-1]["wall_s"] for m in modes.values())
+    out = {"wall_s": budget}
+    for name, m in modes.items():
+        seen = [p for p in m["curve"] if p["wall_s"] <= budget + 1e-9]
+        out[name] = seen[-1] if seen else None
+    return out
 
 
 def qwen2_state(shape: Mapping[str, int]) -> dict:
@@ -148,14 +211,21 @@ def project(local: Mapping[str, float], broadcast_s: float, cores: Sequence[int]
 
 def main(argv: Sequence[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="kuhn-selfplay", help="a Kuhn poker preset")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override")
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--games", type=int, default=128, help="rollout.games_per_iter")
     ap.add_argument("--quick", action="store_true", help="3 iterations of 16 games, tiny only")
+    ap.add_argument("--curve-every", type=int, default=0, metavar="E", help="quality vs time")
+    ap.add_argument("--samples", type=int, default=32, help="K of a text policy's evaluation")
+    ap.add_argument("--modes", default=",".join(MODES), help="which arrangements, in order")
+    ap.add_argument("--no-broadcast", action="store_true", help="tiny model's broadcast only")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args(argv)
     iterations, games = (3, 16) if args.quick else (args.iterations, args.games)
     overrides = [f"rollout.games_per_iter={games}", "train.eval_every=1000"]
     overrides += ["train.eval_opponents=[]", "train.exact=false", "train.save_every=0"]
+    overrides += args.set
 
     import ray
 
@@ -165,26 +235,34 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     pool = start_workers(GameRef("kuhn_poker"), 2, RayConfig(num_cpus=3))
     ray.get([w.pid.remote() for w in pool])  # started (imports done) before timing
-    result: dict = {"iterations": iterations, "games_per_iter": games, "modes": {}}
-    for name in MODES:
-        result["modes"][name] = run_mode(name, overrides, pool, iterations)
+    result: dict = {"preset": args.preset, "iterations": iterations, "games_per_iter": games}
+    result["modes"] = {}
+    for name in args.modes.split(","):
+        result["modes"][name] = run_mode(
+            name, args.preset, overrides, pool, iterations, args.curve_every, args.samples
+        )
         print(name, json.dumps(result["modes"][name]), flush=True)
+    if args.curve_every:
+        result["equal_time"] = at_equal_time(result["modes"])
+        print("at equal wall time", json.dumps(result["equal_time"]), flush=True)
+
     from coplay.models.loading import ModelConfig, build_policy
     from coplay.train.trainer import game_text
 
     text = game_text(GameRef("kuhn_poker").make)
     tiny = build_policy(ModelConfig(), corpus=text.texts, actions=text.actions, seed=0)
     sizes = {"tiny": tiny.model.state_dict()}
-    if not args.quick:
+    if not (args.quick or args.no_broadcast):
         sizes |= {"qwen2_30m": qwen2_state(QWEN2_30M), "qwen2_0.1b": qwen2_state(QWEN2_01B)}
     result["broadcast"] = {name: broadcast_seconds(state) for name, state in sizes.items()}
     for name, b in result["broadcast"].items():
         print("broadcast", name, json.dumps(b), flush=True)
     b = result["broadcast"]["tiny"]
-    result["projection"] = project(
-        result["modes"]["local"], b["put_s"] + b["fetch_load_s"], [1, 2, 4, 8, 16]
-    )
-    print("projection (iterations/s)", json.dumps(result["projection"]))
+    if "local" in result["modes"]:
+        result["projection"] = project(
+            result["modes"]["local"], b["put_s"] + b["fetch_load_s"], [1, 2, 4, 8, 16]
+        )
+        print("projection (iterations/s)", json.dumps(result["projection"]))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return result
