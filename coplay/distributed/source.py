@@ -14,6 +14,10 @@ stale when its batch is taken is dropped and counted (``coplay.distributed.stale
 A worker that dies is restarted by Ray (``max_restarts``); the driver plays its
 unfinished task again, from the same shipments and streams, and counts the groups
 it replayed (``rollout/replayed_groups``).
+
+The same workers sample a text policy's answers for its sampled evaluation
+(``tally``, a ``coplay.eval.sampled.Sampler``): the states in one share per worker,
+the policy shipped as for play.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import ray
@@ -32,9 +37,10 @@ from coplay.distributed.config import RayConfig
 from coplay.distributed.staleness import keep_fresh
 from coplay.distributed.worker import RolloutWorker, Shipment
 from coplay.envs.gameref import GameRef
+from coplay.eval.sampled import Tally
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import Batch, Plan, decision_versions
-from coplay.types import Episode, Policy
+from coplay.types import Episode, Observation, Policy
 
 RESTART_TIMEOUT_S = 300
 """How long a dead worker may take to come back (it imports coplay and torch anew)."""
@@ -142,6 +148,16 @@ def split(plan: Plan, parts: int) -> list[list[int]]:
     return [s for s in shares if s]
 
 
+def shares(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` in at most ``parts`` contiguous (start, stop) shares, about equal.
+
+    >>> shares(5, 2), shares(1, 3)
+    ([(0, 2), (2, 5)], [(0, 1)])
+    """
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
 @dataclass
 class _Task:
     worker: int
@@ -243,6 +259,43 @@ class RaySource:
                 continue
             played |= dict(zip(task.games, episodes, strict=True))
         return [played[i] for i in sorted(played)], replayed
+
+    def tally(
+        self, policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
+    ) -> list[Tally]:
+        """``coplay.eval.sampled.sample_tallies`` of ``policy`` at ``observations``, in
+        order, the observations in one contiguous share per worker; every worker holds
+        its copy of the policy, shipped as for play (the object once, then the weights
+        of each new version). Each state's answers are keyed by the state, so the
+        tallies equal the local ones whatever the number of workers."""
+        pid = self._shipping_id(policy)
+        shipment = self.shipping.ship([pid], {pid: policy})[pid]
+        asks = [
+            partial(self.workers[w].tally.remote, pid, shipment, observations[a:b], k, seed)
+            for w, (a, b) in enumerate(shares(len(observations), len(self.workers)))
+        ]
+        futures = [ask() for ask in asks]  # all started before any is awaited
+        return [t for w, ask in enumerate(asks) for t in self._get(w, futures[w], ask)]
+
+    def _shipping_id(self, policy: Policy) -> str:
+        """The id to ship ``policy`` under: its own, unless that names another object
+        here (a run's learner next to its magnet), then one kept for evaluation."""
+        pid = policy.policy_id
+        sent = self.shipping.sent.get(pid)
+        return pid if sent is None or sent.policy is policy else f"eval:{pid}"
+
+    def _get(self, worker: int, future: Any, again: Callable[[], Any]) -> Any:
+        """``ray.get(future)``; where the worker died, ``again()`` on it once Ray has
+        restarted it, up to ``MAX_ATTEMPTS`` calls."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return ray.get(future)
+            except RayActorError:
+                if attempt == MAX_ATTEMPTS:
+                    break
+                self._await_restart(worker)
+                future = again()
+        raise RuntimeError(f"rollout worker {worker} died {MAX_ATTEMPTS} times on one task")
 
     def _await_restart(self, worker: int) -> None:
         """Wait until Ray has the dead worker running again (calls made while it
