@@ -1,7 +1,8 @@
 """Distributed evaluation: a tournament on Ray workers plays what the local engine
-plays on the same seeds, scripted bots and frozen language models alike.
+plays on the same seeds, scripted bots and frozen language models alike; a text
+policy's sampled answers asked on workers are the ones asked here.
 
-One private local Ray (two CPUs) serves the module; the tournament starts its two
+One private local Ray (two CPUs) serves the module; every test starts its two
 workers and stops them, as any evaluation does (``evaluation_source``)."""
 
 from __future__ import annotations
@@ -9,19 +10,25 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from coplay.cli import main
 from coplay.cli.common import build_player
+from coplay.distributed.config import RayConfig
 from coplay.envs.gameref import GameRef
 from coplay.envs.probe import resolve_factory
 from coplay.eval.crossplay import cross_play, to_json
+from coplay.eval.sampled import SampledPolicy, forfeiting_exploitability, sample_tallies
 from coplay.models.loading import build_policy
 from coplay.rollout.source import LocalSource
 from coplay.train.config import build_config
-from coplay.train.trainer import game_text, save_checkpoint
+from coplay.train.evaluate import evaluate
+from coplay.train.trainer import game_text, save_checkpoint, setup
+from tests.eval.writers import kuhn_observations, writing_lm
 from tests.train.runs import TINY
 
 ray = pytest.importorskip("ray")
+from coplay.distributed.source import RaySource  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -67,3 +74,29 @@ def test_a_tournament_on_two_workers_writes_the_local_results(tmp_path, capsys):
     for key in ("mean_return", "win_rate", "wins", "draws", "meta_game", "invalid_rate"):
         assert data[key] == local[key], key
     assert data["wins"][0][1] + data["wins"][1][0] + data["draws"][0][1] == 12
+
+
+def test_sampled_answers_on_one_or_two_workers_are_the_local_ones():
+    lm, states = writing_lm(), kuhn_observations()
+    local = SampledPolicy(lm, k=4, seed=2)
+    expected = forfeiting_exploitability(local, "kuhn_poker")
+    assert len(local.tallies) == 12 and 0.1 < local.invalid_rate() < 0.9
+    two = RaySource(GameRef("kuhn_poker"), workers=2, ray_config=RayConfig())
+    try:
+        one = RaySource(GameRef("kuhn_poker"), workers=1, actors=two.workers[:1])
+        for source in (one, two):
+            sampled = SampledPolicy(lm, k=4, seed=2, sampler=source.tally)
+            assert forfeiting_exploitability(sampled, "kuhn_poker") == expected
+            assert sampled.tallies == local.tallies
+        # Another seed, other answers: the workers sample rather than echo.
+        assert two.tally(lm, states, k=4, seed=3) != local.tally(states)
+        # New weights reach the workers as a new version of the object they hold.
+        with torch.no_grad():
+            lm.model.lm_head.bias.neg_()  # now it hardly ever writes an action
+        lm.publish()
+        assert two.tally(lm, states, k=4, seed=2) == sample_tallies(lm, states, k=4, seed=2)
+        assert SampledPolicy(lm, k=4, seed=2, sampler=two.tally).tally(states) != local.tally(
+            states
+        )
+    finally:
+        two.close()

@@ -1,6 +1,7 @@
 """Sampled evaluation of text policies: the treatment of invalid answers, the bootstrap,
 and agreement with exact evaluation on a choice policy wrapped to be sampled."""
 
+import numpy as np
 import pytest
 
 from coplay.envs.registry import make_env
@@ -11,6 +12,7 @@ from coplay.eval.sampled import (
     SampledPolicy,
     bootstrap,
     outcomes_metric,
+    sample_tallies,
     sampled_exploitability,
     treat,
 )
@@ -19,6 +21,7 @@ from coplay.policies.scripted import NashPolicy, RandomPolicy
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.trainer import game_text
 from coplay.types import Decision
+from tests.eval.writers import kuhn_observations, writing_lm
 
 LEGAL = ["[Pass]", "[Bet]"]
 
@@ -122,3 +125,34 @@ def test_costly_positions_show_a_forfeit_as_what_is_played():
     positions = [c for seat in found for c in seat]
     assert any(c.played == FORFEIT for c in positions)
     assert all(c.best != FORFEIT for c in positions)
+
+
+def test_a_states_answers_depend_on_the_state_and_seed_only():
+    lm = writing_lm()
+    obs = kuhn_observations()
+    assert len(obs) == 12
+    every = SampledPolicy(lm, k=6, seed=3).tally(obs)
+    assert len(set(every)) > 4  # the answers differ from state to state
+    assert sum(sum(t.counts) for t in every) > 12  # and many of them are valid
+    # Asked in another order, or alone, each state gets the very same answers...
+    assert SampledPolicy(lm, k=6, seed=3).tally(obs[::-1]) == every[::-1]
+    assert sample_tallies(lm, obs[5:6], k=6, seed=3) == every[5:6]
+    # ...and the policy's own generator plays no part.
+    lm.generator.manual_seed(99)
+    assert sample_tallies(lm, obs, k=6, seed=3) == every
+    assert sample_tallies(lm, obs, k=6, seed=4) != every
+
+
+def test_answers_are_asked_through_the_sampler():
+    asked = []
+
+    def sampler(policy, observations, *, k, seed):
+        asked.append((len(observations), k, seed))
+        return sample_tallies(policy, observations, k=k, seed=seed)
+
+    sampled = SampledPolicy(Scripted(["[Bet]"]), k=2, seed=7, sampler=sampler)
+    obs = kuhn_observations()
+    sampled.tally(obs[:3])
+    sampled.tally(obs[:5])  # only the two not asked yet
+    assert asked == [(3, 2, 7), (2, 2, 7)]
+    assert sampled.replicate(np.random.default_rng(0)).sampler is sampler
