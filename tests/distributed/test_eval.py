@@ -24,7 +24,7 @@ from coplay.rollout.source import LocalSource
 from coplay.train.config import build_config
 from coplay.train.evaluate import evaluate
 from coplay.train.trainer import game_text, save_checkpoint, setup
-from tests.eval.writers import kuhn_observations, writing_lm
+from tests.eval.writers import TEXT, kuhn_observations, write_actions, writing_lm
 from tests.train.runs import TINY
 
 ray = pytest.importorskip("ray")
@@ -76,14 +76,27 @@ def test_a_tournament_on_two_workers_writes_the_local_results(tmp_path, capsys):
     assert data["wins"][0][1] + data["wins"][1][0] + data["draws"][0][1] == 12
 
 
-def test_sampled_answers_on_one_or_two_workers_are_the_local_ones():
-    lm, states = writing_lm(), kuhn_observations()
-    local = SampledPolicy(lm, k=4, seed=2)
-    expected = forfeiting_exploitability(local, "kuhn_poker")
-    assert len(local.tallies) == 12 and 0.1 < local.invalid_rate() < 0.9
-    two = RaySource(GameRef("kuhn_poker"), workers=2, ray_config=RayConfig())
+@pytest.fixture(scope="class")
+def pool():
+    """Two workers for the tests of one class, stopped after them (so that the tests
+    that start their own find the CPUs free)."""
+    source = RaySource(GameRef("kuhn_poker"), workers=2, ray_config=RayConfig())
     try:
-        one = RaySource(GameRef("kuhn_poker"), workers=1, actors=two.workers[:1])
+        yield source.workers
+    finally:
+        source.close()
+
+
+class TestSampledAnswersOnWorkers:
+    """A text policy's K answers per state asked on one or two Ray workers: the local
+    estimate exactly."""
+
+    def test_on_one_or_two_workers_they_are_the_local_ones(self, pool):
+        lm, states = writing_lm(), kuhn_observations()
+        local = SampledPolicy(lm, k=4, seed=2)
+        expected = forfeiting_exploitability(local, "kuhn_poker")
+        assert len(local.tallies) == 12 and 0.1 < local.invalid_rate() < 0.9
+        one, two = on(pool[:1]), on(pool)
         for source in (one, two):
             sampled = SampledPolicy(lm, k=4, seed=2, sampler=source.tally)
             assert forfeiting_exploitability(sampled, "kuhn_poker") == expected
@@ -94,9 +107,48 @@ def test_sampled_answers_on_one_or_two_workers_are_the_local_ones():
         with torch.no_grad():
             lm.model.lm_head.bias.neg_()  # now it hardly ever writes an action
         lm.publish()
-        assert two.tally(lm, states, k=4, seed=2) == sample_tallies(lm, states, k=4, seed=2)
-        assert SampledPolicy(lm, k=4, seed=2, sampler=two.tally).tally(states) != local.tally(
-            states
-        )
-    finally:
-        two.close()
+        moved = two.tally(lm, states, k=4, seed=2)
+        assert moved == sample_tallies(lm, states, k=4, seed=2) != local.tally(states)
+
+    def test_a_text_runs_evaluation_asks_them_on_its_workers(self, pool, tmp_path):
+        over = [*TINY, *TEXT, "train.eval_samples=3", "train.eval_bootstrap=5"]
+        run = setup(build_config(overrides=[*over, "train.eval_opponents=[nash]"]), tmp_path)
+        write_actions(run.trainees[0].policy)
+        local = sampled_metrics(evaluate(run))
+        run.source = on(pool)  # as rollout.workers=2 makes it
+        asked = []
+        run.source.tally = spy(run.source.tally, asked)
+        assert sampled_metrics(evaluate(run)) == local
+        assert asked and sum(asked) >= 12  # every information state, on the workers
+        assert {"eval/exploitability_sampled", "eval/nash/exact_loss_seat0_sampled"} <= set(local)
+        assert 0.1 < local["eval/invalid_rate_sampled"] < 0.9
+
+
+def on(actors) -> RaySource:
+    return RaySource(GameRef("kuhn_poker"), workers=len(actors), actors=actors)
+
+
+def spy(tally, asked):
+    def counted(policy, observations, *, k, seed):
+        asked.append(len(observations))
+        return tally(policy, observations, k=k, seed=seed)
+
+    return counted
+
+
+def sampled_metrics(metrics):
+    return {k: v for k, v in metrics.items() if "_sampled" in k}
+
+
+def test_coplay_eval_of_a_text_checkpoint_on_two_workers_prints_the_local_rows(tmp_path, capsys):
+    cfg = build_config(overrides=[*TINY, *TEXT, "model.max_new_tokens=8"])
+    text = game_text(resolve_factory("kuhn_poker", {}), seed=0)
+    lm = build_policy(cfg.model, corpus=text.texts, actions=text.actions, seed=0)
+    folder = str(save_checkpoint(lm, tmp_path / "lm", game=cfg.game.played()))
+    argv = ["eval", folder, "--episodes", "4", "--samples", "6", "--exact", "--costly", "2"]
+    shown = []
+    for workers in ("0", "2"):
+        assert main([*argv, "--workers", workers]) == 0
+        shown.append(capsys.readouterr().out)
+    assert "exploitability (sampled, K=6)" in shown[0] and "costliest positions" in shown[0]
+    assert shown[1] == shown[0]
