@@ -264,12 +264,10 @@ class RaySource:
         self, policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
     ) -> list[Tally]:
         """``coplay.eval.sampled.sample_tallies`` of ``policy`` at ``observations``, in
-        order, the observations in one contiguous share per worker; every worker holds
-        its copy of the policy, shipped as for play (the object once, then the weights
-        of each new version). Each state's answers are keyed by the state, so the
-        tallies equal the local ones whatever the number of workers."""
-        pid = self._shipping_id(policy)
-        shipment = self.shipping.ship([pid], {pid: policy})[pid]
+        order, the observations in one contiguous share per worker, each worker holding
+        its copy of the policy (``_eval_shipment``). Each state's answers are keyed by
+        the state, so the tallies equal the local ones whatever the number of workers."""
+        pid, shipment = self._eval_shipment(policy)
         asks = [
             partial(self.workers[w].tally.remote, pid, shipment, observations[a:b], k, seed)
             for w, (a, b) in enumerate(shares(len(observations), len(self.workers)))
@@ -277,12 +275,17 @@ class RaySource:
         futures = [ask() for ask in asks]  # all started before any is awaited
         return [t for w, ask in enumerate(asks) for t in self._get(w, futures[w], ask)]
 
-    def _shipping_id(self, policy: Policy) -> str:
-        """The id to ship ``policy`` under: its own, unless that names another object
-        here (a run's learner next to its magnet), then one kept for evaluation."""
+    def _eval_shipment(self, policy: Policy) -> tuple[str, Shipment]:
+        """A policy these workers play (the run's learner) goes as for play: the workers
+        hold it and fetch only a newer version's weights. Any other goes whole, under an
+        id of its own, at every call: its weights may have moved in place without a new
+        version (a magnet's do, ``coplay/train/parts/kl.py``)."""
         pid = policy.policy_id
         sent = self.shipping.sent.get(pid)
-        return pid if sent is None or sent.policy is policy else f"eval:{pid}"
+        if sent is None or sent.policy is not policy:
+            pid = f"eval:{pid}"
+            self.shipping.sent.pop(pid, None)  # a new token: the workers fetch it anew
+        return pid, self.shipping.ship([pid], {pid: policy})[pid]
 
     def _get(self, worker: int, future: Any, again: Callable[[], Any]) -> Any:
         """``ray.get(future)``; where the worker died, ``again()`` on it once Ray has

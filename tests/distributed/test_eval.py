@@ -103,12 +103,25 @@ class TestSampledAnswersOnWorkers:
             assert sampled.tallies == local.tallies
         # Another seed, other answers: the workers sample rather than echo.
         assert two.tally(lm, states, k=4, seed=3) != local.tally(states)
-        # New weights reach the workers as a new version of the object they hold.
+
+    def test_they_follow_the_weights(self, pool):
+        lm, states = writing_lm(), kuhn_observations()
+        two = on(pool)
+        before = two.tally(lm, states, k=4, seed=2)
+        # A policy they do not play goes whole at each call: weights moved in place
+        # without a new version (as a magnet's move) reach them.
         with torch.no_grad():
             lm.model.lm_head.bias.neg_()  # now it hardly ever writes an action
+        after = sample_tallies(lm, states, k=4, seed=2)
+        assert after != before and two.tally(lm, states, k=4, seed=2) == after
+        # The learner they play goes as for play: only a new version's weights follow.
+        sent = two.shipping.ship([lm.policy_id], {lm.policy_id: lm})  # as a rollout does
+        with torch.no_grad():
+            lm.model.lm_head.bias.neg_()
         lm.publish()
-        moved = two.tally(lm, states, k=4, seed=2)
-        assert moved == sample_tallies(lm, states, k=4, seed=2) != local.tally(states)
+        assert two.tally(lm, states, k=4, seed=2) == before
+        assert two.shipping.sent[lm.policy_id].token == sent[lm.policy_id].token
+        assert two.shipping.weights[lm.policy_id][0] == lm.version == 1
 
     def test_a_text_runs_evaluation_asks_them_on_its_workers(self, pool, tmp_path):
         over = [*TINY, *TEXT, "train.eval_samples=3", "train.eval_bootstrap=5"]
