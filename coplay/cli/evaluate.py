@@ -40,8 +40,8 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="ask a text-mode policy's --samples answers on N Ray workers (the ray extra); "
-        "0: in this process. Each state's answers are keyed by the state, so any N gives "
-        "the same estimate. A choice-mode policy's exact evaluation is one batched "
+        "0: in this process. Every answer draws from a stream keyed by its state, so any N "
+        "gives the same estimate. A choice-mode policy's exact evaluation is one batched "
         "forward and stays in this process",
     )
     e.add_argument(

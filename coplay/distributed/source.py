@@ -16,8 +16,8 @@ unfinished task again, from the same shipments and streams, and counts the group
 it replayed (``rollout/replayed_groups``).
 
 The same workers sample a text policy's answers for its sampled evaluation
-(``tally``, a ``coplay.eval.sampled.Sampler``): the states in one share per worker,
-the policy shipped as for play.
+(``tally``, a ``coplay.eval.sampled.Sampler``): the local calls' chunks of states in
+one share per worker, the policy shipped as for play.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from coplay.distributed.config import RayConfig
 from coplay.distributed.staleness import keep_fresh
 from coplay.distributed.worker import RolloutWorker, Shipment
 from coplay.envs.gameref import GameRef
-from coplay.eval.sampled import Tally
+from coplay.eval.sampled import Tally, per_call
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import Batch, Plan, decision_versions
 from coplay.types import Episode, Observation, Policy
@@ -264,13 +264,15 @@ class RaySource:
         self, policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
     ) -> list[Tally]:
         """``coplay.eval.sampled.sample_tallies`` of ``policy`` at ``observations``, in
-        order, the observations in one contiguous share per worker, each worker holding
-        its copy of the policy (``_eval_shipment``). Each state's answers are keyed by
-        the state, so the tallies equal the local ones whatever the number of workers."""
+        order, each worker holding its copy of the policy (``_eval_shipment``) and
+        asking one contiguous share of the local calls' chunks (``per_call``), so the
+        tallies are the local ones whatever the number of workers."""
         pid, shipment = self._eval_shipment(policy)
+        step, n = per_call(k), len(observations)
+        cuts = [(a * step, min(b * step, n)) for a, b in shares(-(-n // step), len(self.workers))]
         asks = [
             partial(self.workers[w].tally.remote, pid, shipment, observations[a:b], k, seed)
-            for w, (a, b) in enumerate(shares(len(observations), len(self.workers)))
+            for w, (a, b) in enumerate(cuts)
         ]
         futures = [ask() for ask in asks]  # all started before any is awaited
         return [t for w, ask in enumerate(asks) for t in self._get(w, futures[w], ask)]

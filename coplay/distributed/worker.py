@@ -67,8 +67,8 @@ class RolloutWorker:
         k: int,
         seed: int,
     ) -> list[Tally]:
-        """``sample_tallies`` of the shipped policy at ``observations``: what the driver
-        would sample there itself (each state's answers are keyed by the state)."""
+        """``sample_tallies`` of the shipped policy at ``observations`` (whole chunks of
+        the driver's list): what the driver would sample there itself."""
         self._receive(pid, shipment)
         return sample_tallies(self.policies[pid], observations, k=k, seed=seed)
 

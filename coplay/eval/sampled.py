@@ -13,12 +13,12 @@ actions; an answer that names no legal action gets the game's invalid treatment
 * or ``forfeit``: the game ends with the offender at the minimum return; the estimate
   leaves that mass out of the row (``coplay.eval.forfeits`` reads the deficit).
 
-The K answers at a state are one ``act`` call of K copies of its observation, answer j
-drawn from the counter-based stream of (seed, state, j) (``coplay.rollout.streams``)
-where the policy draws from streams: a state's answers depend on nothing else, neither
-the other states asked nor where they are asked. So a ``Sampler`` may spread the
-states over Ray workers (``RaySource.tally`` in ``coplay.distributed``) and the
-estimate stays the one this process samples (``sample_tallies``).
+Answer j at a state is drawn from the counter-based stream of (seed, state, j)
+(``coplay.rollout.streams``) where the policy draws from streams, never from the
+policy's own generator, and the states are asked in fixed chunks of the list (one
+batch each, ``per_call``). So a ``Sampler`` may spread the chunks over Ray workers
+(``RaySource.tally`` in ``coplay.distributed``) and the estimate stays the one this
+process samples (``sample_tallies``), whatever the number of workers.
 
 The estimate then goes through the very exact evaluators choice policies use
 (exploitability, exact match outcomes, costly positions), and a bootstrap over the K
@@ -37,6 +37,7 @@ from typing import Protocol
 import numpy as np
 
 from coplay.eval.exact import (
+    QUERY_BATCH,
     ExploitabilityResult,
     solvable_game,
     tabular_exploitability,
@@ -174,23 +175,36 @@ def answer_streams(key: Hashable, *, k: int, seed: int) -> list[SeatStream]:
     return [SeatStream(stream, j) for j in range(k)]
 
 
+def per_call(k: int) -> int:
+    """States whose K answers are asked in one ``act`` call (one batch of about
+    ``QUERY_BATCH`` rows): the chunks of a list of states are fixed by the list and K
+    alone, so any split of the list at chunk boundaries asks the same calls."""
+    return max(1, QUERY_BATCH // k)
+
+
 def sample_tallies(
     policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
 ) -> list[Tally]:
-    """The K answers at each observation, asked in this process: one ``act`` call of K
-    copies per observation, answer j from ``answer_streams``' j-th stream where the
-    policy draws from streams (``Streamed``; a text LM seeds its one generator for the
-    call from the K streams). A policy without streams draws from its own generator, so
-    its answers then depend on the order in which states are asked."""
+    """The K answers at each observation, asked in this process: ``per_call(k)``
+    observations per ``act`` call, K copies of each, answer j of a state drawn from
+    ``answer_streams``' j-th stream where the policy draws from streams (``Streamed``).
+    A choice draws from its own row's stream, so its answers depend on the state alone;
+    a text LM seeds the one generator of the call from all its rows' streams, so its
+    answers depend on the call's states too, which the chunks fix. A policy without
+    streams draws from its own generator, in the order the states are asked."""
     key = _key_of(policy)
     out = []
-    for obs in observations:
-        asked = [obs] * k
+    step = per_call(k)
+    for start in range(0, len(observations), step):
+        chunk = observations[start : start + step]
+        asked = [o for o in chunk for _ in range(k)]
         if isinstance(policy, Streamed):
-            answers = policy.act_streamed(asked, answer_streams(key(obs), k=k, seed=seed))
+            streams = [s for o in chunk for s in answer_streams(key(o), k=k, seed=seed)]
+            answers = policy.act_streamed(asked, streams)
         else:
             answers = policy.act(asked)
-        out.append(_count(obs, [d.action for d in answers]))
+        for i, obs in enumerate(chunk):
+            out.append(_count(obs, [d.action for d in answers[i * k : (i + 1) * k]]))
     return out
 
 

@@ -76,6 +76,10 @@ def test_a_tournament_on_two_workers_writes_the_local_results(tmp_path, capsys):
     assert data["wins"][0][1] + data["wins"][1][0] + data["draws"][0][1] == 12
 
 
+K = 128
+"""Answers per state in the tests of sampled answers on workers."""
+
+
 @pytest.fixture(scope="class")
 def pool():
     """Two workers for the tests of one class, stopped after them (so that the tests
@@ -89,37 +93,38 @@ def pool():
 
 class TestSampledAnswersOnWorkers:
     """A text policy's K answers per state asked on one or two Ray workers: the local
-    estimate exactly."""
+    estimate exactly. K = 128 makes Kuhn's 12 states 3 calls (``per_call``), so that
+    two workers share them."""
 
     def test_on_one_or_two_workers_they_are_the_local_ones(self, pool):
         lm, states = writing_lm(), kuhn_observations()
-        local = SampledPolicy(lm, k=4, seed=2)
+        local = SampledPolicy(lm, k=K, seed=2)
         expected = forfeiting_exploitability(local, "kuhn_poker")
         assert len(local.tallies) == 12 and 0.1 < local.invalid_rate() < 0.9
         one, two = on(pool[:1]), on(pool)
         for source in (one, two):
-            sampled = SampledPolicy(lm, k=4, seed=2, sampler=source.tally)
+            sampled = SampledPolicy(lm, k=K, seed=2, sampler=source.tally)
             assert forfeiting_exploitability(sampled, "kuhn_poker") == expected
             assert sampled.tallies == local.tallies
         # Another seed, other answers: the workers sample rather than echo.
-        assert two.tally(lm, states, k=4, seed=3) != local.tally(states)
+        assert two.tally(lm, states, k=K, seed=3) != local.tally(states)
 
     def test_they_follow_the_weights(self, pool):
         lm, states = writing_lm(), kuhn_observations()
         two = on(pool)
-        before = two.tally(lm, states, k=4, seed=2)
+        before = two.tally(lm, states, k=K, seed=2)
         # A policy they do not play goes whole at each call: weights moved in place
         # without a new version (as a magnet's move) reach them.
         with torch.no_grad():
             lm.model.lm_head.bias.neg_()  # now it hardly ever writes an action
-        after = sample_tallies(lm, states, k=4, seed=2)
-        assert after != before and two.tally(lm, states, k=4, seed=2) == after
+        after = sample_tallies(lm, states, k=K, seed=2)
+        assert after != before and two.tally(lm, states, k=K, seed=2) == after
         # The learner they play goes as for play: only a new version's weights follow.
         sent = two.shipping.ship([lm.policy_id], {lm.policy_id: lm})  # as a rollout does
         with torch.no_grad():
             lm.model.lm_head.bias.neg_()
         lm.publish()
-        assert two.tally(lm, states, k=4, seed=2) == before
+        assert two.tally(lm, states, k=K, seed=2) == before
         assert two.shipping.sent[lm.policy_id].token == sent[lm.policy_id].token
         assert two.shipping.weights[lm.policy_id][0] == lm.version == 1
 
@@ -158,10 +163,10 @@ def test_coplay_eval_of_a_text_checkpoint_on_two_workers_prints_the_local_rows(t
     text = game_text(resolve_factory("kuhn_poker", {}), seed=0)
     lm = build_policy(cfg.model, corpus=text.texts, actions=text.actions, seed=0)
     folder = str(save_checkpoint(lm, tmp_path / "lm", game=cfg.game.played()))
-    argv = ["eval", folder, "--episodes", "4", "--samples", "6", "--exact", "--costly", "2"]
+    argv = ["eval", folder, "--episodes", "4", "--samples", "128", "--exact", "--costly", "2"]
     shown = []
     for workers in ("0", "2"):
         assert main([*argv, "--workers", workers]) == 0
         shown.append(capsys.readouterr().out)
-    assert "exploitability (sampled, K=6)" in shown[0] and "costliest positions" in shown[0]
+    assert "exploitability (sampled, K=128)" in shown[0] and "costliest positions" in shown[0]
     assert shown[1] == shown[0]

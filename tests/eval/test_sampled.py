@@ -12,6 +12,7 @@ from coplay.eval.sampled import (
     SampledPolicy,
     bootstrap,
     outcomes_metric,
+    per_call,
     sample_tallies,
     sampled_exploitability,
     treat,
@@ -127,20 +128,31 @@ def test_costly_positions_show_a_forfeit_as_what_is_played():
     assert all(c.best != FORFEIT for c in positions)
 
 
-def test_a_states_answers_depend_on_the_state_and_seed_only():
-    lm = writing_lm()
+def test_a_choice_states_answers_depend_on_the_state_and_seed_only(choice_policy):
     obs = kuhn_observations()
-    assert len(obs) == 12
-    every = SampledPolicy(lm, k=6, seed=3).tally(obs)
+    every = sample_tallies(choice_policy, obs, k=8, seed=3)
     assert len(set(every)) > 4  # the answers differ from state to state
-    assert sum(sum(t.counts) for t in every) > 12  # and many of them are valid
     # Asked in another order, or alone, each state gets the very same answers...
-    assert SampledPolicy(lm, k=6, seed=3).tally(obs[::-1]) == every[::-1]
-    assert sample_tallies(lm, obs[5:6], k=6, seed=3) == every[5:6]
+    assert sample_tallies(choice_policy, obs[::-1], k=8, seed=3) == every[::-1]
+    assert sample_tallies(choice_policy, obs[5:6], k=8, seed=3) == every[5:6]
     # ...and the policy's own generator plays no part.
-    lm.generator.manual_seed(99)
-    assert sample_tallies(lm, obs, k=6, seed=3) == every
-    assert sample_tallies(lm, obs, k=6, seed=4) != every
+    choice_policy.generator.manual_seed(99)
+    assert sample_tallies(choice_policy, obs, k=8, seed=3) == every
+    assert sample_tallies(choice_policy, obs, k=8, seed=4) != every
+
+
+def test_a_text_lms_answers_are_asked_in_chunks_fixed_by_the_list():
+    lm, obs = writing_lm(), kuhn_observations()
+    assert per_call(128) == 4  # 12 states: 3 calls of 512 rows
+    every = SampledPolicy(lm, k=128, seed=3).tally(obs)
+    assert len(set(every)) > 4
+    assert sum(sum(t.counts) for t in every) > 12 * 128 // 4  # many answers are valid
+    # Split at chunk boundaries (as workers split it), the list is asked the same calls.
+    split = sample_tallies(lm, obs[:4], k=128, seed=3) + sample_tallies(lm, obs[4:], k=128, seed=3)
+    assert split == every
+    lm.generator.manual_seed(99)  # the policy's own generator plays no part
+    assert sample_tallies(lm, obs, k=128, seed=3) == every
+    assert sample_tallies(lm, obs, k=128, seed=4) != every
 
 
 def test_answers_are_asked_through_the_sampler():
