@@ -261,6 +261,23 @@ def test_tournament_workers_without_ray_or_bad_give_one_error_line(
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--workers", "2"], "--workers 2 needs Ray, which is not installed: pip install"),
+        (["--workers", "-1"], "--workers must be 0 or more, got -1"),
+        (["--ray-address", "auto"], "--ray-address needs --workers N (N > 0)"),
+    ],
+)
+def test_eval_workers_without_ray_or_bad_give_one_error_line(
+    kuhn_run, extra, message, capsys, monkeypatch
+):
+    monkeypatch.setattr("coplay.distributed.config.find_spec", lambda name: None)  # no ray
+    assert main(["eval", str(kuhn_run), "--episodes", "2", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
 def test_check_env_passes_registered_and_example_games(capsys, monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[1])  # where examples/ lives
     assert main(["check-env", "frozen_lake", "--episodes", "3", "size=3", "slippery=true"]) == 0

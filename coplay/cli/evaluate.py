@@ -36,6 +36,21 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
         "exploitability and exact rows, with bootstrap intervals (coplay/eval/sampled.py)",
     )
     e.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="ask a text-mode policy's --samples answers on N Ray workers (the ray extra); "
+        "0: in this process. Every answer draws from a stream keyed by its state, so any N "
+        "gives the same estimate. A choice-mode policy's exact evaluation is one batched "
+        "forward and stays in this process",
+    )
+    e.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --workers: a running Ray cluster to join (auto, ray://host:10001, "
+        "host:6379); default: a private local Ray",
+    )
+    e.add_argument(
         "--costly",
         type=int,
         default=0,
@@ -56,6 +71,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if args.costly < 0:
         raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
+    _check_workers(args)
     saved = find_policy(args.path, args.role)
     game, params = _game_of(saved, args.game)
     make = resolve_factory(game, params)
@@ -94,33 +110,51 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_workers(args: argparse.Namespace) -> None:
+    from coplay.distributed import require_ray
+
+    if args.workers < 0:
+        raise ValueError(f"--workers must be 0 or more, got {args.workers}")
+    if args.ray_address is not None and not args.workers:
+        raise ValueError("--ray-address needs --workers N (N > 0)")
+    if args.workers:
+        require_ray(f"--workers {args.workers}")  # before the checkpoint is loaded
+
+
 def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: dict) -> int:
     """``coplay eval`` of a text-mode policy: its exact rows are those of its sampled
-    distribution (``--samples`` answers per state), each with a bootstrap interval."""
+    distribution (``--samples`` answers per state, asked on ``--workers`` Ray workers
+    or here), each with a bootstrap interval."""
+    from coplay.distributed import RayConfig, evaluation_source
+    from coplay.envs.gameref import GameRef
     from coplay.eval.exact import decide_exact
     from coplay.eval.sampled import SampledPolicy, bootstrap, exploitability_metric, outcomes_metric
 
     if args.samples <= 0:
         raise ValueError(f"--samples must be positive, got {args.samples}")
-    sampled = SampledPolicy(policy, k=args.samples)
     metrics = []
     if decide_exact("auto", spec, game, params):
         metrics.append(exploitability_metric(game, params))
     if args.exact:
         metrics.append(outcomes_metric(opponent, game, params))
-    for metric in metrics:
-        for name, e in bootstrap(metric, sampled, seed=args.seed).items():
+    ray = RayConfig(address=args.ray_address)
+    where = GameRef(game, params)
+    with evaluation_source(where, workers=args.workers, ray=ray, asked_by="--workers") as source:
+        sampler = getattr(source, "tally", None)
+        sampled = SampledPolicy(policy, k=args.samples, seed=args.seed, sampler=sampler)
+        for metric in metrics:
+            for name, e in bootstrap(metric, sampled, seed=args.seed).items():
+                table.add_row(
+                    f"{name.replace('_', ' ')} (sampled, K={e.k})",
+                    f"{e.value:.4f} [{e.ci_low:.4f}, {e.ci_high:.4f}]",
+                )
+        if metrics:
             table.add_row(
-                f"{name.replace('_', ' ')} (sampled, K={e.k})",
-                f"{e.value:.4f} [{e.ci_low:.4f}, {e.ci_high:.4f}]",
+                f"invalid answers (sampled, K={args.samples})", f"{sampled.invalid_rate():.3f}"
             )
-    if metrics:
-        table.add_row(
-            f"invalid answers (sampled, K={args.samples})", f"{sampled.invalid_rate():.3f}"
-        )
-    console.print(table)
-    if args.costly:
-        _print_costly(sampled, opponent, game, params, args.costly)
+        console.print(table)
+        if args.costly:
+            _print_costly(sampled, opponent, game, params, args.costly)
     return 0
 
 

@@ -14,6 +14,10 @@ stale when its batch is taken is dropped and counted (``coplay.distributed.stale
 A worker that dies is restarted by Ray (``max_restarts``); the driver plays its
 unfinished task again, from the same shipments and streams, and counts the groups
 it replayed (``rollout/replayed_groups``).
+
+The same workers sample a text policy's answers for its sampled evaluation
+(``tally``, a ``coplay.eval.sampled.Sampler``): the local calls' chunks of states in
+one share per worker, the policy shipped as for play.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import ray
@@ -32,9 +37,10 @@ from coplay.distributed.config import RayConfig
 from coplay.distributed.staleness import keep_fresh
 from coplay.distributed.worker import RolloutWorker, Shipment
 from coplay.envs.gameref import GameRef
+from coplay.eval.sampled import Tally, per_call
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import Batch, Plan, decision_versions
-from coplay.types import Episode, Policy
+from coplay.types import Episode, Observation, Policy
 
 RESTART_TIMEOUT_S = 300
 """How long a dead worker may take to come back (it imports coplay and torch anew)."""
@@ -142,6 +148,16 @@ def split(plan: Plan, parts: int) -> list[list[int]]:
     return [s for s in shares if s]
 
 
+def shares(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` in at most ``parts`` contiguous (start, stop) shares, about equal.
+
+    >>> shares(5, 2), shares(1, 3)
+    ([(0, 2), (2, 5)], [(0, 1)])
+    """
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
 @dataclass
 class _Task:
     worker: int
@@ -243,6 +259,48 @@ class RaySource:
                 continue
             played |= dict(zip(task.games, episodes, strict=True))
         return [played[i] for i in sorted(played)], replayed
+
+    def tally(
+        self, policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
+    ) -> list[Tally]:
+        """``coplay.eval.sampled.sample_tallies`` of ``policy`` at ``observations``, in
+        order, each worker holding its copy of the policy (``_eval_shipment``) and
+        asking one contiguous share of the local calls' chunks (``per_call``), so the
+        tallies are the local ones whatever the number of workers."""
+        pid, shipment = self._eval_shipment(policy)
+        step, n = per_call(k), len(observations)
+        cuts = [(a * step, min(b * step, n)) for a, b in shares(-(-n // step), len(self.workers))]
+        asks = [
+            partial(self.workers[w].tally.remote, pid, shipment, observations[a:b], k, seed)
+            for w, (a, b) in enumerate(cuts)
+        ]
+        futures = [ask() for ask in asks]  # all started before any is awaited
+        return [t for w, ask in enumerate(asks) for t in self._get(w, futures[w], ask)]
+
+    def _eval_shipment(self, policy: Policy) -> tuple[str, Shipment]:
+        """A policy these workers play (the run's learner) goes as for play: the workers
+        hold it and fetch only a newer version's weights. Any other goes whole, under an
+        id of its own, at every call: its weights may have moved in place without a new
+        version (a magnet's do, ``coplay/train/parts/kl.py``)."""
+        pid = policy.policy_id
+        sent = self.shipping.sent.get(pid)
+        if sent is None or sent.policy is not policy:
+            pid = f"eval:{pid}"
+            self.shipping.sent.pop(pid, None)  # a new token: the workers fetch it anew
+        return pid, self.shipping.ship([pid], {pid: policy})[pid]
+
+    def _get(self, worker: int, future: Any, again: Callable[[], Any]) -> Any:
+        """``ray.get(future)``; where the worker died, ``again()`` on it once Ray has
+        restarted it, up to ``MAX_ATTEMPTS`` calls."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return ray.get(future)
+            except RayActorError:
+                if attempt == MAX_ATTEMPTS:
+                    break
+                self._await_restart(worker)
+                future = again()
+        raise RuntimeError(f"rollout worker {worker} died {MAX_ATTEMPTS} times on one task")
 
     def _await_restart(self, worker: int) -> None:
         """Wait until Ray has the dead worker running again (calls made while it

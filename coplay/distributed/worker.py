@@ -1,4 +1,5 @@
-"""A rollout worker: a Ray actor that plays whole groups with its own policies.
+"""A rollout worker: a Ray actor that plays whole groups with its own policies, and
+samples a text policy's answers for its sampled evaluation (``tally``).
 
 The driver ships each policy once, as the object it is (a language model with its
 weights, a frozen snapshot, a scripted bot), and after every update only the new
@@ -11,7 +12,7 @@ task needs nothing but its arguments.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +20,10 @@ import ray
 import torch
 
 from coplay.envs.gameref import GameRef
+from coplay.eval.sampled import Tally, sample_tallies
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import LocalSource, Plan
-from coplay.types import Episode, Policy
+from coplay.types import Episode, Observation, Policy
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,19 @@ class RolloutWorker:
             self._receive(pid, shipments[pid])
         policies = {pid: self.policies[pid] for pid in plan.policy_ids}
         return self.source.play(plan, policies).episodes
+
+    def tally(
+        self,
+        pid: str,
+        shipment: Shipment,
+        observations: Sequence[Observation],
+        k: int,
+        seed: int,
+    ) -> list[Tally]:
+        """``sample_tallies`` of the shipped policy at ``observations`` (whole chunks of
+        the driver's list): what the driver would sample there itself."""
+        self._receive(pid, shipment)
+        return sample_tallies(self.policies[pid], observations, k=k, seed=seed)
 
     def _receive(self, pid: str, shipment: Shipment) -> None:
         policy = self.policies.get(pid)

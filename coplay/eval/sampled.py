@@ -13,16 +13,26 @@ actions; an answer that names no legal action gets the game's invalid treatment
 * or ``forfeit``: the game ends with the offender at the minimum return; the estimate
   leaves that mass out of the row (``coplay.eval.forfeits`` reads the deficit).
 
+Answer j at a state is drawn from the counter-based stream of (seed, state, j)
+(``coplay.rollout.streams``) where the policy draws from streams, never from the
+policy's own generator, and the states are asked in fixed chunks of the list (one
+batch each, ``per_call``). So a ``Sampler`` may spread the chunks over Ray workers
+(``RaySource.tally`` in ``coplay.distributed``) and the estimate stays the one this
+process samples (``sample_tallies``), whatever the number of workers.
+
 The estimate then goes through the very exact evaluators choice policies use
 (exploitability, exact match outcomes, costly positions), and a bootstrap over the K
 answers of every state (resampled with replacement, each replicate evaluated again)
-gives a percentile confidence interval. Choice-mode policies stay exact.
+gives a percentile confidence interval. Choice-mode policies stay exact: their
+distribution is one batched forward, with nothing to spread.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -35,7 +45,8 @@ from coplay.eval.exact import (
 )
 from coplay.eval.forfeits import forfeit_exploitability, has_forfeits
 from coplay.rollout.invalid import InvalidActionConfig
-from coplay.types import Observation, Policy, TabularQueryable
+from coplay.rollout.streams import SeatStream
+from coplay.types import Observation, Policy, Streamed, TabularQueryable
 
 
 def treat(counts: Sequence[int], invalid: int, legal: Sequence[str], cfg: InvalidActionConfig):
@@ -78,24 +89,42 @@ class Tally:
         return Tally(self.legal, tuple(int(c) for c in draw[:-1]), int(draw[-1]))
 
 
+class Sampler(Protocol):
+    """Where the K answers of each observation are asked: in this process
+    (``sample_tallies``) or on Ray workers (``coplay.distributed``: ``RaySource.tally``).
+    Either returns what ``sample_tallies`` returns."""
+
+    def __call__(
+        self, policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
+    ) -> list[Tally]: ...
+
+
 class SampledPolicy:
     """A policy's action distribution estimated from ``k`` answers per observation.
 
     It is ``TabularQueryable``: ``action_probs`` returns the estimate (the invalid
     treatment applied; a forfeit's share missing from the row). The answers are asked
     once per ``observation_key`` (the policy's own when it has one) and kept, so every
-    evaluator and every bootstrap replicate reads the same sample.
+    evaluator and every bootstrap replicate reads the same sample. ``seed`` keys the
+    answers' streams; ``sampler`` says where they are asked.
     """
 
-    def __init__(self, policy: Policy, *, k: int, invalid: InvalidActionConfig | None = None):
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        k: int,
+        invalid: InvalidActionConfig | None = None,
+        seed: int = 0,
+        sampler: Sampler | None = None,
+    ):
         if k < 1:
             raise ValueError(f"sampled evaluation needs k >= 1 answers per state, got {k}")
-        self.policy, self.k = policy, k
+        self.policy, self.k, self.seed = policy, k, seed
         self.invalid = invalid or InvalidActionConfig()
+        self.sampler: Sampler = sampler or sample_tallies
         self.policy_id = f"sampled:{policy.policy_id}"
-        self.key: Callable[[Observation], Hashable] = getattr(
-            policy, "observation_key", lambda obs: obs
-        )
+        self.key: Callable[[Observation], Hashable] = _key_of(policy)
         self.tallies: dict[Hashable, Tally] = {}
 
     def observation_key(self, obs: Observation) -> Hashable:
@@ -104,15 +133,9 @@ class SampledPolicy:
     def tally(self, observations: Sequence[Observation]) -> list[Tally]:
         """The answers at each observation, sampling those not asked yet."""
         todo = {self.key(o): o for o in observations if self.key(o) not in self.tallies}
-        items = list(todo.items())
-        per_call = max(1, QUERY_BATCH // self.k)
-        for i in range(0, len(items), per_call):
-            batch = items[i : i + per_call]
-            asked = [o for _, o in batch for _ in range(self.k)]
-            answers = self.policy.act(asked)
-            for j, (key, obs) in enumerate(batch):
-                chunk = answers[j * self.k : (j + 1) * self.k]
-                self.tallies[key] = _count(obs, [d.action for d in chunk])
+        if todo:
+            asked = self.sampler(self.policy, list(todo.values()), k=self.k, seed=self.seed)
+            self.tallies.update(zip(todo, asked, strict=True))
         return [self.tallies[self.key(o)] for o in observations]
 
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
@@ -125,10 +148,64 @@ class SampledPolicy:
 
     def replicate(self, rng: np.random.Generator) -> SampledPolicy:
         """A bootstrap replicate: every state's answers resampled with replacement."""
-        other = SampledPolicy(self.policy, k=self.k, invalid=self.invalid)
+        other = SampledPolicy(
+            self.policy, k=self.k, invalid=self.invalid, seed=self.seed, sampler=self.sampler
+        )
         other.key = self.key
         other.tallies = {key: t.resample(rng) for key, t in self.tallies.items()}
         return other
+
+
+def _key_of(policy: Policy) -> Callable[[Observation], Hashable]:
+    return getattr(policy, "observation_key", lambda obs: obs)
+
+
+def answer_streams(key: Hashable, *, k: int, seed: int) -> list[SeatStream]:
+    """The streams of the K answers at the state of observation key ``key``: answer j
+    draws from stream (hash of seed and state, j). The state's hash is of its ``repr``
+    (Python's own ``hash`` of a string differs from process to process).
+
+    >>> a = answer_streams(("Card: K", None, ("[Pass]", "[Bet]")), k=2, seed=0)
+    >>> b = answer_streams(("Card: K", None, ("[Pass]", "[Bet]")), k=3, seed=0)
+    >>> (a[1].stream, a[1].player) == (b[1].stream, b[1].player), a[0].player
+    (True, 0)
+    """
+    digest = hashlib.blake2b(f"{seed}|{key!r}".encode(), digest_size=8).digest()
+    stream = int.from_bytes(digest, "little")
+    return [SeatStream(stream, j) for j in range(k)]
+
+
+def per_call(k: int) -> int:
+    """States whose K answers are asked in one ``act`` call (one batch of about
+    ``QUERY_BATCH`` rows): the chunks of a list of states are fixed by the list and K
+    alone, so any split of the list at chunk boundaries asks the same calls."""
+    return max(1, QUERY_BATCH // k)
+
+
+def sample_tallies(
+    policy: Policy, observations: Sequence[Observation], *, k: int, seed: int
+) -> list[Tally]:
+    """The K answers at each observation, asked in this process: ``per_call(k)``
+    observations per ``act`` call, K copies of each, answer j of a state drawn from
+    ``answer_streams``' j-th stream where the policy draws from streams (``Streamed``).
+    A choice draws from its own row's stream, so its answers depend on the state alone;
+    a text LM seeds the one generator of the call from all its rows' streams, so its
+    answers depend on the call's states too, which the chunks fix. A policy without
+    streams draws from its own generator, in the order the states are asked."""
+    key = _key_of(policy)
+    out = []
+    step = per_call(k)
+    for start in range(0, len(observations), step):
+        chunk = observations[start : start + step]
+        asked = [o for o in chunk for _ in range(k)]
+        if isinstance(policy, Streamed):
+            streams = [s for o in chunk for s in answer_streams(key(o), k=k, seed=seed)]
+            answers = policy.act_streamed(asked, streams)
+        else:
+            answers = policy.act(asked)
+        for i, obs in enumerate(chunk):
+            out.append(_count(obs, [d.action for d in answers[i * k : (i + 1) * k]]))
+    return out
 
 
 def _count(obs: Observation, actions: Sequence[str | None]) -> Tally:
@@ -245,10 +322,12 @@ def sampled_exploitability(
     invalid: InvalidActionConfig | None = None,
     replicates: int = 100,
     seed: int = 0,
+    sampler: Sampler | None = None,
 ) -> tuple[dict[str, Estimate], float]:
     """Exploitability and NashConv of ``policy``'s sampled distribution, with intervals,
-    and the share of invalid answers among the samples."""
-    sampled = SampledPolicy(policy, k=k, invalid=invalid)
+    and the share of invalid answers among the samples. ``seed`` keys the answers and
+    the bootstrap; ``sampler`` says where the answers are asked (default: here)."""
+    sampled = SampledPolicy(policy, k=k, invalid=invalid, seed=seed, sampler=sampler)
     res = bootstrap(
         exploitability_metric(game_name, params), sampled, replicates=replicates, seed=seed
     )

@@ -94,7 +94,17 @@ def _evaluated(run: Run, policy: Policy) -> Policy:
 
 
 def sampled_view(run: Run, policy: Policy) -> SampledPolicy:
-    return SampledPolicy(policy, k=run.cfg.train.eval_samples, invalid=run.cfg.game.invalid)
+    """``policy``'s sampled distribution, its answers keyed by the run's seed and asked
+    on the run's Ray workers where it has them (``rollout.workers``: they hold the
+    learner already and fetch only newer weights), else in this process; both give
+    the same estimate."""
+    return SampledPolicy(
+        policy,
+        k=run.cfg.train.eval_samples,
+        invalid=run.cfg.game.invalid,
+        seed=run.cfg.train.seed,
+        sampler=getattr(run.source, "tally", None),
+    )
 
 
 def sampled_exploitability_metrics(run: Run, policy: Policy, prefix: str) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """Sampled evaluation of text policies: the treatment of invalid answers, the bootstrap,
 and agreement with exact evaluation on a choice policy wrapped to be sampled."""
 
+import numpy as np
 import pytest
 
 from coplay.envs.registry import make_env
@@ -11,6 +12,8 @@ from coplay.eval.sampled import (
     SampledPolicy,
     bootstrap,
     outcomes_metric,
+    per_call,
+    sample_tallies,
     sampled_exploitability,
     treat,
 )
@@ -19,6 +22,7 @@ from coplay.policies.scripted import NashPolicy, RandomPolicy
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.trainer import game_text
 from coplay.types import Decision
+from tests.eval.writers import kuhn_observations, writing_lm
 
 LEGAL = ["[Pass]", "[Bet]"]
 
@@ -122,3 +126,45 @@ def test_costly_positions_show_a_forfeit_as_what_is_played():
     positions = [c for seat in found for c in seat]
     assert any(c.played == FORFEIT for c in positions)
     assert all(c.best != FORFEIT for c in positions)
+
+
+def test_a_choice_states_answers_depend_on_the_state_and_seed_only(choice_policy):
+    obs = kuhn_observations()
+    every = sample_tallies(choice_policy, obs, k=8, seed=3)
+    assert len(set(every)) > 4  # the answers differ from state to state
+    # Asked in another order, or alone, each state gets the very same answers...
+    assert sample_tallies(choice_policy, obs[::-1], k=8, seed=3) == every[::-1]
+    assert sample_tallies(choice_policy, obs[5:6], k=8, seed=3) == every[5:6]
+    # ...and the policy's own generator plays no part.
+    choice_policy.generator.manual_seed(99)
+    assert sample_tallies(choice_policy, obs, k=8, seed=3) == every
+    assert sample_tallies(choice_policy, obs, k=8, seed=4) != every
+
+
+def test_a_text_lms_answers_are_asked_in_chunks_fixed_by_the_list():
+    lm, obs = writing_lm(), kuhn_observations()
+    assert per_call(128) == 4  # 12 states: 3 calls of 512 rows
+    every = SampledPolicy(lm, k=128, seed=3).tally(obs)
+    assert len(set(every)) > 4
+    assert sum(sum(t.counts) for t in every) > 12 * 128 // 4  # many answers are valid
+    # Split at chunk boundaries (as workers split it), the list is asked the same calls.
+    split = sample_tallies(lm, obs[:4], k=128, seed=3) + sample_tallies(lm, obs[4:], k=128, seed=3)
+    assert split == every
+    lm.generator.manual_seed(99)  # the policy's own generator plays no part
+    assert sample_tallies(lm, obs, k=128, seed=3) == every
+    assert sample_tallies(lm, obs, k=128, seed=4) != every
+
+
+def test_answers_are_asked_through_the_sampler():
+    asked = []
+
+    def sampler(policy, observations, *, k, seed):
+        asked.append((len(observations), k, seed))
+        return sample_tallies(policy, observations, k=k, seed=seed)
+
+    sampled = SampledPolicy(Scripted(["[Bet]"]), k=2, seed=7, sampler=sampler)
+    obs = kuhn_observations()
+    sampled.tally(obs[:3])
+    sampled.tally(obs[:5])  # only the two not asked yet
+    assert asked == [(3, 2, 7), (2, 2, 7)]
+    assert sampled.replicate(np.random.default_rng(0)).sampler is sampler
