@@ -135,9 +135,10 @@ def kill_worker(
     while proc.poll() is None:
         now = time.perf_counter() - t0
         if trial.mode == "random":
-            hit = now >= at
-        else:
-            hit = rows_logged(out) > at and title(victim).startswith(f"{WORKER}.play")
+            armed = hit = now >= at
+        else:  # a play lasts tens of milliseconds: watch closely once armed
+            armed = rows_logged(out) > at
+            hit = armed and title(victim).startswith(f"{WORKER}.play")
         if hit:
             where = title(victim).split(" ")[0]
             with suppress(psutil.Error):
@@ -146,7 +147,7 @@ def kill_worker(
                 trial.landed = f"{LANDED.get(where, where)}, after row {rows_logged(out) - 1}"
                 return True
             return False  # it was gone already (the run is ending)
-        time.sleep(0.005 if trial.mode == "random" else 0.001)
+        time.sleep(0.001 if armed else 0.005)
     return False
 
 
