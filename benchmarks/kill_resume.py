@@ -20,8 +20,13 @@ transcript, and every tensor of every ``*.safetensors`` file under ``checkpoints
 and ``state/`` (state file names are not assumed). Prints where each kill landed
 and the counts.
 
+With ``--workers N`` every run plays its games on N synchronous Ray rollout workers
+(``rollout.workers=N rollout.max_staleness=0``): a killed learner takes its workers
+with it, and the resumed run's new workers must play the same games.
+
     python benchmarks/kill_resume.py --trials 20
     python benchmarks/kill_resume.py --trials 4 --modes random,state,checkpoint,metrics
+    python benchmarks/kill_resume.py --trials 10 --workers 2
 """
 
 from __future__ import annotations
@@ -56,6 +61,12 @@ OVERRIDES = [
 """Tiny and quick, but saving state and a checkpoint every iteration."""
 
 
+def overrides(workers: int) -> list[str]:
+    """The runs' config: ``OVERRIDES``, on ``workers`` synchronous Ray workers if any."""
+    on_workers = [f"rollout.workers={workers}", "rollout.max_staleness=0"] if workers else []
+    return [*OVERRIDES, *on_workers]
+
+
 @dataclass
 class Trial:
     index: int
@@ -79,10 +90,10 @@ def child_env(threads: int) -> dict[str, str]:
     return env
 
 
-def start_run(out: Path, threads: int, *extra: str) -> subprocess.Popen:
+def start_run(out: Path, threads: int, config: list[str], *extra: str) -> subprocess.Popen:
     cmd = coplay("train", "--quiet", "--preset", "kuhn-selfplay", "--out", str(out))
     return subprocess.Popen(
-        [*cmd, *extra, *OVERRIDES],
+        [*cmd, *extra, *config],
         env=child_env(threads),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -90,10 +101,10 @@ def start_run(out: Path, threads: int, *extra: str) -> subprocess.Popen:
     )
 
 
-def reference(out: Path, threads: int) -> tuple[float, float]:
+def reference(out: Path, threads: int, config: list[str]) -> tuple[float, float]:
     """Run the uninterrupted reference; returns (seconds to its first file, seconds in all)."""
     t0 = time.perf_counter()
-    proc = start_run(out, threads)
+    proc = start_run(out, threads, config)
     first = None
     while proc.poll() is None:
         if first is None and (out / "config.yaml").exists():
@@ -163,7 +174,7 @@ def landed(out: Path) -> str:
     return f"{where} (last row {last}{'' if saved else ', no state yet'})"
 
 
-def finish(out: Path, trial: Trial, threads: int) -> None:
+def finish(out: Path, trial: Trial, threads: int, config: list[str]) -> None:
     """Resume to the end; start afresh (``--force``) if killed before any state."""
     trial.resumes += 1
     proc = subprocess.run(
@@ -176,7 +187,7 @@ def finish(out: Path, trial: Trial, threads: int) -> None:
         "no saved state" in proc.stderr or "no run to resume" in proc.stderr
     ):
         trial.restarted = True
-        restart = start_run(out, threads, "--force")
+        restart = start_run(out, threads, config, "--force")
         _, err = restart.communicate()
         proc = subprocess.CompletedProcess(restart.args, restart.returncode, "", err)
     if proc.returncode != 0:
@@ -184,8 +195,9 @@ def finish(out: Path, trial: Trial, threads: int) -> None:
         trial.detail = (proc.stderr.strip().splitlines() or [""])[-1]
 
 
-def timeless(row: dict) -> dict:
-    return {k: v for k, v in row.items() if not k.startswith("perf/")}
+def timeless(row: dict, skip: tuple[str, ...] = ("perf/",)) -> dict:
+    """The row without the keys that start with one of ``skip`` (the timings)."""
+    return {k: v for k, v in row.items() if not k.startswith(skip)}
 
 
 def tensors(out: Path) -> dict[str, dict[str, torch.Tensor]]:
@@ -193,11 +205,12 @@ def tensors(out: Path) -> dict[str, dict[str, torch.Tensor]]:
     return {str(f.relative_to(out)): load_file(f) for f in files}
 
 
-def compare(ref: Path, out: Path) -> str:
-    """'' when the runs match, else what differs first."""
+def compare(ref: Path, out: Path, skip: tuple[str, ...] = ("perf/",)) -> str:
+    """'' when the runs match (keys starting with one of ``skip`` left out), else what
+    differs first."""
     for name in ("metrics.jsonl", "transcripts.jsonl"):
-        a = [timeless(json.loads(x)) for x in (ref / name).read_text().splitlines()]
-        b = [timeless(json.loads(x)) for x in (out / name).read_text().splitlines()]
+        a = [timeless(json.loads(x), skip) for x in (ref / name).read_text().splitlines()]
+        b = [timeless(json.loads(x), skip) for x in (out / name).read_text().splitlines()]
         if a != b:
             return f"{name} differs ({len(a)} vs {len(b)} rows)"
     ta, tb = tensors(ref), tensors(out)
@@ -210,12 +223,14 @@ def compare(ref: Path, out: Path) -> str:
     return ""
 
 
-def run_trial(i: int, mode: str, work: Path, ref: Path, window, rng, threads: int) -> Trial:
+def run_trial(
+    i: int, mode: str, work: Path, ref: Path, window, rng, threads: int, config: list[str]
+) -> Trial:
     out = work / f"trial{i:03d}"
     for _ in range(4):  # a random moment after a (faster) run's end is drawn again
         at = rng.uniform(*window) if mode == "random" else rng.randint(1, ITERATIONS)
         t0 = time.perf_counter()
-        proc = start_run(out, threads)
+        proc = start_run(out, threads, config)
         moment = kill_when(proc, out, mode, at)
         if moment >= 0 or mode != "random":
             break
@@ -225,7 +240,7 @@ def run_trial(i: int, mode: str, work: Path, ref: Path, window, rng, threads: in
         tear_last_row(out)
     trial = Trial(i, mode, round(moment, 2), landed(out) if moment >= 0 else "after the end")
     if moment >= 0:
-        finish(out, trial, threads)
+        finish(out, trial, threads, config)
     if trial.result != "failed to resume":
         diff = compare(ref, out)
         trial.result, trial.detail = ("differing", diff) if diff else ("identical", "")
@@ -242,6 +257,7 @@ def main() -> None:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=0, help="synchronous Ray rollout workers")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--json", default=None, help="also write every trial here")
     args = ap.parse_args()
@@ -251,14 +267,16 @@ def main() -> None:
     shutil.rmtree(ref, ignore_errors=True)
     # A first run fills the caches (solved games, compiled code), so the reference run
     # that sets the random kills' window takes as long as a trial does.
-    reference(work / "warm-up", args.threads)
+    config = overrides(args.workers)
+    reference(work / "warm-up", args.threads, config)
     shutil.rmtree(work / "warm-up", ignore_errors=True)
-    first, total = reference(ref, args.threads)
+    first, total = reference(ref, args.threads, config)
     print(f"reference run: {total:.1f} s ({first:.1f} s before its first file); work: {work}")
     rng, modes = random.Random(args.seed), args.modes.split(",")
     trials = []
     for i in range(args.trials):
-        t = run_trial(i, modes[i % len(modes)], work, ref, (first, total), rng, args.threads)
+        mode = modes[i % len(modes)]
+        t = run_trial(i, mode, work, ref, (first, total), rng, args.threads, config)
         trials.append(t)
         print(
             f"trial {i:3d} {t.mode:>10} kill at {t.kill_at_s:6.2f} s  {t.landed:<62}"

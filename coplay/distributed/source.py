@@ -218,7 +218,10 @@ class RaySource:
         flight = held[1] if held is not None else self._launch(plan, policies)
         episodes, replayed = self._collect(flight)
         current = {pid: version_of(p) for pid, p in policies.items()}
-        learning = self.shipping.moved(current)
+        # The plan names its learners; a version seen moving marks one too (a plan made
+        # without them). Not by moves alone: a resumed run's first plan, shipped at the
+        # saved version, would count none and log other metrics than the uninterrupted run.
+        learning = set(plan.learners) | self.shipping.moved(current)
         kept, metrics = keep_fresh(episodes, current, learning, self.max_staleness)
         metrics["rollout/replayed_groups"] = float(replayed)
         metrics["perf/broadcast_s"] = flight.broadcast_s

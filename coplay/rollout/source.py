@@ -48,6 +48,10 @@ class Plan:
     """Per game, the seed of its seats' own random streams (``play_episodes``); empty:
     derived from each game's seed and index. A game's draws are then its own, so any
     split of the plan into whole games plays the same episodes."""
+    learners: tuple[str, ...] = ()
+    """The ids that learn during the run (their versions move with each update), so
+    that a source playing ahead of the learner knows whose decisions age from the first
+    plan on, also the first after a resume (``coplay.distributed.staleness``)."""
 
     def __post_init__(self) -> None:
         n = len(self.seeds)
@@ -59,6 +63,7 @@ class Plan:
         set_(self, "openings", tuple(self.openings) or (None,) * n)
         set_(self, "explore", dict(self.explore))
         set_(self, "streams", tuple(self.streams) or default_streams(self.seeds))
+        set_(self, "learners", tuple(self.learners))
         for name in ("seatings", "group_ids", "prefixes", "openings", "streams"):
             if len(getattr(self, name)) != n:
                 raise ValueError(
@@ -83,6 +88,7 @@ class Plan:
             openings=tuple(self.openings[i] for i in games),
             explore=self.explore,
             streams=tuple(self.streams[i] for i in games),
+            learners=self.learners,
         )
 
     @property

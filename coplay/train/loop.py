@@ -129,6 +129,7 @@ def make_plan(run: Run, it: int) -> tuple[Plan, dict[str, float]]:
         group_ids=seeds,
         prefixes=((),) * r.games_per_iter,
         openings=(None,) * r.games_per_iter,
+        learners=run.learner_ids,
     )
     metrics: dict[str, float] = {}
     for name, part in run.planning.items():

@@ -1,19 +1,28 @@
 """Ray rollout workers: sync equals local, async within its staleness bound, a killed
-worker's groups replayed, and all of it across the two nodes of a local cluster.
+worker's groups replayed, a killed learner resumed, and all of it across the two nodes
+of a local cluster.
 
 One two-node cluster (one CPU each) and one pair of workers serve the whole module:
 starting Ray and a worker's imports cost far more than the tiny runs themselves."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from contextlib import suppress
+from pathlib import Path
 
+import psutil
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from coplay.cli import main
 from coplay.distributed.config import RayConfig
 from coplay.envs.gameref import GameRef
 from coplay.policies.scripted import RandomPolicy
@@ -22,7 +31,7 @@ from coplay.train.config import build_config
 from coplay.train.loop import run_loop
 from coplay.train.trainer import setup
 from tests.rollout.test_source import without_logprobs
-from tests.train.runs import TINY, Capture
+from tests.train.runs import TINY, Capture, rows
 
 ray = pytest.importorskip("ray")
 from coplay.distributed.source import RaySource, split, start_workers  # noqa: E402
@@ -35,14 +44,15 @@ KUHN = [*TINY, "rollout.games_per_iter=16", "rollout.group_size=4", "algo.estima
 
 @pytest.fixture(scope="module")
 def pool():
-    """Two rollout workers, one on each node of a local two-node cluster."""
+    """Two rollout workers, one on each node of a local two-node cluster, each taking
+    half of its node's CPU (the other half is for the workers of whole training runs)."""
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     try:
-        yield start_workers(GameRef("kuhn_poker"), 2, RayConfig())
+        yield start_workers(GameRef("kuhn_poker"), 2, RayConfig(worker_cpus=0.5))
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -127,9 +137,9 @@ def test_async_workers_play_ahead_within_the_bound(pool, tmp_path, k):
         assert m["rollout/stale_dropped_frac"] == 0.0
         # the PPO ratio (current / sampling policy) spreads around 1 as samples age
         assert m["loss/ratio_min"] <= 1.0 <= m["loss/ratio_max"]
-        if t:  # the learner is known once its version has moved
-            assert m[f"rollout/staleness/seat0/{min(t, k)}"] == 1.0
-            assert m[f"rollout/staleness/seat1/{min(t, k)}"] == 1.0
+        # the plan names the learner, so its staleness is read from the first plan on
+        assert m[f"rollout/staleness/seat0/{min(t, k)}"] == 1.0
+        assert m[f"rollout/staleness/seat1/{min(t, k)}"] == 1.0
     assert run.trainees[0].policy.version == 4
 
 
@@ -175,3 +185,80 @@ def test_a_killed_worker_is_restarted_and_its_groups_replayed(pool):
     assert batch.metrics["rollout/replayed_groups"] == 30.0  # its whole share
     assert batch.episodes == expected.episodes  # nothing lost, the replay plays the same
     assert ray.get(pool[1].pid.remote()) != victim
+
+
+RESUMED = [*KUHN, "train.iterations=4", "train.save_every=1", "rollout.workers=1"]
+"""A CLI run of 4 iterations with one synchronous worker, saving its state each one;
+half a CPU for its worker fits beside the pool's."""
+
+
+def test_a_learner_killed_mid_update_resumes_to_the_uninterrupted_run(pool, tmp_path):
+    argv = ["train", "--quiet", *RESUMED, "ray.worker_cpus=0.5"]
+    assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    gc.collect()  # the run's worker goes with its source
+    # The killed run is a process of its own on the same cluster; its worker dies with it.
+    part, address = tmp_path / "part", ray.get_runtime_context().gcs_address
+    cmd = [sys.executable, "-m", "coplay.cli", *argv, "--out", str(part), f"ray.address={address}"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    # the pool's (asked: one may still be starting) and any the first run left
+    earlier = {*ray.get([w.pid.remote() for w in pool]), *(w.pid for w in rollout_workers())}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert kill_in_update(proc, part, after=2, earlier=earlier), proc.communicate()[1].decode()
+    # Killed in iteration 3 after its games came back: rows 0-2 and the state of 2.
+    assert [r["iteration"] for r in rows(part / "metrics.jsonl")] == [0, 1, 2]
+    assert main(["train", "--quiet", "--resume", str(part)]) == 0
+    whole, resumed = rows(tmp_path / "whole" / "metrics.jsonl"), rows(part / "metrics.jsonl")
+    assert [r["iteration"] for r in resumed] == [0, 1, 2, 3, 4]
+    for ours, theirs in zip(resumed, whole, strict=True):
+        assert ours == theirs  # every non-timing metric, the staleness per seat included
+    assert resumed[3]["rollout/staleness/seat0/0"] == 1.0
+    for name in ("checkpoints/final", "state"):
+        a, b = tensors(tmp_path / "whole" / name), tensors(part / name)
+        assert a.keys() == b.keys() and len(a) > 10
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def tensors(folder: Path) -> dict[str, torch.Tensor]:
+    files = folder.rglob("*.safetensors")
+    return {f"{f.relative_to(folder)}:{k}": v for f in files for k, v in load_file(f).items()}
+
+
+def kill_in_update(proc: subprocess.Popen, out: Path, *, after: int, earlier: set[int]) -> bool:
+    """SIGKILL ``proc`` in the update of iteration ``after + 1``: once row ``after`` is
+    logged (its state is saved next), when the run's worker has played that
+    iteration's games and is idle again. False if the run ended first."""
+    worker, played = None, False
+    while proc.poll() is None:
+        if worker is None:
+            worker = next((w for w in rollout_workers() if w.pid not in earlier), None)
+        elif logged(out) > after:
+            if title(worker).startswith("ray::RolloutWorker.play"):
+                played = True
+            elif played:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return True
+        time.sleep(0.001 if worker is not None else 0.05)
+    return False
+
+
+def rollout_workers() -> list[psutil.Process]:
+    """The rollout worker processes of this process's Ray cluster. Ray names a worker
+    process by what it runs (``ray::RolloutWorker`` idle, ``ray::RolloutWorker.play``
+    while playing), and the cluster's processes are this one's descendants."""
+    return [
+        w
+        for w in psutil.Process().children(recursive=True)
+        if title(w).startswith("ray::RolloutWorker")
+    ]
+
+
+def title(process: psutil.Process) -> str:
+    with suppress(psutil.Error):
+        return " ".join(process.cmdline())
+    return ""
+
+
+def logged(out: Path) -> int:
+    path = out / "metrics.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0

@@ -134,6 +134,11 @@ def test_streams_default_to_one_per_game_and_survive_a_subset():
     assert sub.seeds == (4, 3) and sub.streams == (p.streams[2], p.streams[0])
 
 
+def test_a_subset_keeps_the_plans_learners():
+    p = Plan(seatings=[("a", "b")] * 2, seeds=[1, 2], learners=["a"])
+    assert p.learners == ("a",) and p.subset([1]).learners == ("a",)
+
+
 def test_batch_is_stamped_with_the_version_that_played(tiny):
     me, bot = players(tiny, version=5)
     batch = LocalSource(TTT).play(plan(), {"me": me, "bot": bot})

@@ -27,6 +27,7 @@ def test_the_games_of_a_group_share_seed_seats_and_id(tmp_path):
     assert [row.index(me) for row in plan.seatings] == [0, 0, 1, 1, 0, 0, 1, 1]
     assert all(set(row) == {me, "random"} for row in plan.seatings)
     assert plan.prefixes == ((),) * 8 and plan.openings == (None,) * 8 and plan.explore == {}
+    assert plan.learners == (me,)  # "random" does not learn
     assert not set(plan.seeds) & set(make_plan(run, 2)[0].seeds)  # new deals every iteration
     other = setup(build_config(overrides=[*over, "train.seed=1"]), tmp_path / "s")
     assert not set(plan.seeds) & set(make_plan(other, 1)[0].seeds)
