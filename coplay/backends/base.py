@@ -71,9 +71,13 @@ class Backend(Protocol):
         *,
         generator: torch.Generator,
         sampling: Sampling | None = None,
+        row_seeds: Sequence[int] | None = None,
     ) -> list[Generation]:
         """One sampled answer per prompt, in order, drawing from ``generator`` with
-        ``sampling``'s parameters (None: plain ancestral sampling)."""
+        ``sampling``'s parameters (None: plain ancestral sampling). With ``row_seeds``
+        answer i draws from ``row_seeds[i]`` alone (``generator`` unused), so it does not
+        depend on the other prompts of the call: how a plan is split between Ray
+        workers then changes no answer."""
         ...
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:

@@ -59,10 +59,12 @@ class HFBackend:
         *,
         generator: torch.Generator,
         sampling: Sampling | None = None,
+        row_seeds: Sequence[int] | None = None,
     ) -> list[Generation]:
         """Ancestral sampling, each answer ending at EOS, a stop sequence or
         ``max_new_tokens``; ``sampling`` (the policy's: its scorer recomputes with the
-        same top-k and top-p) cuts the distribution."""
+        same top-k and top-p) cuts the distribution; ``row_seeds``: each answer's own
+        draws (``Backend.generate``)."""
         answers = sample_text(
             self.model,
             prompts,
@@ -71,6 +73,7 @@ class HFBackend:
             eos_id=self.tokenizer.eos_token_id,
             pad_id=self.tokenizer.pad_token_id,
             generator=generator,
+            row_seeds=row_seeds,
             **(sampling.kwargs() if sampling is not None else {}),
         )
         return [Generation(ids, lps) for ids, lps in answers]

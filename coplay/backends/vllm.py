@@ -125,6 +125,7 @@ class VLLMBackend(HFBackend):
         *,
         generator: torch.Generator,
         sampling: Sampling | None = None,
+        row_seeds: Sequence[int] | None = None,
     ) -> list[Generation]:
         """One answer per prompt from the engine, each ending at EOS, a stop sequence
         or ``max_new_tokens``, with the log-probs it was drawn with."""
@@ -133,7 +134,11 @@ class VLLMBackend(HFBackend):
         from vllm.inputs import TokensPrompt
 
         sampling = sampling or Sampling()
-        seeds = torch.randint(0, 2**62, (len(prompts),), generator=generator).tolist()
+        seeds = (
+            list(row_seeds)
+            if row_seeds is not None
+            else torch.randint(0, 2**62, (len(prompts),), generator=generator).tolist()
+        )
         params = [self._params(sampling, seed) for seed in seeds]
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)

@@ -188,9 +188,8 @@ def sample_tallies(
     """The K answers at each observation, asked in this process: ``per_call(k)``
     observations per ``act`` call, K copies of each, answer j of a state drawn from
     ``answer_streams``' j-th stream where the policy draws from streams (``Streamed``).
-    A choice draws from its own row's stream, so its answers depend on the state alone;
-    a text LM seeds the one generator of the call from all its rows' streams, so its
-    answers depend on the call's states too, which the chunks fix. A policy without
+    A choice and a written answer each draw from their own row's stream, so the answers
+    depend on the state alone; the chunks only set the batch size. A policy without
     streams draws from its own generator, in the order the states are asked."""
     key = _key_of(policy)
     out = []

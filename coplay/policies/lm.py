@@ -259,8 +259,8 @@ class LMPolicy:
     ) -> list[Decision]:
         """``act`` with each choice drawn from its own stream in ``streams`` (its seat's,
         ``coplay.rollout.streams``), so a game's draws do not depend on the other
-        games of the batch. Written answers draw from one generator seeded from every
-        row's stream: reproducible, but tied to the batch they are written in."""
+        games of the batch. A written answer draws from a seed taken from its own
+        stream, so it too is the same whatever else the batch holds."""
         if len(streams) != len(observations):
             raise ValueError(f"got {len(observations)} observations but {len(streams)} streams")
         return self._act(observations, streams)
@@ -441,15 +441,18 @@ class LMPolicy:
         if not observations:
             return []
         prompts = [self.prompt_ids(o) for o in observations]
-        generator = self.generator if rngs is None else joint_generator(rngs)
+        # Drawn from the streams, each answer depends on its own row alone: a plan split
+        # between Ray workers writes what one process writes (each stream advances once).
+        row_seeds = None if rngs is None else stream_seeds(rngs)
+        draws = {"generator": self.generator, "row_seeds": row_seeds}
         if self.mode != "text":  # choice mode's message turns, as they have always been
-            responses = self.backend.generate(prompts, generator=generator)
+            responses = self.backend.generate(prompts, **draws)
             return [
                 self._decision(o, p, ids, lps, None)
                 for o, p, (ids, lps) in zip(observations, prompts, responses, strict=True)
             ]
         sampling = self.text.sampling(self.tokenizer)
-        responses = self.backend.generate(prompts, generator=generator, sampling=sampling)
+        responses = self.backend.generate(prompts, sampling=sampling, **draws)
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
             ids, lps = cut_at_stop(ids, lps, sampling.stop)
@@ -525,12 +528,6 @@ def _argmax_rows(ratios: torch.Tensor, sizes: Sequence[int]) -> list[int]:
     table = ratios.new_full((len(sizes), max(sizes)), -1.0)  # below any ratio p / q >= 0
     table[rows, cols] = ratios
     return table.argmax(1).tolist()
-
-
-def joint_generator(streams: Sequence[SeatStream]) -> torch.Generator:
-    """One torch generator seeded by a draw from each stream (every stream advances
-    once), for draws that a backend makes for a whole batch at once."""
-    return torch.Generator().manual_seed(hash(tuple(stream_seeds(streams))) % 2**62)
 
 
 def _merge(

@@ -594,6 +594,19 @@ def _ends(tokens: torch.Tensor, t: int, table: list[torch.Tensor]) -> torch.Tens
 
 
 @torch.no_grad()
+def _uniforms(
+    steps: int, rows: int, generator: torch.Generator, row_seeds: Sequence[int] | None
+) -> torch.Tensor:
+    """(steps, rows) uniforms: from ``generator`` at once, or column i from its own
+    generator seeded with ``row_seeds[i]``."""
+    if row_seeds is None:
+        return torch.rand((steps, rows), generator=generator)
+    if len(row_seeds) != rows:
+        raise ValueError(f"got {rows} prompts but {len(row_seeds)} row seeds")
+    own = [torch.rand(steps, generator=torch.Generator().manual_seed(s)) for s in row_seeds]
+    return torch.stack(own, dim=1)
+
+
 def sample_text(
     model: PreTrainedModel,
     prompts: Sequence[Sequence[int]],
@@ -606,6 +619,7 @@ def sample_text(
     top_p: float = 1.0,
     top_k: int = 0,
     stop: Sequence[Sequence[int]] = (),
+    row_seeds: Sequence[int] | None = None,
 ) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
     """Ancestral sampling from ``sampling_logps`` (temperature, top-k, top-p), with the
     log-prob of every token under the distribution it was drawn from.
@@ -617,14 +631,16 @@ def sample_text(
     parameters) matches. The prompt pass shares the batch's common prefix; the cache
     is preallocated (``_Decoder``); finished rows leave the batch (``_Answers``). One
     uniform per row and step is drawn up front from ``generator`` and indexed by
-    row, so a row's draws do not depend on which other rows have finished.
+    row, so a row's draws do not depend on which other rows have finished; with
+    ``row_seeds`` row i's uniforms come from its own seed instead, so they do not depend
+    on which other prompts share the call either.
     """
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
     b = len(prompts)
     if b == 0 or max_new_tokens <= 0:
         return [((), ())] * b
     device = next(model.parameters()).device
-    uniforms = torch.rand((max_new_tokens, b), generator=generator).to(device)
+    uniforms = _uniforms(max_new_tokens, b, generator, row_seeds).to(device)
     stops = _stop_table(stop, eos_id, device)
     out, attn, pos = forward_shared(model, prompts, pad_id, use_cache=True, logits_to_keep=1)
     dec = _Decoder(model, out.past_key_values, attn, pos, room=max_new_tokens - 1)

@@ -109,6 +109,20 @@ def test_sync_workers_play_the_local_run(pool, local, tmp_path, workers):
     assert run.trainees[0].policy.version == 3
 
 
+def test_sync_workers_write_the_local_answers(pool, tmp_path):
+    # Written answers draw from their own rows' streams, so two workers, each writing
+    # half of the plan in batches of another size, write every token the local run does.
+    text = ["model.mode=text", "model.max_new_tokens=6"]
+    _, local = train(tmp_path / "local", iterations=2, extra=text)
+    _, remote = train(tmp_path / "two", on(pool), iterations=2, extra=text)
+    for ours, theirs in zip(remote.batches, local.batches, strict=True):
+        assert [without_logprobs(e) for e in ours.episodes] == [
+            without_logprobs(e) for e in theirs.episodes
+        ]
+    answers = [t.decision.response_ids for e in local.batches[0].episodes for t in e.turns]
+    assert len(set(answers)) > 1  # sampled text, not one answer repeated
+
+
 def test_the_workers_span_both_nodes_of_the_cluster(pool):
     nodes = ray.get([w.node_id.remote() for w in pool])
     assert len(set(nodes)) == 2

@@ -84,7 +84,7 @@ class ScriptedBackend:
     max_new_tokens: int = 64
     version: int = 0
 
-    def generate(self, prompts, *, generator, sampling=None):
+    def generate(self, prompts, *, generator, sampling=None, row_seeds=None):
         out = []
         for _ in prompts:
             text = self.answers.pop(0)
