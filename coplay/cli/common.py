@@ -122,3 +122,16 @@ def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
         raise ValueError(f"pass --game: the checkpoint players must record one game ({found})")
     name, params = next(iter(recorded.items()))
     return name, dict(params)
+
+
+def check_workers(args: argparse.Namespace) -> None:
+    """``--workers N`` and ``--ray-address``: N not negative, an address only with
+    workers, and Ray installed when N > 0 (checked before anything heavy is built)."""
+    from coplay.distributed import require_ray
+
+    if args.workers < 0:
+        raise ValueError(f"--workers must be 0 or more, got {args.workers}")
+    if args.ray_address is not None and not args.workers:
+        raise ValueError("--ray-address needs --workers N (N > 0)")
+    if args.workers:
+        require_ray(f"--workers {args.workers}")

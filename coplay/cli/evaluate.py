@@ -6,7 +6,7 @@ import argparse
 
 from rich.table import Table
 
-from coplay.cli.common import Command, console, titled_table
+from coplay.cli.common import Command, check_workers, console, titled_table
 from coplay.report.progress import track
 
 
@@ -71,7 +71,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if args.costly < 0:
         raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
-    _check_workers(args)
+    check_workers(args)
     saved = find_policy(args.path, args.role)
     game, params = _game_of(saved, args.game)
     make = resolve_factory(game, params)
@@ -108,17 +108,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.costly:
         _print_costly(policy, opponent, game, params, args.costly)
     return 0
-
-
-def _check_workers(args: argparse.Namespace) -> None:
-    from coplay.distributed import require_ray
-
-    if args.workers < 0:
-        raise ValueError(f"--workers must be 0 or more, got {args.workers}")
-    if args.ray_address is not None and not args.workers:
-        raise ValueError("--ray-address needs --workers N (N > 0)")
-    if args.workers:
-        require_ray(f"--workers {args.workers}")  # before the checkpoint is loaded
 
 
 def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: dict) -> int:

@@ -12,6 +12,7 @@ from rich.table import Table
 from coplay.cli.common import (
     Command,
     build_player,
+    check_workers,
     claim_file,
     console,
     players_game,
@@ -62,7 +63,7 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
-    from coplay.distributed import RayConfig, evaluation_source, require_ray
+    from coplay.distributed import RayConfig, evaluation_source
     from coplay.envs.gameref import GameRef
     from coplay.envs.probe import resolve_factory
     from coplay.eval.crossplay import (
@@ -75,12 +76,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
-    if args.workers < 0:
-        raise ValueError(f"--workers must be 0 or more, got {args.workers}")
-    if args.ray_address is not None and not args.workers:
-        raise ValueError("--ray-address needs --workers N (N > 0)")
-    if args.workers:
-        require_ray(f"--workers {args.workers}")  # before any player is built
+    check_workers(args)  # before any player is built
     if len(set(args.players)) != len(args.players):
         raise ValueError(f"list each player once, got {' '.join(args.players)}")
     game, params = players_game(args.game, args.players)
