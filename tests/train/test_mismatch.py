@@ -6,14 +6,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 from coplay.algos.losses.compose import LossConfig
+from coplay.algos.losses.regularizers import EntropyConfig
 from coplay.envs.registry import make_env
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.train.config import OptimConfig
-from coplay.train.learner import Sample, make_learner, update
+from coplay.train.learner import Sample, make_learner, recall, update
 from coplay.train.mismatch import measure, rebase_on_learner
 from coplay.types import Observation
 
@@ -74,6 +76,39 @@ def test_an_inexact_engines_log_probs_become_the_behaviour_ones():
     metrics = update(learner, shifted, np.random.default_rng(0))
     assert metrics["rollout/logp_mismatch_mean"] == pytest.approx(0.05, abs=1e-5)
     assert "perf/weight_sync_s" in metrics
+
+
+def test_the_action_entropy_bonus_survives_the_rebase():
+    """The terms remember this update's samples at ``recall``; the rebase then hands the
+    update copies of them. The bonus must reach the copies: an inexact engine's update
+    moves the weights as the exact backend's does (it once silently got no bonus)."""
+    moved = []
+    for exact in (True, False):
+        policy = text_policy()
+        loss = LossConfig(entropy=EntropyConfig(coef=1.0, over="actions"))
+        learner = make_learner(policy, loss, OptimConfig(lr=1e-2, minibatch_size=16))
+        policy.backend.exact_logprobs = exact
+        # Advantages 0: only the bonus can move the weights. Three states, four answers
+        # each, one of them a different action (the untrained model's own rarely parse).
+        samples = [
+            replace(s, advantage=0.0, decision=replace(s.decision, action=_action(i)))
+            for i, s in enumerate(samples_of(policy, n=12))
+        ]
+        before = [p.detach().clone() for p in policy.model.parameters()]
+        recall(learner, samples)
+        update(learner, samples, np.random.default_rng(0))
+        moved.append(
+            [p.detach() - b for p, b in zip(policy.model.parameters(), before, strict=True)]
+        )
+    exact_step, engine_step = (torch.cat([d.flatten() for d in step]) for step in moved)
+    assert exact_step.abs().max() > 1e-3  # the bonus pushes
+    # Adam's first step is about lr * sign(grad), so a gradient within float error of 0
+    # may flip; the two steps agree in direction, not bit for bit.
+    assert torch.cosine_similarity(exact_step, engine_step, dim=0) > 0.99
+
+
+def _action(i: int) -> str:
+    return "[Bet]" if i % 4 == 3 else "[Pass]"
 
 
 @pytest.mark.vllm

@@ -45,8 +45,11 @@ class Entropy(Term):
 
     def __init__(self, cfg: EntropyConfig, iterations: int):
         self.cfg, self.iterations = cfg, iterations
-        self._surprisal: dict[int, tuple[Decision, float]] = {}
-        """``over: actions``: this update's surprisal of each fresh decision, by identity."""
+        self._surprisal: dict[tuple[tuple[int, ...], str | None], float] = {}
+        """``over: actions``: this update's surprisal by (prompt, action), the two things
+        it depends on. Not by the decision's identity: the update may hand the terms
+        copies of the recalled decisions (an engine's log-probs rebased on the
+        learner's, ``coplay.train.mismatch``), and the copies must find their bonus."""
 
     @classmethod
     def build(cls, section: EntropyConfig | None, setup: Setup) -> Entropy | None:
@@ -69,8 +72,7 @@ class Entropy(Term):
         surprisal, entropy = action_surprisal(
             [d.prompt_ids for d in decisions], [d.action for d in decisions]
         )
-        # Held with its decision, so the id cannot be reused while kept.
-        self._surprisal = {id(d): (d, b) for d, b in zip(decisions, surprisal, strict=True)}
+        self._surprisal = {_state_action(d): b for d, b in zip(decisions, surprisal, strict=True)}
         return [], {"loss/action_entropy": entropy}
 
     def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int) -> tuple[Any, Metrics]:
@@ -78,7 +80,7 @@ class Entropy(Term):
         if self.cfg.over != "actions":
             return weight, {}
         # A decision the update was not told about (none in a training run) gets 0.
-        rows = [self._surprisal.get(id(s.decision), (None, 0.0))[1] for s in own]
+        rows = [self._surprisal.get(_state_action(s.decision), 0.0) for s in own]
         return ActionBonus(weight, torch.tensor(rows, dtype=torch.float32)), {}
 
     def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
@@ -93,6 +95,10 @@ class Entropy(Term):
     def after_update(self, learner: Owner, iteration: int) -> Metrics:
         self._surprisal = {}
         return {"loss/entropy_coef": self.weight(iteration)}
+
+
+def _state_action(decision: Decision) -> tuple[tuple[int, ...], str | None]:
+    return decision.prompt_ids, decision.action
 
 
 def _surprisal_objective(surprisal: Tensor, micro: Micro) -> Tensor:
