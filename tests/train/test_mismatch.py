@@ -1,6 +1,8 @@
 """Behaviour log-probs from an engine: the learner's recomputation becomes pi_old, the
-engine's the behaviour, and the gap is measured; with vLLM (marked vllm) it is bounded."""
+engine's the behaviour, and the gap is measured; with vLLM (marked vllm) it is bounded,
+and whole runs (one learner, and a roster of two with an engine each) log it."""
 
+import json
 import math
 from dataclasses import replace
 
@@ -10,6 +12,7 @@ import torch
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.algos.losses.regularizers import EntropyConfig
+from coplay.cli import main
 from coplay.envs.registry import make_env
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
@@ -129,3 +132,67 @@ def test_vllms_log_probs_are_within_tolerance_of_the_learners():
     assert policy.version == 1 and metrics["perf/weight_sync_s"] > 0
     _, after = rebase_on_learner(learner, samples_of(policy, n=8))
     assert after.max_abs < TOLERANCE and not math.isnan(after.mean_abs)
+
+
+VLLM_RUN = [
+    "model.mode=text",
+    "model.backend=vllm",
+    "model.max_new_tokens=12",
+    "model.tiny.hidden_size=64",
+    "model.tiny.num_heads=2",
+    "model.tiny.intermediate_size=128",
+    "model.engine.kv_cache_gb=0.1",
+    # An untrained model rarely writes a legal move: a random one is played for it, so
+    # the game goes on and the second seat writes too.
+    "game.invalid.on_fail=penalty",
+    "rollout.games_per_iter=8",
+    "train.iterations=2",
+    "train.eval_every=1",
+    "train.eval_episodes=8",
+    "train.eval_opponents=[]",
+    "train.transcripts=8",
+]
+
+
+def _logged(out) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _stamps(out) -> set[tuple[int, str, int]]:
+    """(iteration, policy, version) of every written turn in the run's transcripts."""
+    games = [json.loads(x) for x in (out / "transcripts.jsonl").read_text().splitlines()]
+    return {
+        (g["iteration"], t["policy_id"], t["policy_version"]) for g in games for t in g["turns"]
+    }
+
+
+@pytest.mark.vllm
+def test_a_run_through_vllm_logs_the_gap_and_stamps_each_turn_with_its_version(tmp_path):
+    pytest.importorskip("vllm")
+    out = tmp_path / "run"
+    extra = ["loss.entropy.coef=0.1", "loss.entropy.over=actions"]
+    assert main(["train", "--quiet", "--out", str(out), *VLLM_RUN, *extra]) == 0
+    rows = [r for r in _logged(out) if "loss/total" in r]
+    assert len(rows) == 2
+    for r in rows:
+        assert 0 < r["rollout/logp_mismatch_max"] < TOLERANCE
+        assert r["perf/weight_sync_s"] > 0 and "loss/action_entropy" in r
+    # Iteration i's games were written by the weights after i - 1 updates.
+    assert {(it, v) for it, _, v in _stamps(out)} == {(1, 0), (2, 1)}
+
+
+@pytest.mark.vllm
+def test_each_roster_learner_on_vllm_runs_its_own_engine(tmp_path):
+    pytest.importorskip("vllm")
+    roster = tmp_path / "roster.yaml"
+    roster.write_text(
+        "policies: {first: {kind: learner}, second: {kind: learner}}\nseats: [first, second]\n"
+    )
+    out = tmp_path / "run"
+    argv = ["train", "--quiet", "--roster", str(roster), "--out", str(out), *VLLM_RUN]
+    assert main(argv) == 0
+    last = _logged(out)[-1]
+    for name in ("first", "second"):
+        assert 0 < last[f"rollout/{name}/logp_mismatch_max"] < TOLERANCE
+        assert last[f"perf/{name}/weight_sync_s"] > 0
+    assert {(p, v) for it, p, v in _stamps(out) if it == 2} == {("first", 1), ("second", 1)}
