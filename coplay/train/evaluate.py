@@ -43,11 +43,12 @@ def evaluate(run: Run) -> dict[str, float]:
     """Exact exploitability where the game allows it, and matches against each opponent,
     of ``final_policy(run)`` (with the learner's own exploitability when that differs)."""
     cfg, policy = run.cfg, final_policy(run)
+    views = Views(run)
     m: dict[str, float] = {}
     if run.exact and writes(policy):
-        m |= sampled_exploitability_metrics(run, policy, "eval/")
+        m |= sampled_exploitability_metrics(views, policy, "eval/")
         if policy is not run.trainees[0].policy:
-            m |= sampled_exploitability_metrics(run, run.trainees[0].policy, "eval/learner/")
+            m |= sampled_exploitability_metrics(views, run.trainees[0].policy, "eval/learner/")
     elif run.exact:
         res = exploitability(policy, cfg.game.name, params=cfg.game.params)
         m["eval/exploitability"] = res.exploitability
@@ -74,9 +75,9 @@ def evaluate(run: Run) -> dict[str, float]:
         for seat, loss in enumerate(res.loss_by_seat):
             m[f"eval/{name}/loss_seat{seat}"] = loss.value
         if name in run.exact_matches:
-            m |= exact_match_metrics(run, policy, name, opp)
+            m |= exact_match_metrics(views, policy, name, opp)
             if policy is not run.trainees[0].policy:
-                own = exact_match_metrics(run, run.trainees[0].policy, name, opp)
+                own = exact_match_metrics(views, run.trainees[0].policy, name, opp)
                 m |= {k.replace("eval/", "eval/learner/", 1): v for k, v in own.items()}
     return m
 
@@ -88,9 +89,26 @@ def writes(policy: Policy) -> bool:
     return getattr(policy, "mode", "choice") == "text"
 
 
-def _evaluated(run: Run, policy: Policy) -> Policy:
-    """What exact evaluation reads of ``policy``: its sampled distribution if it writes."""
-    return sampled_view(run, policy) if writes(policy) else policy
+class Views:
+    """What one evaluation's exact metrics read of each policy: the policy itself, or
+    if it writes, its sampled distribution, built once. Every metric then reads the
+    same answers, asked once per state; a view per metric would ask K answers per
+    state again for each (the same estimate, when the policy draws from streams)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self._views: dict[int, tuple[Policy, SampledPolicy]] = {}
+        """id of the policy -> (the policy, kept so the id stays its own; its view)."""
+
+    def __call__(self, policy: Policy) -> Policy:
+        return self.sampled(policy) if writes(policy) else policy
+
+    def sampled(self, policy: Policy) -> SampledPolicy:
+        """``policy``'s sampled distribution (``sampled_view``), the same object on
+        every call of this evaluation."""
+        if id(policy) not in self._views:
+            self._views[id(policy)] = (policy, sampled_view(self.run, policy))
+        return self._views[id(policy)][1]
 
 
 def sampled_view(run: Run, policy: Policy) -> SampledPolicy:
@@ -107,12 +125,13 @@ def sampled_view(run: Run, policy: Policy) -> SampledPolicy:
     )
 
 
-def sampled_exploitability_metrics(run: Run, policy: Policy, prefix: str) -> dict[str, float]:
+def sampled_exploitability_metrics(views: Views, policy: Policy, prefix: str) -> dict[str, float]:
     """Exploitability and NashConv of a text policy's sampled distribution, with their
     bootstrap intervals and K (``{prefix}exploitability_sampled``, ``..._ci_low``, ...),
     and the share of invalid answers among the samples."""
+    run = views.run
     game = run.cfg.game
-    est = sampled_view(run, policy)
+    est = views.sampled(policy)
     res = bootstrap(
         exploitability_metric(game.name, game.params),
         est,
@@ -122,15 +141,16 @@ def sampled_exploitability_metrics(run: Run, policy: Policy, prefix: str) -> dic
     return as_metrics(prefix, res) | {f"{prefix}invalid_rate_sampled": est.invalid_rate()}
 
 
-def exact_match_metrics(run: Run, policy: Policy, name: str, opp: Policy) -> dict[str, float]:
+def exact_match_metrics(views: Views, policy: Policy, name: str, opp: Policy) -> dict[str, float]:
     """The policy's exact outcome from each seat against ``opp`` (no sampling noise),
     and in perfect-information games that of its greedy version too. A text policy's
     outcomes are those of its sampled distribution, with intervals (``*_sampled``)."""
+    run = views.run
     game, params = run.cfg.game.name, run.cfg.game.params
     if writes(policy):
         res = bootstrap(
             outcomes_metric(opp, game, params),
-            sampled_view(run, policy),
+            views.sampled(policy),
             replicates=run.cfg.train.eval_bootstrap,
             seed=run.cfg.train.seed,
         )
@@ -179,11 +199,12 @@ def evaluate_roster(run: Run) -> dict[str, float]:
     m: dict[str, float] = {}
     seating, game = run.seating, run.cfg.game
     n = run.spec.num_players
+    views = Views(run)
     # Text learners are read through their sampled distributions (point estimates here)
     # and every exact number of the roster then says so: a ``_sampled`` suffix.
     tag = "_sampled" if any(writes(t.policy) for t in run.trainees) else ""
     if run.exact:
-        profile = [_evaluated(run, run.policies[p]) for p in seating.rows(1, run.rng)[0]]
+        profile = [views(run.policies[p]) for p in seating.rows(1, run.rng)[0]]
         res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)
         m[f"eval/exploitability{tag}"], m[f"eval/nash_conv{tag}"] = (
             res.exploitability,
@@ -193,13 +214,11 @@ def evaluate_roster(run: Run) -> dict[str, float]:
             m[f"eval/value_seat{seat}{tag}"] = v
     for member in run.trainees:
         if run.exact and (seating.rotate or set(seating.seats) == {member.name}):
-            res = forfeiting_exploitability(
-                _evaluated(run, member.policy), game.name, params=game.params
-            )
+            res = forfeiting_exploitability(views(member.policy), game.name, params=game.params)
             m[f"eval/{member.name}/exploitability{tag}"] = res.exploitability
         for i, (opp_name, opp) in enumerate(run.eval_opponents.items()):
             if run.exact:
-                m |= {k + tag: v for k, v in exact_values(run, member, opp, opp_name).items()}
+                m |= {k + tag: v for k, v in exact_values(views, member, opp, opp_name).items()}
             match = play_match(
                 run.game.make,
                 member.policy,
@@ -214,13 +233,14 @@ def evaluate_roster(run: Run) -> dict[str, float]:
     return m
 
 
-def exact_values(run: Run, member: Trainee, opp: Policy, opp_name: str) -> dict[str, float]:
+def exact_values(views: Views, member: Trainee, opp: Policy, opp_name: str) -> dict[str, float]:
     """Exact expected return of ``member`` in each seat it holds (unrotated seating)
     with ``opp`` in every other seat: no match noise."""
+    run = views.run
     m, game, n = {}, run.cfg.game, run.spec.num_players
     for seat in sorted({s for s, name in enumerate(run.seating.seats) if name == member.name}):
         profile = [opp] * n
-        profile[seat] = _evaluated(run, member.policy)
+        profile[seat] = views(member.policy)
         res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)
         m[f"eval/{member.name}/{opp_name}/exact_value_seat{seat}"] = res.on_policy_values[seat]
     return m

@@ -1,5 +1,6 @@
 """Evaluation of a run's policy: exact exploitability, matches, exact matches, welfare."""
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -151,3 +152,40 @@ def test_a_text_run_reports_sampled_numbers_only(tmp_path):
         "eval/nash/exact_loss_seat0_sampled",
         "eval/nash/exact_loss_seat0_sampled_ci_low",
     } <= set(m)
+
+
+def test_one_evaluation_asks_each_state_of_a_text_policy_once(tmp_path, monkeypatch):
+    # Exploitability and the exact matches against two opponents all read the final
+    # policy's sampled distribution: its answers are asked once per state, not per metric.
+    from coplay.eval import sampled
+
+    asked = []
+
+    def counting(policy, observations, *, k, seed):
+        asked.extend((id(policy), policy.observation_key(o)) for o in observations)
+        return sampled.sample_tallies(policy, observations, k=k, seed=seed)
+
+    over = [
+        *TINY,
+        "model.mode=text",
+        "model.max_new_tokens=4",
+        "train.eval_samples=2",
+        "train.eval_bootstrap=5",
+        "train.eval_opponents=[nash,random]",
+        "train.exact_matches=on",
+    ]
+    run = setup(build_config(overrides=over), tmp_path)
+    module = sys.modules[evaluate.__module__]
+    monkeypatch.setattr(module, "SampledPolicy", _counting_view(counting))
+    m = evaluate(run)
+    assert {"eval/nash/exact_loss_seat0_sampled", "eval/random/exact_loss_seat0_sampled"} <= set(m)
+    assert len(asked) == len(set(asked)) == 12  # Kuhn's 12 information states
+
+
+def _counting_view(sampler):
+    from coplay.eval.sampled import SampledPolicy
+
+    def view(policy, **kw):
+        return SampledPolicy(policy, **{**kw, "sampler": sampler})
+
+    return view
