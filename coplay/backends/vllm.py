@@ -80,6 +80,9 @@ def import_vllm():
     """The ``vllm`` module, or a ValueError naming how to install it."""
     # In-process engine: weights are synced as tensors and no worker process is spawned.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # vLLM logs two INFO lines per weight sync, i.e. per update, between the run's own
+    # lines; warnings and errors still show. VLLM_LOGGING_LEVEL=INFO brings them back.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         import vllm
     except ImportError as err:
