@@ -366,8 +366,11 @@ def _choice_group(
     width = packed.shape[1]
     cand_ids = torch.from_numpy(packed).to(device)  # (N, W), each action from the left
     cand_mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None]).long().to(device)
-    first = F.log_softmax(out.logits[owner, -1].float() / temperature, dim=-1)  # (N, V)
-    total = first.gather(-1, cand_ids[:, :1]).squeeze(-1)  # (N,)
+    # One log-softmax per prompt, then each candidate's first token read from its
+    # prompt's row: not one per candidate (K times the vocabulary-wide work, and its
+    # backward, for a choice among K actions).
+    first = F.log_softmax(out.logits[:, -1].float() / temperature, dim=-1)  # (B, V)
+    total = first[owner, cand_ids[:, 0]]  # (N,)
     if width > 1:
         cache = out.past_key_values
         cache.batch_select_indices(owner)  # one copy of the prompt's cache per candidate
