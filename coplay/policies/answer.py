@@ -38,7 +38,7 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _BRACKETED = re.compile(r"\[([^\[\]]*)\]")
 
 _INSTRUCTION = (
-    "{think}Then give exactly one of your legal actions, written as {example}. "
+    "give exactly one of your legal actions, written as {example}. "
     "When no actions are listed, write your message instead."
 )
 
@@ -74,12 +74,12 @@ class AnswerFormat:
     def instruction(self) -> str:
         """What the system message tells the model about the format."""
         think = {
-            "required": f"First reason inside {THINK_OPEN} {THINK_CLOSE}. ",
-            "optional": f"You may first reason inside {THINK_OPEN} {THINK_CLOSE}. ",
+            "required": f"First reason inside {THINK_OPEN} {THINK_CLOSE}. Then ",
+            "optional": f"You may first reason inside {THINK_OPEN} {THINK_CLOSE}. Then ",
             "none": "",
         }[self.reasoning]
-        example = f"{self.action_open}Action{self.action_close}"
-        return _INSTRUCTION.format(think=think, example=example)
+        text = _INSTRUCTION.format(example=f"{self.action_open}Action{self.action_close}")
+        return think + text if think else text[0].upper() + text[1:]
 
     def render(self, reasoning: str, action: str) -> str:
         """The answer text for ``reasoning`` and ``action``: a bracketed legal action
@@ -125,9 +125,10 @@ class AnswerFormat:
 
     def _split(self, text: str) -> tuple[str | None, str] | None:
         """(reasoning, the rest), or None where the reasoning block is malformed: missing
-        where required, never closed, or a tag left over after it."""
-        if self.reasoning == "none":
-            return None, text
+        where required, present where the format has none, never closed, or a tag left
+        over after it."""
+        if self.reasoning == "none":  # a reasoning block is no part of such an answer
+            return None if THINK_OPEN in text or THINK_CLOSE in text else (None, text)
         body = text.lstrip()
         if not body.startswith(THINK_OPEN):
             if self.reasoning == "required" or THINK_OPEN in text or THINK_CLOSE in text:
@@ -159,11 +160,14 @@ ANSWER_FORMATS: dict[str, AnswerFormat] = {
     "think": AnswerFormat(),
     "think-boxed": AnswerFormat(action_open="\\boxed{", action_close="}"),
     "bracket": AnswerFormat(reasoning="optional"),
+    "action": AnswerFormat(reasoning="none"),
     "boxed": AnswerFormat(action_open="\\boxed{", action_close="}", reasoning="optional"),
     "free": AnswerFormat(reasoning="none", strict=False),
 }
 """Answer formats by name: a reasoning block required (``think``, ``think-boxed``) or
-optional (``bracket``, ``boxed``), then one action; ``free`` is the lenient reading
+optional (``bracket``, ``boxed``), then one action; ``action``: the bracketed action
+alone, nothing before or after it (no reasoning is read or written: what a small model
+learns fastest where a move needs no words); ``free`` is the lenient reading
 (the last bracketed legal action anywhere, the whole text as a message). Register your
 own under a new name."""
 

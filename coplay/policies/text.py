@@ -27,7 +27,8 @@ class TextConfig(BaseModel):
     answer: str = "think"
     """Answer format, a name in ``coplay.policies.answer.ANSWER_FORMATS``: think,
     think-boxed (a reasoning block, then the action bracketed or boxed), bracket, boxed
-    (reasoning optional) or free (the lenient reading: last bracketed legal action)."""
+    (reasoning optional), action (the bracketed action alone, no reasoning) or free
+    (the lenient reading: last bracketed legal action)."""
     context: Context = "turn"
     """'turn': each prompt is the current observation alone; 'chat': the player's whole
     conversation so far (rules as system message, observations as user messages, its

@@ -4,6 +4,7 @@ import pytest
 
 from coplay.policies.answer import (
     ANSWER_FORMATS,
+    Parsed,
     check_format,
     clean_text,
     render_answer,
@@ -66,6 +67,15 @@ def test_reasoning_is_required_or_optional_by_format():
     assert ANSWER_FORMATS["bracket"].parse("<think>x [Bet]", LEGAL).action is None
 
 
+def test_the_action_format_is_the_action_alone():
+    fmt = ANSWER_FORMATS["action"]
+    assert fmt.render("My card is K.", "[Bet]") == "[Bet]"
+    assert fmt.parse(" [bet]\n", LEGAL) == Parsed("[Bet]", None, True)
+    assert fmt.parse("I bet: [Bet]", LEGAL) == Parsed("[Bet]", None, False)
+    assert fmt.parse("<think>x</think> [Bet]", LEGAL).action is None
+    assert fmt.instruction.startswith("Give exactly one of your legal actions")
+
+
 def test_free_format_is_the_lenient_reading():
     parsed = ANSWER_FORMATS["free"].parse("\x11garbage [Bet] more [Pass]", LEGAL)
     assert parsed.action == "[Pass]"
@@ -92,6 +102,6 @@ def test_render_answer_is_the_demonstrations_render_function():
 
 def test_unknown_format_names_the_registered_ones():
     with pytest.raises(
-        ValueError, match="unknown answer format 'xml'; registered: boxed, bracket, free"
+        ValueError, match="unknown answer format 'xml'; registered: action, boxed, bracket, free"
     ):
         check_format("xml")
