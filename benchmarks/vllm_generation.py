@@ -3,10 +3,12 @@
 All three arms write answers to the same prompts (Kuhn poker observations) with the
 same model: ``VLLMBackend.generate`` (a seed per answer drawn from a torch generator,
 processed log-probs returned), ``LLM.generate`` on the backend's own engine with one
-shared ``SamplingParams`` (no seeds, the sampled token's log-prob), and
-``HFBackend.generate`` (coplay's ``sample_text``). Throughput is generated tokens per
-second (answers may end early at EOS; each arm counts its own tokens). The ratio
-``backend/LLM`` is the backend's overhead (target >= 0.9). It also times in-memory
+shared ``SamplingParams`` (no seeds, the sampled token's log-prob), the same with the
+backend's own requests (``llm_seeded``: a seed per answer), and ``HFBackend.generate``
+(coplay's ``sample_text``). Throughput is generated tokens per second (answers may end
+early at EOS; each arm counts its own tokens). ``backend/llm`` is the backend against
+vLLM's plainest call (target >= 0.9); ``backend/llm_seeded`` its own overhead on
+identical requests, the rest being what per-answer seeds cost in vLLM's sampler. It also times in-memory
 weight syncs (``load_weights`` of a perturbed state dict) and the largest per-token
 gap between the engine's log-probs and the learner's recomputation.
 
@@ -34,6 +36,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from coplay.backends import HFBackend
+from coplay.backends.base import Sampling
 from coplay.backends.vllm import VLLMBackend
 from coplay.envs.registry import make_env
 from coplay.models.tokenizer import train_tokenizer
@@ -105,10 +108,18 @@ def arms(vb: VLLMBackend, hf: HFBackend, prompts, new_tokens: int) -> dict[str, 
         outs = vb.llm.generate(requests, params, use_tqdm=False)
         return sum(len(o.outputs[0].token_ids) for o in outs)
 
+    def llm_seeded() -> int:
+        # The backend's very requests (a seed per answer, its SamplingParams), so the
+        # ratio to it is the backend's own overhead, and llm / llm_seeded the cost of
+        # the per-answer seeds inside vLLM's sampler.
+        seeds = torch.randint(0, 2**62, (len(prompts),), generator=gen).tolist()
+        outs = vb.llm.generate(requests, [vb._params(Sampling(), s) for s in seeds], use_tqdm=False)
+        return sum(len(o.outputs[0].token_ids) for o in outs)
+
     def hf_arm() -> int:
         return sum(len(a.ids) for a in hf.generate(prompts, generator=gen))
 
-    return {"backend": backend, "llm": llm, "hf": hf_arm}
+    return {"backend": backend, "llm": llm, "llm_seeded": llm_seeded, "hf": hf_arm}
 
 
 def measure_cell(vb, hf, prompts, new_tokens: int, repeats: int, skip_hf: bool) -> dict:
@@ -124,6 +135,7 @@ def measure_cell(vb, hf, prompts, new_tokens: int, repeats: int, skip_hf: bool) 
             rates[name].append(tokens / seconds)
     out = {f"{k}_tok_s": statistics.median(v) for k, v in rates.items()}
     out["backend/llm"] = out["backend_tok_s"] / out["llm_tok_s"]
+    out["backend/llm_seeded"] = out["backend_tok_s"] / out["llm_seeded_tok_s"]
     if "hf_tok_s" in out:
         out["backend/hf"] = out["backend_tok_s"] / out["hf_tok_s"]
     return out
