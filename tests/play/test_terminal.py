@@ -16,6 +16,7 @@ from coplay.play import terminal
 from coplay.play.session import Session
 from coplay.play.terminal import play_in_terminal
 from coplay.policies.scripted import make_scripted
+from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
 
 pexpect = pytest.importorskip("pexpect", reason="the terminal tests drive a pty with pexpect")
@@ -28,7 +29,12 @@ RESULT = r"game over: you (won|lost|drew) \(([+-]\d+)\)\r\nreturns: seat 0 (\S+)
 def spawn(*args: str):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
     return pexpect.spawn(
-        sys.executable, ["-m", "coplay.cli", "play", *args], env=env, encoding="utf-8", timeout=60
+        sys.executable,
+        ["-m", "coplay.cli", "play", *args],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
 
 

@@ -23,6 +23,7 @@ from coplay.play.session import Session
 from coplay.play.transcripts import read_transcripts
 from coplay.play.web import make_server
 from coplay.policies.scripted import make_scripted
+from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,6 +236,7 @@ def test_the_command_serves_the_page_and_stops_on_ctrl_c_in_one_line():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
     try:
         line = child.stdout.readline()
