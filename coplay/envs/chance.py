@@ -29,9 +29,14 @@ class _Uniforms:
         self._values: list[float] = []
 
     def at(self, i: int) -> float:
-        while len(self._values) <= i:
-            self._values.append(float(self._rng.random()))
+        if i >= len(self._values):
+            # A block per call: ``random(n)`` returns the next n values ``random()``
+            # would, one by one, and a small game's deal fits in one block.
+            self._values += self._rng.random(max(_BLOCK, i + 1 - len(self._values))).tolist()
         return self._values[i]
+
+
+_BLOCK = 8
 
 
 _STREAMS: dict[int, _Uniforms] = {}
@@ -65,7 +70,20 @@ class ChanceDraws:
         """
         u = self._stream.at(self._drawn)
         self._drawn += 1
-        cdf = list(accumulate(float(p) for p in probs))
-        total = cdf[-1]
-        # numpy's cumsum, divided by its last entry, searched on the right: same floats.
-        return bisect_right([c / total for c in cdf], u)
+        return bisect_right(_cdf(tuple(probs)), u)
+
+
+_CDFS: dict[tuple, list[float]] = {}
+
+
+def _cdf(probs: tuple) -> list[float]:
+    """numpy's cumsum of ``probs`` divided by its last entry (the same floats), kept:
+    a game's chance nodes repeat a few distributions (a deck, a die)."""
+    cdf = _CDFS.get(probs)
+    if cdf is None:
+        sums = list(accumulate(float(p) for p in probs))
+        cdf = [c / sums[-1] for c in sums]
+        if len(_CDFS) >= _KEPT:
+            _CDFS.clear()
+        _CDFS[probs] = cdf
+    return cdf

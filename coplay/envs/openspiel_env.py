@@ -244,6 +244,23 @@ class OpenSpielEnv:
         self.spec, self._views = shared.spec, shared.views
         self._rewards = self.game.get_type().reward_model == pyspiel.GameType.RewardModel.REWARDS
         self._state: pyspiel.State | None = None
+        self._acting: list[int] = []
+        self._shown: dict[int, tuple[Observation, Mapping[str, int]]] = {}
+
+    def sibling(self) -> OpenSpielEnv:
+        """A fresh env of the same game, name and renderer, not yet reset: what the
+        constructor builds, by copying the attributes every env of the game shares
+        instead of looking the game and its views up again (a rollout builds one env
+        per game played, and the lookups cost more than a Kuhn deal)."""
+        env = object.__new__(OpenSpielEnv)
+        env.game, env.renderer, env.spec, env._views = (
+            self.game,
+            self.renderer,
+            self.spec,
+            self._views,
+        )
+        env._rewards, env._state, env._acting, env._shown = self._rewards, None, [], {}
+        return env
 
     @property
     def state(self) -> pyspiel.State:
@@ -259,6 +276,21 @@ class OpenSpielEnv:
         self._chance = ChanceDraws(seed)
         self._state = self.game.new_initial_state()
         self._advance_chance()
+        self._moved()
+
+    def _moved(self) -> None:
+        """After every change of the state: who acts now, and no view shown yet. The
+        engine asks both several times per step; each answer costs calls into
+        OpenSpiel (an information-state string for a view)."""
+        state = self._state
+        self._shown.clear()
+        if state.is_terminal():
+            self._acting = []
+        elif state.is_simultaneous_node():
+            players = range(self.game.num_players())
+            self._acting = [p for p in players if state.legal_actions(p)]
+        else:
+            self._acting = [state.current_player()]
 
     def _advance_chance(self) -> None:
         """Sample chance nodes until a decision or the end."""
@@ -279,12 +311,9 @@ class OpenSpielEnv:
 
     def players_to_act(self) -> list[int]:
         """The current player, or every player with a legal action at simultaneous nodes."""
-        if self.state.is_terminal():
-            return []
-        if self.state.is_simultaneous_node():
-            players = range(self.game.num_players())
-            return [p for p in players if self.state.legal_actions(p)]
-        return [self.state.current_player()]
+        if self._state is None:
+            self.reset(0)
+        return list(self._acting)
 
     def observe(self, player: int) -> Observation:
         return self._view(player)[0]
@@ -297,7 +326,10 @@ class OpenSpielEnv:
 
     def _view(self, player: int) -> tuple[Observation, Mapping[str, int]]:
         """What ``player`` sees now and the action id of each legal action's string."""
-        return self._views.get(self.state, player)
+        view = self._shown.get(player)
+        if view is None:
+            view = self._shown[player] = self._views.get(self.state, player)
+        return view
 
     def parse_action(self, player: int, text: str) -> str | None:
         legal = self._view(player)[1]
@@ -326,13 +358,15 @@ class OpenSpielEnv:
         ids = {p: self._action_id(p, text) for p, text in actions.items()}
         # Games that pay only at the end (in returns()) have nothing to difference.
         before = self._returns_so_far() if self._rewards else None
-        if self.state.is_simultaneous_node():
+        state = self._state
+        if state.is_simultaneous_node():
             # Players without a legal action at this node pass OpenSpiel's invalid id.
             all_ids = [ids.get(p, pyspiel.INVALID_ACTION) for p in range(self.game.num_players())]
-            self.state.apply_actions(all_ids)
+            state.apply_actions(all_ids)
         else:
-            self.state.apply_action(ids[acting[0]])
+            state.apply_action(ids[acting[0]])
         self._advance_chance()
+        self._moved()
         if before is None:
             return dict.fromkeys(range(self.spec.num_players), 0.0)
         earned = self._returns_so_far() - before

@@ -128,8 +128,20 @@ def _openspiel_factory(openspiel_name: str, *, name: str | None = None) -> EnvFa
     return partial(_make_openspiel, openspiel_name, name or f"openspiel:{openspiel_name}")
 
 
+_FIRST: dict[tuple, OpenSpielEnv] = {}
+"""The first env built of each OpenSpiel game by name and parameters; later ones are
+its siblings (``OpenSpielEnv.sibling``)."""
+
+
 def _make_openspiel(openspiel_name: str, name: str, **params: object) -> Env:
-    return OpenSpielEnv(openspiel_name, name=name, params=params)
+    if not all(isinstance(v, int | float | str) for v in params.values()):
+        return OpenSpielEnv(openspiel_name, name=name, params=params)  # nested: not kept
+    # The type is part of the key: 1 and 1.0 are equal keys but not equal parameters.
+    key = (openspiel_name, name, *((k, type(v), v) for k, v in sorted(params.items())))
+    first = _FIRST.get(key)
+    if first is None:
+        first = _FIRST[key] = OpenSpielEnv(openspiel_name, name=name, params=params)
+    return first.sibling()
 
 
 def _native_factory(name: str, cls: Callable[..., Env]) -> EnvFactory:

@@ -360,7 +360,9 @@ class LMPolicy:
         sizes = [len(choices) for _, choices in items]
         lp_flat = torch.cat(list(logps)).cpu()  # (N,) every item's actions in turn
         # Row by row where exploration mixes: the op's float rounding depends on length.
-        mix_flat = torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu()
+        mix_flat = (
+            torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu() if explore else lp_flat
+        )
         if forced is None and rngs is not None:
             picks = sample_rows_streamed(mix_flat.exp(), sizes, rngs)
         elif forced is None:

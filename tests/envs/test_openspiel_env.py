@@ -160,3 +160,38 @@ def test_intermediate_rewards_are_reported_by_step():
 def test_direct_construction_with_name():
     env = OpenSpielEnv("kuhn_poker", name="my_kuhn")
     assert env.observe(0).game == "my_kuhn"
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("kuhn_poker", {}), ("leduc_poker", {}), ("openspiel:goofspiel", {"num_cards": 4})],
+)
+def test_a_sibling_plays_exactly_as_a_newly_built_env(name, params):
+    """``make_env`` builds later envs of a game as siblings of the first; each plays
+    as a constructed one does, and games played side by side do not share a state."""
+    first, second = make_env(name, **params), make_env(name, **params)
+    built = OpenSpielEnv(name.removeprefix("openspiel:"), name=first.spec.name, params=params)
+    assert second.game is first.game and second.spec == built.spec
+    for seed in range(5):
+        seen = [play_random(e, seed, np.random.default_rng(seed)) for e in (second, built)]
+        assert seen[0] == seen[1] and second.returns() == built.returns()
+    first.reset(1)
+    second.reset(2)
+    acting, view = first.players_to_act(), first.observe(first.players_to_act()[0])
+    second.step({p: second.observe(p).legal_actions[-1] for p in second.players_to_act()})
+    assert first.players_to_act() == acting and first.observe(acting[0]) == view
+
+
+def test_acting_players_and_views_follow_every_step():
+    """Who acts and what they see are kept between steps; every step and reset renews
+    them, down to the terminal state."""
+    env = make_env("kuhn_poker")
+    env.reset(3)
+    for action in ["[Pass]", "[Bet]", "[Bet]"]:
+        (p,) = env.players_to_act()
+        assert env.observe(p) == observation_for_state(env.state, p, game_name="kuhn_poker")
+        env.players_to_act().clear()  # a caller's list is its own
+        env.step({p: action})
+    assert env.is_terminal() and env.players_to_act() == []
+    env.reset(3)
+    assert env.players_to_act() == [0]
