@@ -11,7 +11,8 @@ Arms, timed alternately on the same samples (medians of ``--repeats``, decisions
   pass; per minibatch the gradient clipping and the AdamW step; where the preset has
   a KL term, the reference's no-grad forward once per decision.
 
-Choice mode (every bundled preset's). Printed: both medians and learner / raw;
+Choice mode (every bundled preset's). Printed: both medians and learner / raw (of the
+medians, and the median of each repeat's own ratio: "paired");
 ``--json`` writes them.
 
     python benchmarks/learner_throughput.py --preset kuhn-selfplay --repeats 5
@@ -142,6 +143,11 @@ def measure(args: argparse.Namespace) -> dict:
         "median_s": med,
         "decisions_per_s": {arm: n / s for arm, s in med.items()},
         "learner/raw": med["raw"] / med["learner"],
+        # Each repeat's own ratio (its arms back to back), median: the machine's speed
+        # drifts between repeats, which a ratio of medians does not cancel.
+        "paired learner/raw": statistics.median(
+            r / a for r, a in zip(secs["raw"], secs["learner"], strict=True)
+        ),
         "seconds": secs,
     }
 
@@ -157,6 +163,7 @@ def main() -> None:
     for arm, rate in result["decisions_per_s"].items():
         print(f"{arm:8s} {rate:9.1f} decisions/s ({result['median_s'][arm]:.3f} s median)")
     print(f"learner/raw {result['learner/raw']:.3f}")
+    print(f"paired learner/raw {result['paired learner/raw']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 

@@ -17,8 +17,9 @@ Arms, timed alternately in one process (medians of ``--repeats``, decisions per 
   each playing half of the loop's games; the wall time from the first start to the
   last end counts.
 
-Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2,
-and (``--json``) all of it as one JSON object.
+Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2
+(of the medians, and the median of each repeat's own ratio: "paired"), and
+(``--json``) all of it as one JSON object.
 
     python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
@@ -248,6 +249,16 @@ def measure(args: argparse.Namespace) -> dict:
         pool.close()
     med = {arm: statistics.median(v) for arm, v in rates.items() if v}
     ratios = {f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm != "engine"}
+    # The machine's speed drifts between repeats (a shared host): the median of each
+    # repeat's own ratio, its arms run back to back, cancels what a ratio of medians
+    # taken at different moments does not.
+    ratios |= {
+        f"paired engine/{arm}": statistics.median(
+            e / a for e, a in zip(rates["engine"], rates[arm], strict=True)
+        )
+        for arm in med
+        if arm != "engine"
+    }
     return {
         "game": args.game,
         "games": args.games,
@@ -274,7 +285,7 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
     for arm, rate in result["median_decisions_per_s"].items():
         report(f"{arm:7s} {rate:10.1f} decisions/s (median of {args.repeats})")
     for name, ratio in result["ratios"].items():
-        report(f"{name:13s} {ratio:.3f}")
+        report(f"{name:20s} {ratio:.3f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return result
