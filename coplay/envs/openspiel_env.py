@@ -9,6 +9,7 @@ exact evaluation calls on enumerated information states.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -74,12 +75,20 @@ _LOADED: dict[tuple, pyspiel.Game] = {}
 env of it shares one (a training run builds one env per game played)."""
 
 
+def params_key(params: Mapping[str, object]) -> tuple | None:
+    """A dict key for game parameters, None for nested ones (game-valued: not kept).
+    The type is part of it: 1 and 1.0 are equal keys but not equal parameters."""
+    if not all(isinstance(v, int | float | str) for v in params.values()):
+        return None
+    return tuple((k, type(v).__name__, v) for k, v in sorted(params.items()))
+
+
 def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
     """``pyspiel.load_game`` with errors that say which name or parameter is wrong."""
-    # The type is part of the key: 1 and 1.0 are equal keys but not equal parameters.
-    key = (openspiel_name, tuple((k, type(v).__name__, v) for k, v in sorted(params.items())))
-    if not all(isinstance(v, int | float | str) for v in params.values()):
-        return _load(openspiel_name, params)  # nested game parameters: not kept
+    kept = params_key(params)
+    if kept is None:
+        return _load(openspiel_name, params)
+    key = (openspiel_name, kept)
     if key not in _LOADED:
         _LOADED[key] = _load(openspiel_name, params)
     return _LOADED[key]
@@ -252,14 +261,8 @@ class OpenSpielEnv:
         constructor builds, by copying the attributes every env of the game shares
         instead of looking the game and its views up again (a rollout builds one env
         per game played, and the lookups cost more than a Kuhn deal)."""
-        env = object.__new__(OpenSpielEnv)
-        env.game, env.renderer, env.spec, env._views = (
-            self.game,
-            self.renderer,
-            self.spec,
-            self._views,
-        )
-        env._rewards, env._state, env._acting, env._shown = self._rewards, None, [], {}
+        env = copy.copy(self)
+        env._state, env._acting, env._shown = None, [], {}
         return env
 
     @property

@@ -17,7 +17,7 @@ from coplay.envs.frozen_lake import episode_metrics as frozen_lake_metrics
 from coplay.envs.frozen_lake import make_frozen_lake
 from coplay.envs.negotiation import NegotiationEnv
 from coplay.envs.negotiation import episode_metrics as negotiation_metrics
-from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError
+from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError, params_key
 from coplay.envs.signalling import SignallingEnv
 from coplay.envs.signalling import episode_metrics as signalling_metrics
 from coplay.envs.sokoban import episode_metrics as sokoban_metrics
@@ -134,10 +134,10 @@ its siblings (``OpenSpielEnv.sibling``)."""
 
 
 def _make_openspiel(openspiel_name: str, name: str, **params: object) -> Env:
-    if not all(isinstance(v, int | float | str) for v in params.values()):
-        return OpenSpielEnv(openspiel_name, name=name, params=params)  # nested: not kept
-    # The type is part of the key: 1 and 1.0 are equal keys but not equal parameters.
-    key = (openspiel_name, name, *((k, type(v), v) for k, v in sorted(params.items())))
+    kept = params_key(params)
+    if kept is None:
+        return OpenSpielEnv(openspiel_name, name=name, params=params)
+    key = (openspiel_name, name, kept)
     first = _FIRST.get(key)
     if first is None:
         first = _FIRST[key] = OpenSpielEnv(openspiel_name, name=name, params=params)
