@@ -31,8 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from rollout_throughput import group_table, item_groups
 
+from coplay.policies.scoring import distinct_items, prefix_groups
 from coplay.train.config import build_config
 from coplay.train.learner import Learner, Sample, collect_samples
 from coplay.train.loop import make_plan
@@ -48,8 +50,6 @@ def samples_of(trainee, episodes) -> list[Sample]:
 
 def prepare(learner: Learner, samples: Sequence[Sample], rng_seed: int, epochs: int):
     """Per epoch and minibatch, per micro-batch: its groups and advantages, prebuilt."""
-    from coplay.policies.scoring import prefix_groups
-
     pad = learner.policy.tokenizer.pad_token_id or 0
     rng = np.random.default_rng(rng_seed)
     plan = []
@@ -60,15 +60,20 @@ def prepare(learner: Learner, samples: Sequence[Sample], rng_seed: int, epochs: 
             micros = []
             for s, e in learner_micro_batches(learner, [x.decision for x in minibatch]):
                 part = minibatch[s:e]
-                items = [(x.decision.prompt_ids, x.decision.choice_ids) for x in part]
-                split = prefix_groups([p for p, _ in items])
-                groups = item_groups([items[i] for g in split for i in g], pad)
-                rows = [i for g in split for i in g]
+                unique, inverse = distinct_items(
+                    [(x.decision.prompt_ids, x.decision.choice_ids) for x in part]
+                )
+                split = prefix_groups([p for p, _ in unique])
+                stacked = [i for g in split for i in g]
+                # Row of each decision in the groups' stacked tables.
+                at = np.empty(len(unique), dtype=np.int64)
+                at[stacked] = np.arange(len(stacked))
                 micros.append(
                     (
-                        groups,
-                        torch.tensor([part[i].decision.choice_index for i in rows]),
-                        torch.tensor([part[i].advantage for i in rows]),
+                        item_groups([unique[i] for i in stacked], pad),
+                        torch.from_numpy(at[inverse]),
+                        torch.tensor([x.decision.choice_index for x in part]),
+                        torch.tensor([x.advantage for x in part]),
                     )
                 )
             plan.append((micros, len(minibatch)))
@@ -87,14 +92,11 @@ def raw_update(learner: Learner, plan, reference_groups) -> None:
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]
     for micros, size in plan:
         learner.optimizer.zero_grad(set_to_none=True)
-        for groups, index, adv in micros:
-            chosen, at = [], 0
-            for g in groups:
-                table = group_table(model, g, temp)  # (B_g, K)
-                rows = torch.arange(len(table))
-                chosen.append(table[rows, index[at : at + len(table)]])
-                at += len(table)
-            loss = -(adv * torch.cat(chosen)).sum() / size
+        for groups, rows, index, adv in micros:
+            tables = [group_table(model, g, temp) for g in groups]  # (B_g, K_g) each
+            width = max(t.shape[1] for t in tables)
+            table = torch.cat([F.pad(t, (0, width - t.shape[1]), value=-torch.inf) for t in tables])
+            loss = -(adv * table[rows, index]).sum() / size
             loss.backward()
         torch.nn.utils.clip_grad_norm_(params, learner.max_grad_norm)
         learner.optimizer.step()
@@ -117,7 +119,10 @@ def measure(args: argparse.Namespace) -> dict:
             parts = learner_micro_batches(learner, [s.decision for s in samples])
             reference = [
                 item_groups(
-                    [(s.decision.prompt_ids, s.decision.choice_ids) for s in samples[a:b]], pad
+                    distinct_items(
+                        [(s.decision.prompt_ids, s.decision.choice_ids) for s in samples[a:b]]
+                    )[0],
+                    pad,
                 )
                 for a, b in parts
             ]

@@ -6,7 +6,8 @@ Arms, timed alternately in one process (medians of ``--repeats``, decisions per 
   forward pass per policy (choice mode, the tiny default model), each seat drawing
   from its own stream as in training.
 - ``raw``: the ceiling. The same model computation the engine ran, on token tensors
-  built before the clock starts: per recorded batch, the shared-prefix pass, the rows'
+  built before the clock starts: per recorded batch (its distinct prompts, as the
+  engine scores a repeated one once), the shared-prefix pass, the rows'
   pass with logits kept only at the last position, the log-softmax gathered at the
   actions and renormalised over each row's actions (plus candidate continuations where
   an action spans several tokens). No environment, no tokenising, no sampling, no
@@ -43,7 +44,7 @@ import torch.nn.functional as F
 from coplay.envs.gameref import GameRef
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scoring import left_pad, prefix_groups, shared_prefix_len
+from coplay.policies.scoring import distinct_items, left_pad, prefix_groups, shared_prefix_len
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_text
 from coplay.types import Observation
@@ -94,8 +95,9 @@ class Group:
 
 
 def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
-    """Tokenise and group one batch exactly as the engine's scoring does."""
-    items = [policy._choice_item(o) for o in batch]
+    """Tokenise and group one batch exactly as the engine's scoring does: the distinct
+    items only (``choice_table`` runs a repeated item once)."""
+    items, _ = distinct_items([policy._choice_item(o) for o in batch])
     return item_groups(items, policy.tokenizer.pad_token_id or 0)
 
 

@@ -74,6 +74,40 @@ def test_grouped_choice_scores_and_gradients_equal_one_row_at_a_time(tiny):
         assert torch.allclose(g_batched, g_alone, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("game", ["tic_tac_toe", "kuhn_poker"])  # one-token, multi-token
+def test_repeated_items_run_once_and_score_and_backpropagate_as_separate_rows(
+    tiny, game, monkeypatch
+):
+    model, tok = tiny
+    policy = LMPolicy(model, tok)
+    distinct = scoring.distinct_items(_items(policy, game, 12))[0][:4]
+    assert len(distinct) == 4
+    items = [distinct[i] for i in (0, 1, 0, 2, 1, 0, 3)]
+    items[2] = (list(items[2][0]), [list(c) for c in items[2][1]])  # lists: the same ids
+    weights = torch.arange(1.0, 8.0)[:, None]  # a different weight on every copy
+    batches = []
+    real = scoring.choice_sequence_logps
+
+    def spy(model, items, **kw):
+        batches.append(len(items))
+        return real(model, items, **kw)
+
+    monkeypatch.setattr(scoring, "choice_sequence_logps", spy)
+    table = scoring.choice_table(model, items, temperature=0.7, pad_id=0)
+    (g_once,) = torch.autograd.grad(
+        (weights * table.clamp_min(-50)).sum(), model.model.embed_tokens.weight
+    )
+    assert batches == [4]
+    monkeypatch.setattr(scoring, "distinct_items", lambda xs: (list(xs), range(len(xs))))
+    rows = scoring.choice_table(model, items, temperature=0.7, pad_id=0)
+    (g_rows,) = torch.autograd.grad(
+        (weights * rows.clamp_min(-50)).sum(), model.model.embed_tokens.weight
+    )
+    assert batches == [4, 7]
+    assert torch.allclose(table, rows, atol=1e-5)
+    assert torch.allclose(g_once, g_rows, rtol=1e-4, atol=1e-5)
+
+
 def test_grouped_token_logps_equal_one_row_at_a_time(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok)

@@ -413,7 +413,9 @@ def test_replayed_targets_micro_batches_equal_one_batch(micro):
     samples = _samples(base)
     mixed = [*samples, _replay_of(samples[1]), _replay_of(samples[2])]
     whole, split = _replaying(base, mixed), _replaying(base, mixed, micro=micro)
-    assert torch.allclose(_grad(whole), _grad(split), atol=1e-8, rtol=1e-4)
+    # A batch scores a repeated decision once and adds its copies' gradients there:
+    # float32 rounding of other sums, about 1e-7 on entries up to 0.4.
+    assert torch.allclose(_grad(whole), _grad(split), atol=1e-6, rtol=1e-4)
 
 
 def test_a_minibatch_of_replays_alone_trains_toward_their_targets():
