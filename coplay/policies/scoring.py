@@ -345,9 +345,19 @@ def choice_table(
     states) run once and their row is read for each copy; gradients of the copies
     add up in the shared row, as they would in separate ones."""
     unique, inverse = distinct_items(items)
-    if len(unique) < len(items):
-        table = choice_table(model, unique, temperature=temperature, pad_id=pad_id)
-        return table[torch.as_tensor(inverse, device=table.device)]
+    table = _distinct_table(model, unique, temperature=temperature, pad_id=pad_id)
+    if len(unique) == len(items):
+        return table
+    return table[torch.as_tensor(inverse, device=table.device)]
+
+
+def _distinct_table(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    temperature: float,
+    pad_id: int,
+) -> torch.Tensor:
     seq_lp = choice_sequence_logps(
         model, items, temperature=temperature, pad_id=pad_id
     )  # (N,) over all items' actions, flattened
