@@ -44,7 +44,13 @@ import torch.nn.functional as F
 from coplay.envs.gameref import GameRef
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scoring import distinct_items, left_pad, prefix_groups, shared_prefix_len
+from coplay.policies.scoring import (
+    PLAIN_TOKENS,
+    distinct_items,
+    left_pad,
+    prefix_groups,
+    shared_prefix_len,
+)
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_text
 from coplay.types import Observation
@@ -102,12 +108,14 @@ def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
 
 
 def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
-    """Choice items (prompt ids, action ids) as the scoring groups them, as tensors."""
+    """Choice items (prompt ids, action ids) as the scoring groups them, as tensors:
+    prefix groups, or one plain batch where it has at most ``PLAIN_TOKENS`` tokens."""
     out = []
-    for rows in prefix_groups([p for p, _ in items]):
+    plain = len(items) * max(len(p) for p, _ in items) <= PLAIN_TOKENS
+    for rows in [range(len(items))] if plain else prefix_groups([p for p, _ in items]):
         part = [items[i] for i in rows]
         prompts = [p for p, _ in part]
-        n = shared_prefix_len(prompts) if len(prompts) > 1 else 0
+        n = shared_prefix_len(prompts) if len(prompts) > 1 and not plain else 0
         ids, attn, pos = left_pad([p[n:] for p in prompts], pad)
         attn = torch.cat([torch.ones(len(part), n, dtype=attn.dtype), attn], dim=1)
         cands = [(r, j, c) for r, (_, cs) in enumerate(part) for j, c in enumerate(cs)]

@@ -19,7 +19,16 @@ from coplay.policies.scoring import (
 )
 
 
-def test_shared_prefix_scoring_equals_full_sequences(tiny):
+@pytest.fixture(params=["grouped", "plain"])
+def batching(request, monkeypatch):
+    """Both ways a choice batch runs: prefix groups (a large batch) and one plain batch
+    (a small one, at most ``PLAIN_TOKENS`` padded tokens)."""
+    if request.param == "grouped":
+        monkeypatch.setattr(scoring, "PLAIN_TOKENS", 0)
+    return request.param
+
+
+def test_shared_prefix_scoring_equals_full_sequences(tiny, batching):
     model, tok = tiny
     policy = LMPolicy(model, tok)
     env = make_env("tic_tac_toe")
@@ -60,7 +69,7 @@ def _items(policy, game, n):
     return items
 
 
-def test_grouped_choice_scores_and_gradients_equal_one_row_at_a_time(tiny):
+def test_grouped_choice_scores_and_gradients_equal_one_row_at_a_time(tiny, batching):
     model, tok = tiny
     policy = LMPolicy(model, tok)
     for game in ("tic_tac_toe", "kuhn_poker"):  # one-token and multi-token actions
