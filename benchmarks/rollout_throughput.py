@@ -45,10 +45,10 @@ from coplay.envs.gameref import GameRef
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import (
-    PLAIN_TOKENS,
     distinct_items,
     left_pad,
     prefix_groups,
+    runs_plain,
     shared_prefix_len,
 )
 from coplay.rollout.engine import play_episodes
@@ -109,9 +109,9 @@ def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
 
 def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
     """Choice items (prompt ids, action ids) as the scoring groups them, as tensors:
-    prefix groups, or one plain batch where it has at most ``PLAIN_TOKENS`` tokens."""
+    prefix groups, or one plain batch where the scoring runs one (``runs_plain``)."""
     out = []
-    plain = len(items) * max(len(p) for p, _ in items) <= PLAIN_TOKENS
+    plain = runs_plain([p for p, _ in items])
     for rows in [range(len(items))] if plain else prefix_groups([p for p, _ in items]):
         part = [items[i] for i in rows]
         prompts = [p for p, _ in part]

@@ -29,6 +29,16 @@ prompts of 50 tokens) scores 1.7-2.2x faster plain; at 16k tokens the learner's
 backward over padding made it 1.5x slower."""
 
 
+def runs_plain(prompts: Sequence[Sequence[int]]) -> bool:
+    """Whether a choice batch of these prompts runs as one plain batch, not in prefix
+    groups: at most ``PLAIN_TOKENS`` tokens once padded.
+
+    >>> runs_plain([(1,) * 50] * 12), runs_plain([(1,) * 50] * 64)
+    (True, False)
+    """
+    return len(prompts) * max(map(len, prompts)) <= PLAIN_TOKENS
+
+
 def fold_common_prefix(
     prompt: tuple[int, ...], choices: tuple[tuple[int, ...], ...]
 ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
@@ -312,7 +322,7 @@ def choice_sequence_logps(
         # no cache to continue the prompts from: each candidate after its prompt, whole
         pairs = [(p, c) for p, cs in items for c in cs]
         return sequence_logps(model, pairs, temperature=temperature)
-    if len(items) * max(len(p) for p, _ in items) <= PLAIN_TOKENS:
+    if runs_plain([p for p, _ in items]):
         return _choice_group(model, items, temperature=temperature, pad_id=pad_id, share=False)
     groups = prefix_groups([p for p, _ in items])
     if len(groups) == 1:
