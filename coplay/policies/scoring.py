@@ -24,9 +24,9 @@ T = TypeVar("T")
 PLAIN_TOKENS = 2048
 """A choice batch of at most this many padded prompt tokens runs as one plain batch:
 below it, the extra model calls of prefix groups (two per group) cost more than the
-tokens they save. Measured on the tiny model: a deduplicated Kuhn batch (about 12
-prompts of 50 tokens) scores 1.7-2.2x faster plain; at 16k tokens the learner's
-backward over padding made it 1.5x slower."""
+tokens they save. On the tiny model (an A/B run beside other jobs, so a rough
+guide): a deduplicated Kuhn batch (about 12 prompts of 50 tokens) scored 1.7-2.2x
+faster plain; at 16k tokens the learner's backward over padding made it 1.5x slower."""
 
 
 def runs_plain(prompts: Sequence[Sequence[int]]) -> bool:
