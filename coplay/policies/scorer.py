@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from coplay.policies.chains import chain_token_logps, conversations
-from coplay.policies.scoring import choice_table, table_rows, token_logps
+from coplay.policies.scoring import distinct_choice_table, table_rows, token_logps
 from coplay.types import Decision
 
 
@@ -38,9 +38,34 @@ class Scored:
     logp: torch.Tensor  # (B, T)
     entropy: torch.Tensor  # (B, T)
     mask: torch.Tensor  # (B, T) float, 1 for real units
-    dists: tuple[torch.Tensor | None, ...] = ()
+    dists: Sequence[torch.Tensor | None] = ()
     """Per row, the log-distribution over the decision's legal actions (choices only;
     None for free text)."""
+
+
+class _TableRows(Sequence):
+    """Each item's row of a choice table (of the distinct items, read through
+    ``inverse`` where given), cut to its actions when first read: most
+    updates read none (only the terms over whole distributions do), and cutting a
+    row per decision is a tensor per decision."""
+
+    def __init__(
+        self, table: torch.Tensor, inverse: torch.Tensor | None, items: Sequence[tuple]
+    ) -> None:
+        self._table, self._inverse, self._items = table, inverse, items
+        self._rows: list[torch.Tensor] | None = None
+
+    def _cut(self) -> list[torch.Tensor]:
+        if self._rows is None:
+            table = self._table if self._inverse is None else self._table[self._inverse]
+            self._rows = table_rows(table, self._items)
+        return self._rows
+
+    def __getitem__(self, i):
+        return self._cut()[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 @dataclass(frozen=True)
@@ -68,12 +93,16 @@ class Scorer:
             return self._score(decisions)
 
     def _score(self, decisions: Sequence[Decision]) -> Scored:
+        if not decisions:
+            raise ValueError("score needs at least one decision")
         listed = [bool(d.choice_ids) for d in decisions]
+        if all(listed):  # one kind: nothing to stack and put back in order
+            return self._score_choice(decisions)
+        if not any(listed):
+            return replace(self._score_text(decisions), dists=(None,) * len(decisions))
         choice = self._score_choice([d for d, c in zip(decisions, listed, strict=True) if c])
         text = self._score_text([d for d, c in zip(decisions, listed, strict=True) if not c])
-        parts = [p for p in (choice, text) if p is not None]
-        if not parts:
-            raise ValueError("score needs at least one decision")
+        parts = [choice, text]
         width = max(p.logp.shape[1] for p in parts)
         # Rows of both kinds stacked [choices; texts], then put back in batch order.
         order = [i for i, c in enumerate(listed) if c] + [i for i, c in enumerate(listed) if not c]
@@ -91,16 +120,18 @@ class Scorer:
         if not decisions:
             return None
         items = [(d.prompt_ids, d.choice_ids) for d in decisions]
-        table = choice_table(
+        # Per distinct item (a small game's batch repeats a few states), read per row.
+        table, inverse = distinct_choice_table(
             self.model, items, temperature=self.temperature, pad_id=self.pad_id
-        )  # (B, K)
-        rows = torch.arange(len(decisions), device=table.device)
+        )  # (U, K)
         index = torch.tensor([d.choice_index for d in decisions], device=table.device)
-        chosen = table[rows, index]
+        at = torch.arange(len(decisions), device=table.device) if inverse is None else inverse
+        chosen = table[at, index]
         # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.
         ent = -(table.exp() * table.masked_fill(table.isinf(), 0.0)).sum(1)
+        ent = ent if inverse is None else ent[inverse]
         ones = torch.ones(len(decisions), 1, device=chosen.device)
-        dists = tuple(table_rows(table, items))
+        dists = _TableRows(table, inverse, items)
         return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
 
     @property

@@ -354,11 +354,26 @@ def choice_table(
     same prompt and actions: a small game's batch holds few distinct information
     states) run once and their row is read for each copy; gradients of the copies
     add up in the shared row, as they would in separate ones."""
+    table, inverse = distinct_choice_table(model, items, temperature=temperature, pad_id=pad_id)
+    return table if inverse is None else table[inverse]
+
+
+def distinct_choice_table(
+    model: PreTrainedModel,
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    temperature: float,
+    pad_id: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``choice_table`` of the distinct items only, and each item's row in it (None:
+    every item is distinct, row i is item i). Whatever is computed per row (an
+    entropy, a chosen action's entry) costs less on the distinct rows, read out per
+    item after."""
     unique, inverse = distinct_items(items)
     table = _distinct_table(model, unique, temperature=temperature, pad_id=pad_id)
     if len(unique) == len(items):
-        return table
-    return table[torch.as_tensor(inverse, device=table.device)]
+        return table, None
+    return table, torch.as_tensor(inverse, device=table.device)
 
 
 def _distinct_table(

@@ -317,8 +317,12 @@ def _own_loss(
         denom=micro.denom,
         # The behaviour policy is the recorded one unless exploration mixed in uniform
         # choices (``rollout.explore``); then the truncated weights pi_old / mixture
-        # keep the update on the policy's own distribution.
-        behavior_logp=_pad([_behavior(d) for d in decisions], width).to(device),
+        # keep the update on the policy's own distribution (read only with ``tis_cap``).
+        behavior_logp=(
+            _pad([_behavior(d) for d in decisions], width).to(device)
+            if learner.tis_cap is not None
+            else None
+        ),
         tis_cap=learner.tis_cap,
     )
     for name, term in learner.terms.items():
@@ -342,6 +346,10 @@ def update(
     iteration = learner.policy.version
     # An engine's text log-probs become the behaviour ones; pi_old is the learner's own.
     samples, mismatch = rebase_on_learner(learner, samples)
+    begun: Metrics = {}
+    with torch.no_grad():
+        for term in learner.terms.values():
+            begun |= term.begin_update(learner, samples, iteration)
     learner.policy.model.train()
     history: list[dict[str, float]] = []
     chat = getattr(learner.policy, "wants_history", False)  # conversations stay together
@@ -366,7 +374,7 @@ def update(
     if mismatch is not None:
         out |= mismatch.metrics() | {"perf/weight_sync_s": synced}
     out["loss/lr"] = lr
-    out |= learner.idle_metrics | after
+    out |= learner.idle_metrics | begun | after
     out["loss/grad_spikes"] = float(
         sum(h["loss/grad_norm"] > 10 * learner.max_grad_norm for h in history)
     )

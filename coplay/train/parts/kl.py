@@ -33,8 +33,13 @@ class KL(Term):
         self.cfg, self.reference, self.ema = cfg, reference, ema
         self.own_weights = own
         """False when the reference shares the policy's model (a LoRA role's base)."""
-        self._scored: dict[int, tuple[Decision, Tensor]] = {}
-        """The reference's log-probs of this update's decisions so far, by identity."""
+        self._scored: dict[int, tuple[Decision, int]] = {}
+        """This update's decisions scored so far, by identity: each with its row in
+        the scored parts taken together (``_table``)."""
+        self._parts: list[Tensor] = []
+        """The reference's (B, T) log-probs of those decisions, a tensor per pass."""
+        self._table: Tensor | None = None
+        """The parts as one (N, T) tensor, zeros past each row's units (built on use)."""
         self._scored_at: int | None = None
         """The update (policy version) they were scored in."""
 
@@ -45,27 +50,48 @@ class KL(Term):
         ref = setup.reference(setup.policy)
         return cls(section, ref, ema=setup.reference_ema, own=ref.model is not setup.policy.model)
 
-    def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int):
-        """The reference's per-unit log-probs of the minibatch's own decisions, in order.
+    def begin_update(self, learner: Owner, samples: Sequence[Sample], iteration: int) -> Metrics:
+        """The reference's log-probs of every decision the update trains on, scored
+        before its first step: the reference moves only after the update (the magnet),
+        so each decision is scored once per update, and all of them together take
+        fewer forward passes than each minibatch's apart (a small game's update
+        repeats a few information states, which one pass scores once)."""
+        if self.cfg is not None:
+            self._score(learner, [s for s in samples if not s.replay], iteration)
+        return {}
 
-        The reference moves only after the update (the magnet), so each decision is
-        scored by it once per update, in the first epoch that meets it, not again in
-        every epoch."""
+    def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int):
+        """The reference's per-unit log-probs of the minibatch's own decisions, in order
+        (scored here if ``begin_update`` did not see them)."""
         if self.cfg is None:
             return None, {}
+        self._score(learner, own, iteration)
+        if not own:
+            return None, {}
+        if self._table is None:
+            width = max(p.shape[1] for p in self._parts)
+            self._table = torch.cat([F.pad(p, (0, width - p.shape[1])) for p in self._parts])
+        rows = torch.tensor([self._scored[id(s.decision)][1] for s in own])
+        # One (B, T) tensor, zeros past each row's units, which ``loss`` indexes.
+        return self._table[rows.to(self._table.device)], {}
+
+    def _score(self, learner: Owner, own: Sequence[Sample], iteration: int) -> None:
+        """Score the decisions of ``own`` not yet scored in update ``iteration``."""
         if self._scored_at != iteration:  # a new update: the reference has moved
-            self._scored, self._scored_at = {}, iteration
+            self._forget()
+            self._scored_at = iteration
         todo = [s.decision for s in own if id(s.decision) not in self._scored]
         for start, end in learner_micro_batches(learner, todo):
             part = todo[start:end]
             scored = self.reference.scorer.score(part)
-            lengths = scored.mask.sum(1).long().tolist()
-            for d, lp, n in zip(part, scored.logp, lengths, strict=True):
-                # Held with its decision, so the id cannot be reused while kept.
-                self._scored[id(d)] = (d, lp[:n])
-        rows = [self._scored[id(s.decision)][1] for s in own]
-        # One (B, T) tensor, zeros past each row's units, which ``loss`` indexes.
-        return (_stack(rows) if rows else None), {}
+            first = sum(len(p) for p in self._parts)
+            # Held with its decision, so the id cannot be reused while kept.
+            self._scored |= {id(d): (d, first + i) for i, d in enumerate(part)}
+            self._parts.append(scored.logp.masked_fill(scored.mask == 0, 0.0))
+            self._table = None
+
+    def _forget(self) -> None:
+        self._scored, self._parts, self._table, self._scored_at = {}, [], None, None
 
     def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
         if self.cfg is None or not micro.rows:
@@ -79,7 +105,7 @@ class KL(Term):
         return self.cfg.coef * kl, {"loss/kl": kl.item()}
 
     def after_update(self, learner: Owner, iteration: int) -> Metrics:
-        self._scored, self._scored_at = {}, None
+        self._forget()
         if self.ema > 0:
             move_magnet(self.reference.model, learner.policy.model, self.ema)
         return {}
@@ -89,13 +115,6 @@ class KL(Term):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reference.model.load_state_dict(state["weights"])
-
-
-def _stack(rows: Sequence[Tensor]) -> Tensor:
-    """Rows of different lengths as one (B, T) tensor, zeros after each row's end."""
-    if all(len(r) == len(rows[0]) for r in rows):
-        return torch.stack(list(rows))
-    return torch.nn.utils.rnn.pad_sequence(list(rows), batch_first=True)
 
 
 @torch.no_grad()

@@ -4,6 +4,7 @@ A term is built from its config section (``coplay.train.parts.terms.TERMS``) and
 an optax transformation, owns its state; the learner calls it at fixed points of
 each update and adds what ``loss`` returns to the policy objective:
 
+    begin_update(learner, samples, iteration) -> metrics      per update, no grad
     prepare(learner, own, iteration) -> (context, metrics)   per minibatch, no grad
     loss(context, micro) -> (tensor or None, metrics)         per micro-batch
     after_update(learner, iteration) -> metrics               per update
@@ -112,6 +113,11 @@ class LossTerm(Protocol):
     per_unit: bool
     """Aggregated over units like the objective (see the module's docstring)."""
 
+    def begin_update(self, learner: Owner, samples: Sequence[Sample], iteration: int) -> Metrics:
+        """Once per update, under no grad, before its first step: every sample the
+        update will train on (work done here for all of them is not done per minibatch)."""
+        ...
+
     def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int) -> tuple[Any, Metrics]:
         """Per minibatch, under no grad: the context ``loss`` reads (e.g. marginals
         under this step's weights), and minibatch metrics."""
@@ -154,6 +160,9 @@ class Term:
     def build(cls, section: Any, setup: Setup) -> Term | None:
         """The term configured by ``section``; None when the section is off (None)."""
         return None if section is None else cls(section)  # type: ignore[call-arg]
+
+    def begin_update(self, learner: Owner, samples: Sequence[Sample], iteration: int) -> Metrics:
+        return {}
 
     def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int) -> tuple[Any, Metrics]:
         return None, {}

@@ -94,6 +94,22 @@ def test_the_reference_scores_each_decision_once_per_update(micro_of, sample_of)
     assert ref.scored == 4
 
 
+def test_the_whole_update_is_scored_before_its_first_step(micro_of, sample_of):
+    samples = [sample_of(), sample_of(), sample_of(replay=True)]
+    micro, _ = micro_of(samples[:2], [[0.5, 0.5], [0.8, 0.2]])
+    calls = []
+    ref = _Ref([0.25, 0.4])
+    ref.scorer.score = lambda d: calls.append(len(d)) or ref.score(d)
+    term = KL(KLConfig(coef=1.0, estimator="k1"), ref, ema=0.0, own=True)
+    learner = SimpleNamespace(**{**vars(LEARNER), "micro_batch_size": 8})
+    assert term.begin_update(learner, samples, 0) == {}
+    assert calls == [2]  # one pass over the own samples, none for the replay
+    value, _ = _kl_loss(term, micro)  # the minibatch finds them scored
+    assert calls == [2] and value.item() == pytest.approx(math.log(2), rel=1e-6)
+    assert KL(None, ref, ema=0.5, own=True).begin_update(learner, samples, 0) == {}
+    assert calls == [2]  # a magnet without KL scores nothing
+
+
 @pytest.mark.parametrize("ema", [0.0, 0.25, 1.0])
 def test_the_magnet_moves_toward_the_policy_by_ema(ema):
     setup = _setup(ema)
