@@ -17,10 +17,16 @@ Arms, timed alternately in one process (medians of ``--repeats``, decisions per 
 - ``loop2``: the best arrangement of that loop on two cores: two one-thread processes,
   each playing half of the loop's games; the wall time from the first start to the
   last end counts.
+- ``game``: the game alone, no model and no records: the engine's number of games
+  played straight through pyspiel with uniform random moves, reading at each decision
+  what a player must be shown (its information-state string and legal actions). Any
+  engine that steps the game in Python between model calls pays at least this, so
+  ``bound engine/raw`` = game / (game + raw), per decision, is the most engine / raw
+  can reach without running the game beside the model.
 
 Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2
-(of the medians, and the median of each repeat's own ratio: "paired"), and
-(``--json``) all of it as one JSON object.
+(of the medians, and the median of each repeat's own ratio: "paired"), the bound on
+engine / raw, and (``--json``) all of it as one JSON object.
 
     python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
@@ -32,12 +38,14 @@ import argparse
 import json
 import multiprocessing as mp
 import platform
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyspiel
 import torch
 import torch.nn.functional as F
 
@@ -228,6 +236,35 @@ def loop2_run(pool, seeds: Sequence[int]) -> tuple[float, int]:
     return max(e for _, e, _ in done) - min(s for s, _, _ in done), sum(d for _, _, d in done)
 
 
+# ----------------------------------------------------------------------- the game alone
+def game_run(game: GameRef, seeds: Sequence[int]) -> tuple[float, int]:
+    """Seconds and decisions of ``seeds`` games straight through pyspiel (see ``game``
+    in the module's docstring): the game's own cost, under any engine."""
+    loaded = pyspiel.load_game(game.spec.openspiel_name)
+    keyed = loaded.get_type().provides_information_state_string
+    decisions = 0
+    start = time.perf_counter()
+    for seed in seeds:
+        pick = random.Random(seed).random
+        state = loaded.new_initial_state()
+        while not state.is_terminal():
+            if state.is_chance_node():
+                outcomes = state.chance_outcomes()
+                state.apply_action(outcomes[int(pick() * len(outcomes))][0])
+                continue
+            player = state.current_player()
+            _ = (
+                state.information_state_string(player)
+                if keyed
+                else state.observation_string(player)
+            )
+            legal = state.legal_actions(player)
+            state.apply_action(legal[int(pick() * len(legal))])
+            decisions += 1
+        state.returns()
+    return time.perf_counter() - start, decisions
+
+
 # ------------------------------------------------------------------------------ main
 def measure(args: argparse.Namespace) -> dict:
     game = GameRef(args.game)
@@ -237,10 +274,12 @@ def measure(args: argparse.Namespace) -> dict:
     engine_run(policy, game, 32, seed=10**6)  # warm-up
     loop_seeds = list(range(10**7, 10**7 + args.loop_games))
     pool = mp.get_context("fork").Pool(2) if args.loop_games else None
-    rates: dict[str, list[float]] = {"engine": [], "raw": [], "loop": [], "loop2": []}
+    rates: dict[str, list[float]] = {"engine": [], "raw": [], "loop": [], "loop2": [], "game": []}
     batches: list = []
     for r in range(args.repeats):
         arms = ["engine", "raw"] if r % 2 == 0 or not batches else ["raw", "engine"]
+        if game.spec.openspiel_name:  # the game alone: OpenSpiel games
+            arms.append("game")
         if args.loop_games:
             arms += ["loop", "loop2"] if r % 2 == 0 else ["loop2", "loop"]
         for arm in arms:
@@ -250,6 +289,8 @@ def measure(args: argparse.Namespace) -> dict:
             elif arm == "raw":
                 groups = [build_groups(policy, b) for b in batches]
                 secs, decisions = raw_run(policy, groups), sum(map(len, batches))
+            elif arm == "game":
+                secs, decisions = game_run(game, range(r * args.games, (r + 1) * args.games))
             elif arm == "loop":
                 secs, decisions = loop_run(policy, game, loop_seeds)
             else:
@@ -258,7 +299,9 @@ def measure(args: argparse.Namespace) -> dict:
     if pool is not None:
         pool.close()
     med = {arm: statistics.median(v) for arm, v in rates.items() if v}
-    ratios = {f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm != "engine"}
+    ratios = {
+        f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm not in ("engine", "game")
+    }
     # The machine's speed drifts between repeats (a shared host): the median of each
     # repeat's own ratio, its arms run back to back, cancels what a ratio of medians
     # taken at different moments does not.
@@ -267,8 +310,14 @@ def measure(args: argparse.Namespace) -> dict:
             e / a for e, a in zip(rates["engine"], rates[arm], strict=True)
         )
         for arm in med
-        if arm != "engine"
+        if arm not in ("engine", "game")
     }
+    # Per decision the engine spends at least the raw arm's model time plus the game's.
+    if "game" in med:
+        ratios["bound engine/raw"] = med["game"] / (med["game"] + med["raw"])
+        ratios["paired bound engine/raw"] = statistics.median(
+            g / (g + w) for g, w in zip(rates["game"], rates["raw"], strict=True)
+        )
     return {
         "game": args.game,
         "games": args.games,

@@ -18,7 +18,7 @@ import pyspiel
 
 from coplay.envs import actions as action_text
 from coplay.envs.chance import ChanceDraws
-from coplay.envs.renderers import RENDERERS, Renderer, render, renderer_for
+from coplay.envs.renderers import RENDERERS, Rendered, Renderer, render, renderer_for
 from coplay.types import GameKind, GameSpec, Observation
 
 MAX_TURNS_CAP = 1000
@@ -182,11 +182,23 @@ class _Views:
     (OpenSpiel's string) for a renderer that says so (``Renderer.per_info_state``),
     so they are rendered once per information state rather than at every turn of
     every game. Other renderers, or games without that string, render every time.
+    A renderer that depends on the observation string alone
+    (``Renderer.per_observation``) renders once per observation; each information
+    state then only gets its own key.
     """
 
-    def __init__(self, renderer: Renderer, name: str, keyed: bool) -> None:
-        self.renderer, self.name, self.keyed = renderer, name, keyed
+    def __init__(self, renderer: Renderer, name: str, game: pyspiel.Game) -> None:
+        game_type = game.get_type()
+        self.renderer, self.name = renderer, name
+        self.keyed = renderer.per_info_state and game_type.provides_information_state_string
+        self.by_observation = (
+            self.keyed and renderer.per_observation and game_type.provides_observation_string
+        )
+        # The key string ``info_key`` reads, looked up once: every view records it.
+        self._info_string = game_type.provides_information_state_string
+        self._observation_string = game_type.provides_observation_string
         self._seen: dict[tuple[int, int, str], tuple[Observation, dict[str, int]]] = {}
+        self._drawn: dict[tuple[int, int, str], tuple[Rendered, dict[str, int]]] = {}
 
     def get(self, state: pyspiel.State, player: int) -> tuple[Observation, dict[str, int]]:
         if not self.keyed:
@@ -198,20 +210,44 @@ class _Views:
         if view is None:
             if len(self._seen) >= _VIEWS_KEPT:
                 self._seen.clear()
-            view = self._seen[key] = self._render(state, player)
+            view = self._seen[key] = self._render(state, player, key[2])
         return view
 
-    def _render(self, state: pyspiel.State, player: int) -> tuple[Observation, dict[str, int]]:
-        """``observation_for_state`` and the action ids of its legal actions."""
-        rendered = render(self.renderer, state, player)
+    def _render(
+        self, state: pyspiel.State, player: int, info: str | None = None
+    ) -> tuple[Observation, dict[str, int]]:
+        """``observation_for_state`` and the action id of each legal action's string
+        (``info``: the information-state string, where already read)."""
+        rendered, ids = self._drawing(state, player)
+        if info is None and self._info_string:
+            info = state.information_state_string(player)
+        elif info is None and self._observation_string:
+            info = state.observation_string(player)
         obs = Observation(
             game=self.name,
             player=player,
             text=rendered.text,
             legal_actions=rendered.legal_actions,
-            info_key=info_key(state, player),
+            info_key=info,
         )
-        return obs, dict(zip(rendered.legal_actions, rendered.action_ids, strict=True))
+        return obs, ids
+
+    def _drawing(self, state: pyspiel.State, player: int) -> tuple[Rendered, dict[str, int]]:
+        """The renderer's text and legal actions, kept by observation where they
+        depend on it alone."""
+        if not self.by_observation:
+            return _with_ids(render(self.renderer, state, player))
+        key = (player, state.current_player(), state.observation_string(player))
+        drawn = self._drawn.get(key)
+        if drawn is None:
+            if len(self._drawn) >= _VIEWS_KEPT:
+                self._drawn.clear()
+            drawn = self._drawn[key] = _with_ids(render(self.renderer, state, player))
+        return drawn
+
+
+def _with_ids(rendered: Rendered) -> tuple[Rendered, dict[str, int]]:
+    return rendered, dict(zip(rendered.legal_actions, rendered.action_ids, strict=True))
 
 
 @dataclass(frozen=True)
@@ -231,8 +267,7 @@ def _shared(game: pyspiel.Game, renderer: Renderer, name: str) -> _Shared:
     """The spec and views of every env of ``game`` (a cached object) as ``name``."""
     key = (id(game), renderer, name)
     if key not in _SHARED:
-        keyed = renderer.per_info_state and game.get_type().provides_information_state_string
-        _SHARED[key] = _Shared(game, game_spec(game, name), _Views(renderer, name, keyed))
+        _SHARED[key] = _Shared(game, game_spec(game, name), _Views(renderer, name, game))
     return _SHARED[key]
 
 

@@ -46,6 +46,10 @@ class Renderer:
     per_info_state: bool = False
     """Whether what it writes for a player is a function of that player's information
     state (OpenSpiel's string): then an env renders each information state once."""
+    per_observation: bool = False
+    """Whether it is even a function of the player's observation string: then an env
+    renders each observation once, however many histories reach it (tic-tac-toe's
+    boards are some 5k, its move histories some 550k)."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +232,10 @@ RENDERERS: dict[str, Renderer] = {
     "kuhn_poker": Renderer(describe=_kuhn_describe, per_info_state=True),
     "leduc_poker": Renderer(describe=_leduc_describe, per_info_state=True),
     "tic_tac_toe": Renderer(
-        describe=_ttt_describe, action_name=_ttt_action_name, per_info_state=True
+        describe=_ttt_describe,
+        action_name=_ttt_action_name,
+        per_info_state=True,
+        per_observation=True,
     ),
 }
 """Hand-written renderers by OpenSpiel short name."""

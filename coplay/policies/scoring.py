@@ -401,16 +401,23 @@ def distinct_items(items: Sequence[T]) -> tuple[list[T], np.ndarray]:
     ([((1, 2), ((3,),)), ((4,), [[3]])], array([0, 1, 0]))
     """
     index: dict = {}
+    # Copies of one state usually hold the very same prompt and actions objects (the
+    # policy's caches, a decision's fields): those are matched by identity first,
+    # without hashing a long prompt again.
+    same: dict[tuple[int, int], int] = {}
     unique: list[T] = []
     inverse = np.empty(len(items), dtype=np.int64)
     for n, item in enumerate(items):
-        try:
-            i = index.setdefault(item, len(index))
-        except TypeError:  # lists inside: the same ids as tuples
-            prompt, cands = item
-            i = index.setdefault((tuple(prompt), tuple(map(tuple, cands))), len(index))
-        if i == len(unique):
-            unique.append(item)
+        prompt, cands = item
+        i = same.get((id(prompt), id(cands)))
+        if i is None:
+            try:
+                i = index.setdefault(item, len(index))
+            except TypeError:  # lists inside: the same ids as tuples
+                i = index.setdefault((tuple(prompt), tuple(map(tuple, cands))), len(index))
+            same[id(prompt), id(cands)] = i
+            if i == len(unique):
+                unique.append(item)
         inverse[n] = i
     return unique, inverse
 

@@ -129,6 +129,10 @@ class _Live:
     stream: int | None = None
     """Seed of this game's per-seat random streams; None: the shared generators."""
     streams: dict[int, SeatStream] = field(default_factory=dict)
+    groups: tuple = ()
+    """Per seat, the request its observations join (``_gather``), fixed for the game."""
+    histories: tuple[bool, ...] = ()
+    """Per seat, whether its policy reads the player's history (``wants_history``)."""
 
     def seat_stream(self, player: int) -> SeatStream | None:
         """``player``'s own stream (made on first use), or None without streams."""
@@ -189,13 +193,13 @@ def play_episodes(
     shared = shared_keys(seatings)
     with _collector_paused():
         games = [
-            _start(make_env(), s, seed, g, tuple(pre), op, stream)
+            _start(make_env(), s, seed, g, tuple(pre), op, stream, shared)
             for s, seed, g, pre, op, stream in zip(
                 seatings, seeds, group_ids, prefixes, openings, streams, strict=True
             )
         ]
         while live := [g for g in games if not g.done]:
-            for policy, request, slots in _gather(live, shared):
+            for policy, request, slots in _gather(live):
                 streams = [game.seat_stream(player) for game, player in slots]
                 decisions = answer(policy, request, streams)
                 for (game, player), obs, dec, own in zip(
@@ -235,6 +239,7 @@ def _start(
     prefix: tuple[JointAction, ...],
     opening: Opening | None = None,
     stream: int | None = None,
+    shared: frozenset[PolicyKey] = frozenset(),
 ) -> _Live:
     n = env.spec.num_players
     if len(seats) != n:
@@ -259,7 +264,16 @@ def _start(
         prefix_reward=earned,
         opening=opening,
         stream=stream,
+        groups=tuple(_group(policy, shared) for policy in seats),
+        histories=tuple(bool(getattr(policy, "wants_history", False)) for policy in seats),
     )
+
+
+def _group(policy: Policy, shared: frozenset[PolicyKey]) -> object:
+    """The request ``policy``'s observations join: its key, or, where several objects
+    share the key (``shared_keys``), the key and the object."""
+    key = policy_key(policy)
+    return (key, id(policy)) if key in shared else key
 
 
 def _check_opening(env: Env, seats: Sequence[Policy], opening: Opening) -> None:
@@ -330,28 +344,27 @@ def answer(
     return out
 
 
-def _gather(
-    live: Sequence[_Live], shared: frozenset[PolicyKey]
-) -> list[tuple[Policy, RolloutRequest, list[tuple[_Live, int]]]]:
+def _gather(live: Sequence[_Live]) -> list[tuple[Policy, RolloutRequest, list[tuple[_Live, int]]]]:
     """This round's requests, one per policy key in order of first appearance (the order
     the policies are asked in, so their random draws keep their order), each with the
     policy that answers it and the (game, player) of each observation. Distinct objects
-    under one ``shared`` key are asked separately (see ``shared_keys``)."""
+    under one shared key are asked separately (``_Live.groups``, see ``shared_keys``)."""
     pending: dict[object, tuple[Policy, list[tuple[_Live, int]], list[Observation], list]] = {}
     for game in live:
         for player in game.env.players_to_act():
             if player in game.resolved:
                 continue
-            policy = game.seats[player]
-            key = policy_key(policy)
-            group = (key, id(policy)) if key in shared else key
-            _, slots, observations, forced = pending.setdefault(group, (policy, [], [], []))
+            group = game.groups[player]
+            entry = pending.get(group)
+            if entry is None:
+                entry = pending[group] = (game.seats[player], [], [], [])
+            _, slots, observations, forced = entry
             slots.append((game, player))
             obs = game.env.observe(player)
-            if getattr(policy, "wants_history", False):
+            if game.histories[player]:
                 obs = replace(obs, history=_history(game, player, obs))
             observations.append(obs)
-            forced.append(game.forced(player))
+            forced.append(None if game.opening is None else game.forced(player))
     return [
         (policy, RolloutRequest(*policy_key(policy), tuple(obs), tuple(forced)), slots)
         for policy, slots, obs, forced in pending.values()
@@ -378,7 +391,7 @@ def _resolve(
     rng: np.random.Generator | SeatStream,
 ) -> None:
     """Accept a legal decision, or apply the retry / penalty / forfeit treatment."""
-    earlier = game.rejected.setdefault(player, [])
+    earlier = game.rejected.get(player, ())
     if obs.history:  # the turn keeps what the env showed; the decisions hold the rest
         obs = replace(obs, history=())
     if dec.valid and obs.legal_actions is None:
@@ -402,7 +415,7 @@ def _resolve(
         )
         return
     if len(earlier) < invalid.retries:
-        earlier.append(dec)  # asked again next round
+        game.rejected.setdefault(player, []).append(dec)  # asked again next round
         return
     turn = Turn(
         player=player,
@@ -441,7 +454,8 @@ def _advance(game: _Live, max_turns: int | None) -> None:
     game.rejected.clear()
     game.step += 1
     for p, r in rewards.items():
-        _credit(game, p, r)
+        if r or game.carry[p]:  # crediting 0.0 changes nothing (most games pay at the end)
+            _credit(game, p, r)
     if game.env.is_terminal():
         _end(game, game.env.returns())
     elif game.step >= (max_turns or game.env.spec.max_turns):

@@ -195,3 +195,32 @@ def test_acting_players_and_views_follow_every_step():
     assert env.is_terminal() and env.players_to_act() == []
     env.reset(3)
     assert env.players_to_act() == [0]
+
+
+def test_a_view_by_observation_is_rendered_once_per_board_with_each_history_its_key():
+    """Two move orders that reach one tic-tac-toe board show the same text and legal
+    actions, rendered once, each with its own information-state key."""
+    from coplay.envs.renderers import RENDERERS, Renderer
+
+    ttt = RENDERERS["tic_tac_toe"]
+    drawn = []
+
+    def describe(state, player):
+        drawn.append(str(state))
+        return ttt.describe(state, player)
+
+    renderer = Renderer(describe, ttt.action_name, per_info_state=True, per_observation=True)
+    views = []
+    for order in (["[0]", "[4]", "[8]"], ["[8]", "[4]", "[0]"]):
+        env = OpenSpielEnv("tic_tac_toe", renderer=renderer)
+        env.reset(0)
+        for action in order:
+            env.step({env.players_to_act()[0]: action})
+        views.append((env.observe(1), env.state.information_state_string(1), env.state))
+    (first, first_key, first_state), (second, second_key, second_state) = views
+    assert drawn.count(drawn[-1]) == 1  # the shared board, drawn once
+    assert (first.text, first.legal_actions) == (second.text, second.legal_actions)
+    assert (first.info_key, second.info_key) == (first_key, second_key)
+    assert first_key != second_key
+    for obs, state in ((first, first_state), (second, second_state)):
+        assert obs == observation_for_state(state, 1, game_name=obs.game, renderer=renderer)
