@@ -277,14 +277,16 @@ def _micro_step(
     the terms that read them (the policy-iteration target) count them."""
     scored = learner.policy.scorer.score([s.decision for s in batch])  # (B, T) each
     rows = [i for i, s in enumerate(batch) if not s.replay]
+    # Without replays every row is the objective's: no copy (and backward node) to take.
+    own = slice(None) if len(rows) == len(batch) else rows
     micro = Micro(
         batch=batch,
         start=start,
         scored=scored,
         rows=rows,
-        logp=scored.logp[rows],
-        mask=scored.mask[rows],
-        entropy=scored.entropy[rows],
+        logp=scored.logp[own],
+        mask=scored.mask[own],
+        entropy=scored.entropy[own],
         aggregate=AGGREGATIONS[learner.loss.aggregation],
         denom=denom,
         size=size,

@@ -8,6 +8,8 @@ shape (B, T) plus scalar metrics; aggregation over units is a separate step
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -50,11 +52,17 @@ def ppo_clip(
     with torch.no_grad():
         clip_frac = masked_mean((clipped > unclipped).to(logp.dtype), mask)
         approx_kl = masked_mean((ratio - 1.0) - log_ratio, mask)
-        valid = ratio[mask > 0]
-        spread = (valid.min().item(), valid.max().item()) if valid.numel() else (1.0, 1.0)
+        out = mask == 0
+        low = (
+            ratio.masked_fill(out, math.inf).min() if ratio.numel() else ratio.new_tensor(math.inf)
+        )
+        high = ratio.masked_fill(out, -math.inf).max() if ratio.numel() else -low
+        # One read of all four: each ``.item()`` would be a host sync of its own.
+        frac, kl, low, high = torch.stack([clip_frac, approx_kl, low, high]).tolist()
+    spread = (low, high) if low <= high else (1.0, 1.0)  # no valid unit: no spread
     return loss, {
-        "loss/clip_frac": clip_frac.item(),
-        "loss/approx_kl": approx_kl.item(),
+        "loss/clip_frac": frac,
+        "loss/approx_kl": kl,
         "loss/ratio_min": spread[0],
         "loss/ratio_max": spread[1],
     }
