@@ -45,7 +45,7 @@ _STREAMS: dict[int, _Uniforms] = {}
 def _uniforms(seed: int) -> _Uniforms:
     stream = _STREAMS.get(seed)
     if stream is None:
-        stream = _Uniforms(seed)  # a bad seed (negative) fails here, at reset
+        stream = _Uniforms(seed)
         if len(_STREAMS) >= _KEPT:
             _STREAMS.clear()
         _STREAMS[seed] = stream
@@ -56,7 +56,12 @@ class ChanceDraws:
     """The chance outcomes of one game from ``seed``: ``choose(probs)`` per chance node."""
 
     def __init__(self, seed: int) -> None:
-        self._stream = _uniforms(seed)
+        if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"a seed must be a non-negative integer, got {seed!r}")
+        self._seed = seed
+        # Built at the first chance node: a game without any (tic-tac-toe) never
+        # pays for its seed's generator.
+        self._stream: _Uniforms | None = None
         self._drawn = 0
 
     def choose(self, probs: Sequence[float]) -> int:
@@ -68,6 +73,8 @@ class ChanceDraws:
         >>> [int(rng.choice(3, p=[0.5, 0.3, 0.2])) for _ in range(6)]
         [1, 2, 1, 0, 0, 2]
         """
+        if self._stream is None:
+            self._stream = _uniforms(self._seed)
         u = self._stream.at(self._drawn)
         self._drawn += 1
         return bisect_right(_cdf(tuple(probs)), u)

@@ -1,0 +1,34 @@
+"""Seeded chance draws: numpy's draws exactly, a clear error for a bad seed, and no
+generator for a game that never meets a chance node."""
+
+import numpy as np
+import pytest
+
+from coplay.envs import chance, make_env
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 3])
+def test_the_draws_are_those_of_a_fresh_generator_of_the_seed(seed):
+    probs = [(0.5, 0.3, 0.2), (1 / 3,) * 3, (0.1, 0.9)]
+    draws, rng = chance.ChanceDraws(seed), np.random.default_rng(seed)
+    got = [draws.choose(probs[i % 3]) for i in range(30)]
+    want = [int(rng.choice(len(probs[i % 3]), p=probs[i % 3])) for i in range(30)]
+    assert got == want
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
+def test_a_bad_seed_is_one_clear_error_at_reset(seed):
+    with pytest.raises(ValueError, match="a seed must be a non-negative integer"):
+        make_env("kuhn_poker").reset(seed)
+
+
+def test_a_game_without_chance_builds_no_generator():
+    seed = 987_654_321
+    env = make_env("tic_tac_toe")
+    env.reset(seed)
+    while not env.is_terminal():
+        (p,) = env.players_to_act()
+        env.step({p: env.observe(p).legal_actions[0]})
+    assert seed not in chance._STREAMS
+    make_env("kuhn_poker").reset(seed)  # a deal draws from it
+    assert seed in chance._STREAMS
