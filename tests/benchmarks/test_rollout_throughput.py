@@ -1,0 +1,49 @@
+"""Smoke test of the rollout benchmark: every arm, and the game-alone bound."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from coplay.envs.gameref import GameRef
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    # The benchmark imports its neighbours as top-level modules, as when run as a script.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "rollout_throughput", ROOT / "benchmarks/rollout_throughput.py"
+        )
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["rollout_throughput"] = mod  # its dataclasses look their module up
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop("rollout_throughput", None)
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_a_short_run_reports_every_arm_and_a_bound_below_one(bench):
+    lines = []
+    out = bench.main(
+        ["--game", "kuhn_poker", "--games", "8", "--loop-games", "0", "--repeats", "1"],
+        report=lines.append,
+    )
+    assert set(out["median_decisions_per_s"]) == {"engine", "raw", "game"}
+    rates = out["median_decisions_per_s"]
+    bound = out["ratios"]["bound engine/raw"]
+    assert bound == pytest.approx(rates["game"] / (rates["game"] + rates["raw"]))
+    assert 0.0 < bound < 1.0
+    assert any(line.startswith("bound engine/raw") for line in lines)
+
+
+def test_the_game_arm_plays_every_game_to_its_end(bench):
+    secs, decisions = bench.game_run(GameRef("kuhn_poker"), range(50))
+    assert secs > 0 and 100 <= decisions <= 150  # Kuhn: 2 or 3 decisions a game
+    _, decisions = bench.game_run(GameRef("tic_tac_toe"), range(5))
+    assert 5 * 5 <= decisions <= 5 * 9
