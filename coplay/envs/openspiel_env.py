@@ -317,12 +317,13 @@ class OpenSpielEnv:
         self._moved()
 
     def _moved(self) -> None:
-        """After every change of the state: who acts now, and no view shown yet. The
-        engine asks both several times per step; each answer costs calls into
-        OpenSpiel (an information-state string for a view)."""
+        """After every change of the state: whether it is over, who acts now, and no
+        view shown yet. The engine asks these several times per step; each answer
+        costs calls into OpenSpiel (an information-state string for a view)."""
         state = self._state
         self._shown.clear()
-        if state.is_terminal():
+        self._terminal = state.is_terminal()
+        if self._terminal:
             self._acting = []
         elif state.is_simultaneous_node():
             players = range(self.game.num_players())
@@ -411,7 +412,9 @@ class OpenSpielEnv:
         return {p: float(r) for p, r in enumerate(earned)}
 
     def is_terminal(self) -> bool:
-        return self.state.is_terminal()
+        if self._state is None:
+            self.reset(0)
+        return self._terminal
 
     def returns(self) -> list[float]:
         return [float(r) for r in self.state.returns()]

@@ -378,7 +378,7 @@ class LMPolicy:
         ):
             action = obs.legal_actions[idx]
             decisions.append(
-                Decision(
+                Decision.fast(
                     text=action,
                     action=action,
                     policy_id=self.policy_id,
