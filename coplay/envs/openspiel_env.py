@@ -140,7 +140,11 @@ def default_game_name(openspiel_name: str) -> str:
 
 def info_key(state: pyspiel.State, player: int) -> str | None:
     """OpenSpiel's information-state string, else its observation string, else None."""
-    game_type = state.get_game().get_type()
+    return _info_key(state, player, state.get_game().get_type())
+
+
+def _info_key(state: pyspiel.State, player: int, game_type: pyspiel.GameType) -> str | None:
+    """``info_key`` for a game whose type is at hand (looking it up is a copy)."""
     if game_type.provides_information_state_string:
         return state.information_state_string(player)
     if game_type.provides_observation_string:
@@ -194,9 +198,7 @@ class _Views:
         self.by_observation = (
             self.keyed and renderer.per_observation and game_type.provides_observation_string
         )
-        # The key string ``info_key`` reads, looked up once: every view records it.
-        self._info_string = game_type.provides_information_state_string
-        self._observation_string = game_type.provides_observation_string
+        self._type = game_type  # for ``info_key``, which every view records
         self._seen: dict[tuple[int, int, str], tuple[Observation, dict[str, int]]] = {}
         self._drawn: dict[tuple[int, int, str], tuple[Rendered, dict[str, int]]] = {}
 
@@ -219,16 +221,12 @@ class _Views:
         """``observation_for_state`` and the action id of each legal action's string
         (``info``: the information-state string, where already read)."""
         rendered, ids = self._drawing(state, player)
-        if info is None and self._info_string:
-            info = state.information_state_string(player)
-        elif info is None and self._observation_string:
-            info = state.observation_string(player)
         obs = Observation(
             game=self.name,
             player=player,
             text=rendered.text,
             legal_actions=rendered.legal_actions,
-            info_key=info,
+            info_key=_info_key(state, player, self._type) if info is None else info,
         )
         return obs, ids
 
