@@ -68,6 +68,12 @@ class Observation:
     (rejected answers included), oldest first: filled by the engine only for a policy
     that reads its conversation (``wants_history``, chat context), else empty."""
 
+    @classmethod
+    def fast(cls, **values: Any) -> Observation:
+        """``Observation(**values)`` without the frozen dataclass's per-field
+        ``object.__setattr__`` (``Decision.fast``): an env shows one per move."""
+        return _built(cls, _OBSERVATION_DEFAULTS, values)
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -107,10 +113,7 @@ class Decision:
         which sets each of its twelve fields through ``object.__setattr__`` (about 3 us
         a record; a rollout builds one per move). Fields not given take their
         defaults; ``text``, ``action`` and ``policy_id`` must be given."""
-        decision = object.__new__(cls)
-        decision.__dict__.update(_DECISION_DEFAULTS)
-        decision.__dict__.update(values)
-        return decision
+        return _built(cls, _DECISION_DEFAULTS, values)
 
     @property
     def valid(self) -> bool:
@@ -122,7 +125,21 @@ class Decision:
         return bool(self.logprobs)
 
 
-_DECISION_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
+def _defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+def _built(cls: type, defaults: dict[str, Any], values: dict[str, Any]) -> Any:
+    """A frozen record of ``cls`` holding ``defaults`` updated by ``values``, set in its
+    ``__dict__`` directly: equal, hashed and pickled like one from ``__init__``."""
+    record = object.__new__(cls)
+    record.__dict__.update(defaults)
+    record.__dict__.update(values)
+    return record
+
+
+_OBSERVATION_DEFAULTS = _defaults(Observation)
+_DECISION_DEFAULTS = _defaults(Decision)
 
 
 @dataclass

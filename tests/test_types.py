@@ -1,11 +1,21 @@
-"""The shared records: a decision built fast is the decision built by its constructor."""
+"""The shared records: a record built fast is the record built by its constructor."""
 
 import dataclasses
 import pickle
 
 import pytest
 
-from coplay.types import Decision
+from coplay.types import Decision, Observation
+
+
+def _same_record(fast, built, changed: dict) -> None:
+    assert fast == built and hash(fast) == hash(built) and repr(fast) == repr(built)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(built)
+    assert pickle.loads(pickle.dumps(fast)) == built
+    assert dataclasses.replace(fast, **changed) == dataclasses.replace(built, **changed)
+    name = next(iter(changed))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(fast, name, changed[name])
 
 
 def test_a_fast_decision_equals_the_constructed_one_and_stays_frozen():
@@ -21,12 +31,17 @@ def test_a_fast_decision_equals_the_constructed_one_and_stays_frozen():
         choice_index=1,
     )
     fast, built = Decision.fast(**values), Decision(**values)
-    assert fast == built and hash(fast) == hash(built) and repr(fast) == repr(built)
+    _same_record(fast, built, {"choice_index": 0})
     # Fields not given take their defaults, as in the constructor.
     assert fast.behavior_logprobs is None and fast.well_formed is None
     assert fast.counterfactual_prompt_ids == ()
-    assert dataclasses.asdict(fast) == dataclasses.asdict(built)
-    assert pickle.loads(pickle.dumps(fast)) == built
-    assert dataclasses.replace(fast, choice_index=0) == dataclasses.replace(built, choice_index=0)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.action = "[Pass]"
+
+
+def test_a_fast_observation_equals_the_constructed_one_and_stays_frozen():
+    values = dict(
+        game="kuhn_poker", player=1, text="You hold K.", legal_actions=("[Pass]", "[Bet]")
+    )
+    fast, built = Observation.fast(**values), Observation(**values)
+    _same_record(fast, built, {"text": "You hold Q."})
+    assert fast.info_key is None and fast.messages is None
+    assert fast.counterfactuals == () and fast.history == ()

@@ -60,9 +60,10 @@ class Backend(Protocol):
     version: int
     """Version of the weights it runs (updates so far); each decision records it."""
 
-    def choice_logps(self, items: Sequence[ChoiceItem]) -> list[torch.Tensor]:
+    def choice_logps(self, items: Sequence[ChoiceItem]) -> Sequence[torch.Tensor]:
         """Per item, the log-probs of its actions renormalised over them (shape (k,)
-        for k actions), without gradients."""
+        for k actions), without gradients. A ``coplay.policies.scoring.ChoiceRows``
+        lets the policy read them all as one flat tensor."""
         ...
 
     def generate(

@@ -15,7 +15,12 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends.base import ChoiceItem, Generation, Sampling
-from coplay.policies.scoring import check_sampling, choice_table, sample_text, table_rows
+from coplay.policies.scoring import (
+    ChoiceRows,
+    check_sampling,
+    distinct_choice_table,
+    sample_text,
+)
 
 
 class HFBackend:
@@ -47,10 +52,13 @@ class HFBackend:
         return self.tokenizer.pad_token_id or 0
 
     @torch.no_grad()
-    def choice_logps(self, items: Sequence[ChoiceItem]) -> list[torch.Tensor]:
-        """Constrained log-probs per item: log softmax over each item's actions."""
-        table = choice_table(self.model, items, temperature=self.temperature, pad_id=self.pad_id)
-        return table_rows(table, items)
+    def choice_logps(self, items: Sequence[ChoiceItem]) -> ChoiceRows:
+        """Constrained log-probs per item: log softmax over each item's actions; each
+        distinct item scored once, and ``flat()`` reads them all in one gather."""
+        table, inverse = distinct_choice_table(
+            self.model, items, temperature=self.temperature, pad_id=self.pad_id
+        )
+        return ChoiceRows(table, inverse, items)
 
     @torch.no_grad()
     def generate(

@@ -221,7 +221,7 @@ class _Views:
         """``observation_for_state`` and the action id of each legal action's string
         (``info``: the information-state string, where already read)."""
         rendered, ids = self._drawing(state, player)
-        obs = Observation(
+        obs = Observation.fast(
             game=self.name,
             player=player,
             text=rendered.text,

@@ -96,6 +96,7 @@ def chain_token_logps(
         attention_mask=attn.to(device),
         position_ids=pos.to(device),
         logits_to_keep=keep.to(device),
+        use_cache=False,  # no continuation reads it
     ).logits  # (C, len(keep), V)
     kept = torch.searchsorted(keep, torch.tensor(cols))
     picked = logits[torch.tensor(rows, device=device), kept.to(device)]

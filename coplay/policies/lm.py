@@ -45,7 +45,7 @@ from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
 from coplay.envs.actions import parse_action
 from coplay.policies.chat import Prompter
 from coplay.policies.scorer import Scored, Scorer
-from coplay.policies.scoring import fold_common_prefix
+from coplay.policies.scoring import ChoiceRows, fold_common_prefix
 from coplay.policies.text import TextConfig, cut_at_stop
 from coplay.rollout.streams import SeatStream, exponentials
 from coplay.rollout.streams import seeds as stream_seeds
@@ -232,8 +232,8 @@ class LMPolicy:
         if len(todo) < 2:
             return
         rendered = [self._prompt_text(o) for o in todo]
-        rows = self.tokenizer([text for text, _ in rendered], add_special_tokens=False)
-        for obs, (_, head), ids in zip(todo, rendered, rows["input_ids"], strict=True):
+        rows = encode_texts(self.tokenizer, [text for text, _ in rendered])
+        for obs, (_, head), ids in zip(todo, rendered, rows, strict=True):
             self._prompt_cache[obs.text] = tuple(head + list(ids))
 
     def action_ids(self, action: str) -> tuple[int, ...]:
@@ -300,11 +300,12 @@ class LMPolicy:
                 "which is not what a model.mode=text policy plays; evaluate it by sampling"
             )
         items = [self._choice_item(o) for o in observations]
-        logps = self.backend.choice_logps(items)
-        out = []
-        for obs, lp in zip(observations, logps, strict=True):
-            probs = lp.exp().tolist()
-            out.append(dict(zip(obs.legal_actions or (), probs, strict=True)))
+        probs = _flat(self.backend.choice_logps(items)).exp().tolist()
+        out, at = [], 0
+        for obs in observations:
+            legal = obs.legal_actions or ()
+            out.append(dict(zip(legal, probs[at : at + len(legal)], strict=True)))
+            at += len(legal)
         return out
 
     def _choice_item(self, obs: Observation) -> ChoiceItem:
@@ -358,7 +359,7 @@ class LMPolicy:
         logps = self.backend.choice_logps(items)
         explore = self._explore if forced is None else 0.0  # a told move is not explored
         sizes = [len(choices) for _, choices in items]
-        lp_flat = torch.cat(list(logps)).cpu()  # (N,) every item's actions in turn
+        lp_flat = _flat(logps).cpu()  # (N,) every item's actions in turn
         # Row by row where exploration mixes: the op's float rounding depends on length.
         mix_flat = (
             torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu() if explore else lp_flat
@@ -481,6 +482,24 @@ class LMPolicy:
             logprobs=tuple(lps),
             well_formed=well_formed,
         )
+
+
+def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each text, no special tokens added: the ids ``tokenizer(texts)``
+    gives. A fast tokenizer's Rust side encodes them without character offsets, which
+    the wrapper would compute and convert for every token only to drop them: half
+    the cost of new tic-tac-toe prompts."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    encode = getattr(backend, "encode_batch_fast", None)
+    if encode is None:
+        return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    return [row.ids for row in encode(list(texts), add_special_tokens=False)]
+
+
+def _flat(logps: Sequence[torch.Tensor]) -> torch.Tensor:
+    """A backend's per-item log-probs as one tensor, items in turn (a backend other than
+    the bundled ones may return a plain list)."""
+    return logps.flat() if isinstance(logps, ChoiceRows) else torch.cat(list(logps))
 
 
 def _check_explore(epsilon: float, mode: Mode) -> None:

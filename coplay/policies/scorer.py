@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from coplay.policies.chains import chain_token_logps, conversations
-from coplay.policies.scoring import distinct_choice_table, table_rows, token_logps
+from coplay.policies.scoring import ChoiceRows, distinct_choice_table, token_logps
 from coplay.types import Decision
 
 
@@ -41,31 +41,6 @@ class Scored:
     dists: Sequence[torch.Tensor | None] = ()
     """Per row, the log-distribution over the decision's legal actions (choices only;
     None for free text)."""
-
-
-class _TableRows(Sequence):
-    """Each item's row of a choice table (of the distinct items, read through
-    ``inverse`` where given), cut to its actions when first read: most
-    updates read none (only the terms over whole distributions do), and cutting a
-    row per decision is a tensor per decision."""
-
-    def __init__(
-        self, table: torch.Tensor, inverse: torch.Tensor | None, items: Sequence[tuple]
-    ) -> None:
-        self._table, self._inverse, self._items = table, inverse, items
-        self._rows: list[torch.Tensor] | None = None
-
-    def _cut(self) -> list[torch.Tensor]:
-        if self._rows is None:
-            table = self._table if self._inverse is None else self._table[self._inverse]
-            self._rows = table_rows(table, self._items)
-        return self._rows
-
-    def __getitem__(self, i):
-        return self._cut()[i]
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 @dataclass(frozen=True)
@@ -131,7 +106,7 @@ class Scorer:
         ent = -(table.exp() * table.masked_fill(table.isinf(), 0.0)).sum(1)
         ent = ent if inverse is None else ent[inverse]
         ones = torch.ones(len(decisions), 1, device=chosen.device)
-        dists = _TableRows(table, inverse, items)
+        dists = ChoiceRows(table, inverse, items)
         return Scored(logp=chosen[:, None], entropy=ent[:, None], mask=ones, dists=dists)
 
     @property

@@ -260,6 +260,7 @@ def _token_group(
         pad_id,
         limit=limit,
         logits_to_keep=width + 1,
+        use_cache=False,  # no continuation reads it
     )
     # Column j of the kept logits predicts the token at column j + 1.
     dist = sampling_logps(
@@ -422,13 +423,51 @@ def distinct_items(items: Sequence[T]) -> tuple[list[T], np.ndarray]:
     return unique, inverse
 
 
-def table_rows(
-    table: torch.Tensor, items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]
-) -> list[torch.Tensor]:
-    """Each item's row of a padded choice table, cut to its own actions."""
-    sizes = [len(cs) for _, cs in items]
-    keep = torch.arange(table.shape[1]) < torch.tensor(sizes)[:, None]  # (B, K)
-    return list(table[keep.to(table.device)].split(sizes))
+class ChoiceRows(Sequence):
+    """Each item's row of a choice table of the distinct items (``distinct_choice_table``,
+    read through ``inverse`` where given), cut to its own actions when first read.
+
+    Most readers want every item's entries in one flat tensor (``flat``: the engine
+    samples from it, the learner reads the chosen entries) or none at all (an update
+    without a term over whole distributions): a tensor per item, cut and later
+    concatenated again, is a tensor op per decision either way."""
+
+    def __init__(
+        self,
+        table: torch.Tensor,
+        inverse: torch.Tensor | np.ndarray | None,
+        items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    ) -> None:
+        self._table, self._items = table, items
+        self._inverse = None if inverse is None else torch.as_tensor(inverse)
+        self._rows: list[torch.Tensor] | None = None
+
+    def sizes(self) -> list[int]:
+        """How many actions each item has."""
+        return [len(cs) for _, cs in self._items]
+
+    def flat(self) -> torch.Tensor:
+        """(N,) every item's entries in turn, N the items' actions in all: one gather
+        from the distinct table."""
+        sizes = torch.tensor(self.sizes())
+        rows = torch.arange(len(sizes)) if self._inverse is None else self._inverse.cpu()
+        width = self._table.shape[1]
+        starts = torch.repeat_interleave(rows * width, sizes)
+        cols = torch.arange(int(sizes.sum())) - torch.repeat_interleave(
+            sizes.cumsum(0) - sizes, sizes
+        )
+        return self._table.reshape(-1)[(starts + cols).to(self._table.device)]
+
+    def _cut(self) -> list[torch.Tensor]:
+        if self._rows is None:
+            self._rows = list(self.flat().split(self.sizes()))
+        return self._rows
+
+    def __getitem__(self, i):
+        return self._cut()[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def _choice_group(
@@ -442,18 +481,21 @@ def _choice_group(
     """``choice_sequence_logps`` for prompts run as one batch with one shared prefix
     (``share``; else as one plain padded batch)."""
     device = next(model.parameters()).device
+    packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
+    width = packed.shape[1]
     out, attn, pos = forward_shared(
         model,
         [p for p, _ in items],
         pad_id,
         limit=None if share else 0,
-        use_cache=caching(model),
+        # Only a longer action continues from the prompts' keys and values; one-token
+        # actions (Kuhn's, Leduc's) would build a cache per layer for nothing, and in
+        # training its concatenations would be backward nodes too.
+        use_cache=width > 1,
         logits_to_keep=1,
     )
     sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
     owner = torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device)
-    packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
-    width = packed.shape[1]
     cand_ids = torch.from_numpy(packed).to(device)  # (N, W), each action from the left
     cand_mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None]).long().to(device)
     # One log-softmax per prompt, then each candidate's first token read from its

@@ -8,7 +8,7 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.policies.answer import clean_text
-from coplay.policies.lm import LMPolicy, explore_mixture
+from coplay.policies.lm import LMPolicy, encode_texts, explore_mixture
 from coplay.policies.text import TextConfig
 from coplay.rollout.engine import play_episodes
 from coplay.types import Observation
@@ -237,6 +237,35 @@ def test_chat_template_is_used_when_present(tiny):
     obs = _observations(1)[0]
     text = tok.decode(policy.prompt_ids(obs))
     assert text.startswith("<user>") and text.endswith("<assistant>")
+
+
+def test_prompts_encoded_in_one_batch_are_the_tokenizers_own_ids(tiny):
+    _, tok = tiny
+    texts = [
+        "Board:\n0 x 2\n3 o 5\nAction:",
+        "",
+        "  spaces  and\ttabs\n\n",
+        "héllo wörld ✓ 漢字",
+        f"a {tok.eos_token} inside",
+        "x" * 400,
+    ]
+    assert encode_texts(tok, texts) == tok(texts, add_special_tokens=False)["input_ids"]
+
+    class Slow:  # a tokenizer with no Rust side: its own call is used
+        def __call__(self, texts, add_special_tokens):
+            return {"input_ids": [[len(t)] for t in texts]}
+
+    assert encode_texts(Slow(), ["ab", "c"]) == [[2], [1]]
+
+
+def test_new_prompts_encoded_together_equal_one_by_one(tiny):
+    model, tok = tiny
+    together, alone = LMPolicy(model, tok), LMPolicy(model, tok)
+    observations = _observations(12)
+    together._encode_new_prompts(observations)
+    assert [together.prompt_ids(o) for o in observations] == [
+        tuple(alone._encode_prompt(o)) for o in observations
+    ]
 
 
 def _save(tok):

@@ -117,6 +117,44 @@ def test_repeated_items_run_once_and_score_and_backpropagate_as_separate_rows(
     assert torch.allclose(g_once, g_rows, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("actions", [((5,), (6,), (7,)), ((5, 6), (7,))])
+def test_a_kv_cache_is_built_only_where_a_longer_action_continues(
+    tiny, batching, monkeypatch, actions
+):
+    from transformers.cache_utils import DynamicLayer
+
+    model, tok = tiny
+    items = [(p, actions) for p, _ in _items(LMPolicy(model, tok), "tic_tac_toe", 8)]
+    writes = []
+    real = DynamicLayer.update
+    monkeypatch.setattr(
+        DynamicLayer, "update", lambda self, *a, **k: writes.append(1) or real(self, *a, **k)
+    )
+    model.train()
+    try:
+        choice_sequence_logps(model, items, temperature=1.0).sum().backward()
+    finally:
+        model.eval()
+    # A shared prefix is a cache by design; a plain batch of one-token actions has none.
+    assert bool(writes) == (len(actions[0]) > 1 or batching == "grouped")
+
+
+def test_choice_rows_read_each_items_actions_from_the_distinct_table():
+    two, three, one = ((1,), ((2,), (3,))), ((4,), ((5,), (6,), (7,))), ((8,), ((9,),))
+    # The distinct items' table, padded; the batch repeats the three-action item.
+    table = torch.tensor([[-0.5, -1.0, -9.0], [-0.1, -0.2, -0.3], [0.0, -9.0, -9.0]])
+    table.requires_grad_(True)
+    rows = scoring.ChoiceRows(table, torch.tensor([1, 0, 1, 2]), [three, two, three, one])
+    want = [[-0.1, -0.2, -0.3], [-0.5, -1.0], [-0.1, -0.2, -0.3], [0.0]]
+    assert rows.flat().tolist() == pytest.approx([x for row in want for x in row])
+    assert len(rows) == 4 and rows.sizes() == [3, 2, 3, 1]
+    assert [r.tolist() for r in rows] == [pytest.approx(row) for row in want]
+    rows.flat().sum().backward()  # copies add up in the shared row; padding gets none
+    assert table.grad.tolist() == [[1.0, 1.0, 0.0], [2.0, 2.0, 2.0], [1.0, 0.0, 0.0]]
+    every = scoring.ChoiceRows(table.detach(), None, [two, three, one])
+    assert every.flat().tolist() == pytest.approx([-0.5, -1.0, -0.1, -0.2, -0.3, 0.0])
+
+
 def test_grouped_token_logps_equal_one_row_at_a_time(tiny):
     model, tok = tiny
     policy = LMPolicy(model, tok)
