@@ -52,13 +52,20 @@ def _uniforms(seed: int) -> _Uniforms:
     return stream
 
 
+def check_seed(seed: object, *, owner: str | None = None) -> int:
+    """``seed`` as an int, or one error line: numpy's seed sequences take only
+    non-negative integers (a bool is refused, though Python counts it as one)."""
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+        where = f"{owner}: " if owner else ""
+        raise ValueError(f"{where}a seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 class ChanceDraws:
     """The chance outcomes of one game from ``seed``: ``choose(probs)`` per chance node."""
 
     def __init__(self, seed: int) -> None:
-        if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"a seed must be a non-negative integer, got {seed!r}")
-        self._seed = seed
+        self._seed = check_seed(seed)
         # Built at the first chance node: a game without any (tic-tac-toe) never
         # pays for its seed's generator.
         self._stream: _Uniforms | None = None

@@ -32,6 +32,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from coplay.envs.chance import check_seed
 from coplay.envs.probe import (
     Defect,
     Skip,
@@ -431,8 +432,7 @@ def check_env(
     """
     if not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    seed = check_seed(seed)
     names = list(checks) if checks is not None else list(CHECKS)
     unknown = [c for c in names if c not in CHECKS]
     if unknown:

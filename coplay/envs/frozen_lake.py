@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coplay.envs import grid
+from coplay.envs.chance import check_seed
 from coplay.envs.grid import MOVES, Cell, shift
 from coplay.types import Episode, GameKind, GameSpec, Observation
 
@@ -199,7 +200,7 @@ class FrozenLake(grid.SinglePlayer):
 
     def reset(self, seed: int) -> None:
         """Generate the map from ``seed``; slides draw from a second stream of the same seed."""
-        map_seq, slide_seq = np.random.SeedSequence(grid.check_seed(GAME, seed)).spawn(2)
+        map_seq, slide_seq = np.random.SeedSequence(check_seed(seed, owner=GAME)).spawn(2)
         self.lake = generate_lake(self.size, self.hole_prob, np.random.default_rng(map_seq))
         self._slides = np.random.default_rng(slide_seq)
         self.position: Cell = self.lake.start

@@ -5,8 +5,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 
-import numpy as np
-
 from coplay.envs.actions import parse_action
 from coplay.types import Observation
 
@@ -63,13 +61,6 @@ def check_max_steps(game: str, max_steps: object, default: int) -> int:
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise ValueError(f"{game}: max_steps must be a positive integer, got {max_steps!r}")
     return max_steps
-
-
-def check_seed(game: str, seed: object) -> int:
-    """A seed must be a non-negative integer (numpy seed sequences refuse the rest)."""
-    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"{game}: seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
 
 
 def check_player(game: str, player: int) -> None:

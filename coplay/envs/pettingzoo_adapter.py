@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from coplay.envs.chance import check_seed
 from coplay.envs.openspiel_env import OpenSpielEnv
 from coplay.envs.pettingzoo_deps import AECEnv, Box, Dict, Discrete, gymnasium
 from coplay.envs.pettingzoo_env import PettingZooEnv, index_name, text_of
@@ -167,10 +168,8 @@ class CoplayAECEnv(AECEnv):
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         if seed is not None:
-            if not isinstance(seed, int | np.integer) or seed < 0:
-                raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-            self._seeds = np.random.default_rng(seed)
-            self.episode_seed = int(seed)
+            self.episode_seed = check_seed(seed)
+            self._seeds = np.random.default_rng(self.episode_seed)
         else:
             self.episode_seed = int(self._seeds.integers(2**31))
         self.game.reset(self.episode_seed)

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coplay.envs import grid
+from coplay.envs.chance import check_seed
 from coplay.envs.grid import ACTIONS, MOVES, Cell, shift
 from coplay.types import Episode, GameKind, GameSpec, Observation
 
@@ -279,7 +280,7 @@ class Sokoban(grid.SinglePlayer):
 
     def reset(self, seed: int) -> None:
         """Generate the level from ``seed``; the game has no chance after that."""
-        rng = np.random.default_rng(grid.check_seed(GAME, seed))
+        rng = np.random.default_rng(check_seed(seed, owner=GAME))
         self.level = generate_level(self.size, self.num_boxes, rng)
         self.player, self.boxes = self.level.player, self.level.boxes
         self._total = 0.0

@@ -22,6 +22,16 @@ def test_a_bad_seed_is_one_clear_error_at_reset(seed):
         make_env("kuhn_poker").reset(seed)
 
 
+@pytest.mark.parametrize("make", ["frozen_lake", "sokoban"])
+def test_every_env_refuses_a_bad_seed_with_the_same_line(make):
+    with pytest.raises(ValueError, match=f"^{make}: a seed must be a non-negative integer"):
+        make_env(make).reset(True)
+
+
+def test_a_numpy_integer_seed_is_a_plain_int():
+    assert chance.check_seed(np.int64(5)) == 5 and type(chance.check_seed(np.int64(5))) is int
+
+
 def test_a_game_without_chance_builds_no_generator():
     seed = 987_654_321
     env = make_env("tic_tac_toe")

@@ -138,7 +138,7 @@ def test_parse_action_and_bad_steps():
         env.step({0: "[Jump]"})
     with pytest.raises(ValueError, match="player 0 only"):
         env.step({1: "[Up]"})
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match="a seed must be a non-negative integer"):
         env.reset(-1)
 
 
