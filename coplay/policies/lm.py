@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -488,12 +489,25 @@ def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> li
     """Token ids of each text, no special tokens added: the ids ``tokenizer(texts)``
     gives. A fast tokenizer's Rust side encodes them without character offsets, which
     the wrapper would compute and convert for every token only to drop them: half
-    the cost of new tic-tac-toe prompts."""
+    the cost of new tic-tac-toe prompts. A wrapper that changes the text on its way
+    (a tokenizer's own Python-side rules) is found out on its first batch, whose
+    first text is encoded both ways, and keeps its own call."""
+    texts = list(texts)
     backend = getattr(tokenizer, "backend_tokenizer", None)
     encode = getattr(backend, "encode_batch_fast", None)
-    if encode is None:
-        return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    return [row.ids for row in encode(list(texts), add_special_tokens=False)]
+    if encode is None or not texts or _RUST_AGREES.get(tokenizer) is False:
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    rows = [row.ids for row in encode(texts, add_special_tokens=False)]
+    if tokenizer not in _RUST_AGREES:
+        own = tokenizer(texts[:1], add_special_tokens=False)["input_ids"][0]
+        _RUST_AGREES[tokenizer] = list(own) == rows[0]
+        if not _RUST_AGREES[tokenizer]:
+            return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return rows
+
+
+_RUST_AGREES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per tokenizer, whether its Rust side gave its own ids on its first batch."""
 
 
 def _flat(logps: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -258,6 +258,25 @@ def test_prompts_encoded_in_one_batch_are_the_tokenizers_own_ids(tiny):
     assert encode_texts(Slow(), ["ab", "c"]) == [[2], [1]]
 
 
+def test_a_tokenizer_whose_wrapper_changes_the_text_keeps_its_own_call(tiny):
+    _, tok = tiny
+    shouting = tok.__class__.from_pretrained(_save(tok))
+    own = shouting.__class__.__call__
+
+    class Shouting(shouting.__class__):  # Python-side rules the Rust side never sees
+        def __call__(self, texts, **kw):
+            return own(self, [t.upper() for t in texts], **kw)
+
+    shouting.__class__ = Shouting
+    texts = ["pass or bet", "call"]
+    want = tok([t.upper() for t in texts], add_special_tokens=False)["input_ids"]
+    assert encode_texts(shouting, texts) == want and want != encode_texts(tok, texts)
+    # Remembered: a later batch takes the wrapper's call without asking again.
+    assert encode_texts(shouting, ["fold"]) == [
+        list(tok("FOLD", add_special_tokens=False)["input_ids"])
+    ]
+
+
 def test_new_prompts_encoded_together_equal_one_by_one(tiny):
     model, tok = tiny
     together, alone = LMPolicy(model, tok), LMPolicy(model, tok)
