@@ -387,12 +387,24 @@ def _distinct_table(
     seq_lp = choice_sequence_logps(
         model, items, temperature=temperature, pad_id=pad_id
     )  # (N,) over all items' actions, flattened
-    sizes = torch.tensor([len(cs) for _, cs in items])
-    rows = torch.repeat_interleave(torch.arange(len(items)), sizes)
-    cols = torch.arange(len(rows)) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
-    table = seq_lp.new_full((len(items), int(sizes.max())), -math.inf)
+    sizes = [len(cs) for _, cs in items]
+    rows, cols = _cells(sizes)
+    table = seq_lp.new_full((len(items), max(sizes)), -math.inf)
     table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
     return F.log_softmax(table, dim=1)
+
+
+def _cells(sizes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, column) of every action of a choice table, items in turn: item i's
+    ``sizes[i]`` actions fill row i from the left.
+
+    >>> [t.tolist() for t in _cells([2, 1])]
+    [[0, 0, 1], [0, 1, 0]]
+    """
+    counts = torch.tensor(sizes, dtype=torch.long)
+    rows = torch.repeat_interleave(torch.arange(len(counts)), counts)
+    starts = torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+    return rows, torch.arange(len(rows)) - starts
 
 
 def distinct_items(items: Sequence[T]) -> tuple[list[T], np.ndarray]:
@@ -449,14 +461,10 @@ class ChoiceRows(Sequence):
     def flat(self) -> torch.Tensor:
         """(N,) every item's entries in turn, N the items' actions in all: one gather
         from the distinct table."""
-        sizes = torch.tensor(self.sizes())
-        rows = torch.arange(len(sizes)) if self._inverse is None else self._inverse.cpu()
-        width = self._table.shape[1]
-        starts = torch.repeat_interleave(rows * width, sizes)
-        cols = torch.arange(int(sizes.sum())) - torch.repeat_interleave(
-            sizes.cumsum(0) - sizes, sizes
-        )
-        return self._table.reshape(-1)[(starts + cols).to(self._table.device)]
+        items, cols = _cells(self.sizes())
+        rows = items if self._inverse is None else self._inverse.cpu()[items]
+        device = self._table.device
+        return self._table[rows.to(device), cols.to(device)]
 
     def _cut(self) -> list[torch.Tensor]:
         if self._rows is None:
