@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import math
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -45,6 +44,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
 from coplay.envs.actions import parse_action
 from coplay.policies.chat import Prompter
+from coplay.policies.encoding import encode_texts
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import ChoiceRows, fold_common_prefix
 from coplay.policies.text import TextConfig, cut_at_stop
@@ -215,26 +215,36 @@ class LMPolicy:
 
     def _prompt_text(self, obs: Observation) -> tuple[str, list[int]]:
         """The text a prompt is encoded from, and the ids put before it (BOS)."""
+        texts, head = self._prompt_texts([obs])
+        return texts[0], head
+
+    def _prompt_texts(self, observations: Sequence[Observation]) -> tuple[list[str], list[int]]:
+        """The texts prompts are encoded from, and the ids put before each (BOS): the
+        tokenizer's settings read once for the batch."""
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
-            messages = [{"role": r, "content": c} for r, c in (obs.messages or ())] or [
-                {"role": "user", "content": obs.text}
-            ]
             # Render to text, then encode: the template already holds any special tokens.
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return text, []
+            texts = [
+                tok.apply_chat_template(
+                    [{"role": r, "content": c} for r, c in (o.messages or ())]
+                    or [{"role": "user", "content": o.text}],
+                    add_generation_prompt=True,
+                    tokenize=False,
+                )
+                for o in observations
+            ]
+            return texts, []
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        return obs.text.rstrip("\n") + "\n" + ACTION_CUE, bos
+        return [o.text.rstrip("\n") + "\n" + ACTION_CUE for o in observations], bos
 
     def _encode_new_prompts(self, observations: Sequence[Observation]) -> None:
-        """Tokenise the prompts not cached yet in one call, which the tokenizer runs
-        in parallel: a game with many positions (tic-tac-toe) meets new ones all run."""
+        """Tokenise the prompts not cached yet in one call (``encode_texts``): a game with
+        many positions (tic-tac-toe) meets new ones all run."""
         todo = list({o.text: o for o in observations if o.text not in self._prompt_cache}.values())
         if len(todo) < 2:
             return
-        rendered = [self._prompt_text(o) for o in todo]
-        rows = encode_texts(self.tokenizer, [text for text, _ in rendered])
-        for obs, (_, head), ids in zip(todo, rendered, rows, strict=True):
+        texts, head = self._prompt_texts(todo)
+        for obs, ids in zip(todo, encode_texts(self.tokenizer, texts), strict=True):
             self._prompt_cache[obs.text] = tuple(head + list(ids))
 
     def action_ids(self, action: str) -> tuple[int, ...]:
@@ -483,31 +493,6 @@ class LMPolicy:
             logprobs=tuple(lps),
             well_formed=well_formed,
         )
-
-
-def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
-    """Token ids of each text, no special tokens added: the ids ``tokenizer(texts)``
-    gives. A fast tokenizer's Rust side encodes them without character offsets, which
-    the wrapper would compute and convert for every token only to drop them: half
-    the cost of new tic-tac-toe prompts. A wrapper that changes the text on its way
-    (a tokenizer's own Python-side rules) is found out on its first batch, whose
-    first text is encoded both ways, and keeps its own call."""
-    texts = list(texts)
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    encode = getattr(backend, "encode_batch_fast", None)
-    if encode is None or not texts or _RUST_AGREES.get(tokenizer) is False:
-        return tokenizer(texts, add_special_tokens=False)["input_ids"]
-    rows = [row.ids for row in encode(texts, add_special_tokens=False)]
-    if tokenizer not in _RUST_AGREES:
-        own = tokenizer(texts[:1], add_special_tokens=False)["input_ids"][0]
-        _RUST_AGREES[tokenizer] = list(own) == rows[0]
-        if not _RUST_AGREES[tokenizer]:
-            return tokenizer(texts, add_special_tokens=False)["input_ids"]
-    return rows
-
-
-_RUST_AGREES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Per tokenizer, whether its Rust side gave its own ids on its first batch."""
 
 
 def _flat(logps: Sequence[torch.Tensor]) -> torch.Tensor:

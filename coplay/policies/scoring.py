@@ -328,17 +328,21 @@ def choice_sequence_logps(
     groups = prefix_groups([p for p, _ in items])
     if len(groups) == 1:
         return _choice_group(model, items, temperature=temperature, pad_id=pad_id)
-    starts = np.cumsum([0] + [len(cs) for _, cs in items])
     parts = [
         _choice_group(model, [items[i] for i in g], temperature=temperature, pad_id=pad_id)
         for g in groups
     ]
-    where = torch.tensor(
-        np.concatenate([np.arange(starts[i], starts[i + 1]) for g in groups for i in g]),
-        device=parts[0].device,
-    )
+    # Where each group's candidates go among all items' candidates: item i's run of
+    # sizes[i] entries starts at starts[i], taken in the groups' row order.
+    sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
+    starts = np.cumsum(sizes) - sizes
+    order = np.fromiter((i for g in groups for i in g), dtype=np.int64, count=len(items))
+    runs = sizes[order]
+    where = np.repeat(starts[order] - (np.cumsum(runs) - runs), runs) + np.arange(runs.sum())
     merged = torch.cat(parts)
-    return merged.new_zeros(int(starts[-1])).index_copy(0, where, merged)
+    return merged.new_zeros(int(sizes.sum())).index_copy(
+        0, torch.from_numpy(where).to(merged.device), merged
+    )
 
 
 def choice_table(

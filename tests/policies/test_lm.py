@@ -8,7 +8,7 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.policies.answer import clean_text
-from coplay.policies.lm import LMPolicy, encode_texts, explore_mixture
+from coplay.policies.lm import LMPolicy, explore_mixture
 from coplay.policies.text import TextConfig
 from coplay.rollout.engine import play_episodes
 from coplay.types import Observation
@@ -237,44 +237,6 @@ def test_chat_template_is_used_when_present(tiny):
     obs = _observations(1)[0]
     text = tok.decode(policy.prompt_ids(obs))
     assert text.startswith("<user>") and text.endswith("<assistant>")
-
-
-def test_prompts_encoded_in_one_batch_are_the_tokenizers_own_ids(tiny):
-    _, tok = tiny
-    texts = [
-        "Board:\n0 x 2\n3 o 5\nAction:",
-        "",
-        "  spaces  and\ttabs\n\n",
-        "héllo wörld ✓ 漢字",
-        f"a {tok.eos_token} inside",
-        "x" * 400,
-    ]
-    assert encode_texts(tok, texts) == tok(texts, add_special_tokens=False)["input_ids"]
-
-    class Slow:  # a tokenizer with no Rust side: its own call is used
-        def __call__(self, texts, add_special_tokens):
-            return {"input_ids": [[len(t)] for t in texts]}
-
-    assert encode_texts(Slow(), ["ab", "c"]) == [[2], [1]]
-
-
-def test_a_tokenizer_whose_wrapper_changes_the_text_keeps_its_own_call(tiny):
-    _, tok = tiny
-    shouting = tok.__class__.from_pretrained(_save(tok))
-    own = shouting.__class__.__call__
-
-    class Shouting(shouting.__class__):  # Python-side rules the Rust side never sees
-        def __call__(self, texts, **kw):
-            return own(self, [t.upper() for t in texts], **kw)
-
-    shouting.__class__ = Shouting
-    texts = ["pass or bet", "call"]
-    want = tok([t.upper() for t in texts], add_special_tokens=False)["input_ids"]
-    assert encode_texts(shouting, texts) == want and want != encode_texts(tok, texts)
-    # Remembered: a later batch takes the wrapper's call without asking again.
-    assert encode_texts(shouting, ["fold"]) == [
-        list(tok("FOLD", add_special_tokens=False)["input_ids"])
-    ]
 
 
 def test_new_prompts_encoded_together_equal_one_by_one(tiny):
