@@ -15,6 +15,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends.base import ChoiceItem, Generation, Sampling
+from coplay.backends.memory import keep_freed_memory
 from coplay.policies.scoring import (
     ChoiceRows,
     check_sampling,
@@ -38,6 +39,7 @@ class HFBackend:
         version: int = 0,
     ) -> None:
         check_sampling(temperature=temperature, top_k=0, top_p=1.0)
+        keep_freed_memory()  # this process runs the model's passes: reuse their memory
         # Rollouts run in eval mode (the learner switches to training mode for its
         # update and back): no dropout, and KV caches even with activation checkpointing.
         self.model = model.eval()
