@@ -332,17 +332,15 @@ def choice_sequence_logps(
         _choice_group(model, [items[i] for i in g], temperature=temperature, pad_id=pad_id)
         for g in groups
     ]
-    # Where each group's candidates go among all items' candidates: item i's run of
-    # sizes[i] entries starts at starts[i], taken in the groups' row order.
-    sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
-    starts = np.cumsum(sizes) - sizes
-    order = np.fromiter((i for g in groups for i in g), dtype=np.int64, count=len(items))
-    runs = sizes[order]
-    where = np.repeat(starts[order] - (np.cumsum(runs) - runs), runs) + np.arange(runs.sum())
+    # Where each group's candidates go among all items' candidates: entry j of item i
+    # is at starts[i] + j, the items taken in the groups' row order.
+    sizes = [len(cs) for _, cs in items]
+    starts = torch.tensor(np.cumsum(sizes) - sizes)
+    order = [i for g in groups for i in g]
+    runs, cols = _cells([sizes[i] for i in order])
+    where = starts[order][runs] + cols
     merged = torch.cat(parts)
-    return merged.new_zeros(int(sizes.sum())).index_copy(
-        0, torch.from_numpy(where).to(merged.device), merged
-    )
+    return merged.new_zeros(sum(sizes)).index_copy(0, where.to(merged.device), merged)
 
 
 def choice_table(

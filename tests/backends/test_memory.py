@@ -1,6 +1,7 @@
 """Freed tensor memory kept for reuse: glibc's thresholds set once, never over a user's."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -40,9 +41,7 @@ def _rollout(env: dict) -> dict:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
-def test_a_rollout_reuses_freed_memory_instead_of_faulting_it_in_again(monkeypatch):
-    import os
-
+def test_a_rollout_reuses_freed_memory_instead_of_faulting_it_in_again():
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.pop("GLIBC_TUNABLES", None)
     kept = _rollout(env)
