@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 python benchmarks/update_memory.py                 # default settings
     OMP_NUM_THREADS=1 python benchmarks/update_memory.py --budgets auto 1000000000
     OMP_NUM_THREADS=1 python benchmarks/update_memory.py --budgets auto auto+ckpt --game tic_tac_toe
+    OMP_NUM_THREADS=1 python benchmarks/update_memory.py --budgets auto+copies auto
 
 Each setting runs in a fresh process: it builds the model from a config (no download;
 Qwen2's vocabulary of 151,936 tokens, hidden size 512, 8 layers: 0.1B parameters),
@@ -11,11 +12,17 @@ the game's), plays ``--games`` games of the game in choice mode, and takes one u
 (``coplay.train.learner.update``) on every decision with random advantages and the
 default ``OptimConfig`` and ``LossConfig``, except the micro-batch token budget
 (``auto``: the default; a large number: one pass per minibatch, as before budgets);
-a setting ending in ``+ckpt`` (``auto+ckpt``) also turns on
-``optim.activation_checkpointing``.
-Printed per setting: the peak resident memory of the process during the update
+suffixes turn on ``optim.activation_checkpointing`` (``+ckpt``, as in ``auto+ckpt``) or
+turn off ``optim.vocab_grads_in_place`` (``+copies``: the vocabulary matrices'
+gradients built as new tensors and then added, autograd's own way).
+With ``--updates 2`` (the default) a second update follows on the same samples: AdamW
+keeps its two moment tensors per weight from the first step on, so only the second
+shows the memory of every later update of a run (the first's backward passes run
+before any moment exists).
+Printed per setting: the peak resident memory of the process during each update
 (sampled from /proc every 5 ms, so the rollout's own peak does not count), the
-resident memory before it, the update's seconds and its number of forward passes.
+resident memory before the first, each update's seconds and its number of forward
+passes.
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ class PeakRss:
         self.peak = max(self.peak, _rss_bytes())
 
 
-def child(game: str, games: int, budget: str, kl: bool) -> dict:
+def child(game: str, games: int, budget: str, kl: bool, updates: int) -> dict:
     import numpy as np
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -91,19 +98,29 @@ def child(game: str, games: int, budget: str, kl: bool) -> dict:
     decisions = [t.decision for e in episodes for t in e.turns]
     advantages = np.random.default_rng(0).normal(size=len(decisions))
     samples = [Sample(d, float(a)) for d, a in zip(decisions, advantages, strict=True)]
-    size, ckpt = budget.removesuffix("+ckpt"), budget.endswith("+ckpt")
+    size, *flags = budget.split("+")
+    if unknown := set(flags) - {"ckpt", "copies"}:
+        raise SystemExit(f"update_memory: unknown suffix {sorted(unknown)} in {budget!r}")
     tokens = None if size == "auto" else int(size)
     loss = LossConfig(kl=KLConfig(coef=0.1)) if kl else LossConfig()
-    optim = OptimConfig(micro_batch_tokens=tokens, activation_checkpointing=ckpt)
+    optim = OptimConfig(
+        micro_batch_tokens=tokens,
+        activation_checkpointing="ckpt" in flags,
+        vocab_grads_in_place=False if "copies" in flags else None,
+    )
     learner = make_learner(policy, loss, optim)
     fused = learner.optimizer.defaults.get("fused")
     passes = []
     step = learner_module._micro_step
     learner_module._micro_step = lambda *a, **k: passes.append(1) or step(*a, **k)
     before = _rss_bytes()
-    start = time.perf_counter()
-    with PeakRss() as peak:
-        update(learner, samples, np.random.default_rng(0))
+    peaks, seconds = [], []
+    for _ in range(updates):
+        start = time.perf_counter()
+        with PeakRss() as peak:
+            update(learner, samples, np.random.default_rng(0))
+        seconds.append(time.perf_counter() - start)
+        peaks.append(peak.peak / 2**20)
     return {
         "game": game,
         "budget": budget,
@@ -111,17 +128,19 @@ def child(game: str, games: int, budget: str, kl: bool) -> dict:
         "params": sum(p.numel() for p in model.parameters()),
         "decisions": len(samples),
         "micro_batch_tokens": learner.micro_batch_tokens,
-        "forward_passes": len(passes),
+        "forward_passes": len(passes) // updates,
         "fused_adamw": bool(fused),
-        "update_s": time.perf_counter() - start,
+        "vocab_grads_in_place": learner.vocab_grads_in_place,
+        "update_s": seconds,
         "rss_before_mib": before / 2**20,
-        "peak_rss_mib": peak.peak / 2**20,
+        "peak_rss_mib": peaks,
     }
 
 
 def run_child(args: argparse.Namespace, budget: str) -> dict:
     cmd = [sys.executable, __file__, "--child", budget, "--game", args.game]
-    cmd += ["--games", str(args.games)] + (["--kl"] if args.kl else [])
+    cmd += ["--games", str(args.games), "--updates", str(args.updates)]
+    cmd += ["--kl"] if args.kl else []
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -130,23 +149,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--game", default="kuhn_poker")
     ap.add_argument("--games", type=int, default=128)
+    ap.add_argument("--updates", type=int, default=2, help="updates in a row (>= 1)")
     ap.add_argument(
-        "--budgets", nargs="+", default=["auto"], help="'auto' or token counts, +ckpt: checkpointed"
+        "--budgets",
+        nargs="+",
+        default=["auto"],
+        help="'auto' or token counts; +ckpt: checkpointed, +copies: vocabulary gradients copied",
     )
     ap.add_argument("--kl", action="store_true", help="a KL term (a frozen reference copy)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
+    if args.updates < 1:
+        ap.error("--updates must be at least 1")
     if args.child:
-        print(json.dumps(child(args.game, args.games, args.child, args.kl)))
+        print(json.dumps(child(args.game, args.games, args.child, args.kl, args.updates)))
         return
     rows = [run_child(args, b) for b in args.budgets]
     for r in rows:
         print(
             f"budget {r['budget']} ({r['micro_batch_tokens']} tokens): "
             f"{r['params'] / 1e6:.1f}M params, {r['decisions']} decisions, "
-            f"{r['forward_passes']} passes, update {r['update_s']:.1f} s, "
-            f"RSS before {r['rss_before_mib']:.0f} MiB, peak {r['peak_rss_mib']:.0f} MiB"
+            f"{r['forward_passes']} passes per update, RSS before {r['rss_before_mib']:.0f} MiB; "
+            + "; ".join(
+                f"update {i + 1}: {s:.1f} s, peak {m:.0f} MiB"
+                for i, (s, m) in enumerate(zip(r["update_s"], r["peak_rss_mib"], strict=True))
+            )
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -143,6 +143,12 @@ class OptimConfig(_Strict):
     conversations of large models, where one sequence's activations outgrow the
     memory; the token budget stays as set (raise it to use the memory saved). The
     update's numbers are the same up to float rounding."""
+    vocab_grads_in_place: bool | None = None
+    """Add the gradients of the input embedding and the output projection into their
+    ``.grad`` in place (coplay.train.vocab_grads) instead of building each as a new
+    vocabulary-sized tensor first: about 600 MiB less peak memory in an update of a 0.1B
+    Qwen2 (151,936-token vocabulary); float rounding differs. None: on when either
+    matrix weighs 32 MiB or more."""
 
 
 class MagnetConfig(_Strict):

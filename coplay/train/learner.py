@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -27,6 +28,7 @@ from coplay.algos.losses.compose import LossConfig, policy_loss
 from coplay.policies.chains import conversations
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import CHECKPOINTED
+from coplay.train import vocab_grads
 from coplay.train.micro import auto_budget, learner_micro_batches, logit_tokens
 from coplay.train.mismatch import rebase_on_learner
 from coplay.train.parts.policy_iteration import TargetConfig
@@ -56,6 +58,9 @@ class Learner:
     """Tokens one scored position's vocabulary rows count as in that budget."""
     checkpointing: bool = False
     """Activation checkpointing is on (``optim.activation_checkpointing``)."""
+    vocab_grads_in_place: bool = False
+    """The vocabulary matrices' gradients are added into ``.grad`` in place
+    (``optim.vocab_grads_in_place``, ``coplay.train.vocab_grads``)."""
     terms: dict[str, LossTerm] = field(default_factory=dict)
     """The terms that are on, by config section name, in the order they are added."""
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -142,6 +147,11 @@ def make_learner(
         micro_batch_tokens=optim.micro_batch_tokens or auto_budget(policy.model.config),
         logit_weight=logit_tokens(policy.model.config),
         checkpointing=checkpointing,
+        vocab_grads_in_place=(
+            optim.vocab_grads_in_place
+            if optim.vocab_grads_in_place is not None
+            else vocab_grads.worth_it(policy.model)
+        ),
         terms=terms,
         scheduler=linear_schedule(opt, optim, iterations),
         tis_cap=tis_cap,
@@ -418,9 +428,12 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     ordered = [*own, *replays]  # replays share the micro-batches' forward passes
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
-    for start, end in learner_micro_batches(learner, [s.decision for s in ordered]):
-        micro = ordered[start:end]
-        parts.append((len(micro), _micro_step(learner, micro, start, denom, size, contexts)))
+    model = learner.policy.model
+    in_place = vocab_grads.grads_in_place(model) if learner.vocab_grads_in_place else nullcontext()
+    with in_place:
+        for start, end in learner_micro_batches(learner, [s.decision for s in ordered]):
+            micro = ordered[start:end]
+            parts.append((len(micro), _micro_step(learner, micro, start, denom, size, contexts)))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]

@@ -494,3 +494,28 @@ def test_the_default_token_budget_follows_the_model_size():
         make_learner(_policy(), LossConfig(), OptimConfig(micro_batch_tokens=7)).micro_batch_tokens
         == 7
     )
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_vocabulary_gradients_in_place_leave_the_update_unchanged(mode):
+    base = _policy(mode)
+    samples = _samples(base)
+    grads = []
+    for in_place in (False, True):
+        policy = copy.deepcopy(base)
+        optim = OptimConfig(lr=1e-2, minibatch_size=8, micro_batch_tokens=60)
+        optim = optim.model_copy(update={"vocab_grads_in_place": in_place})
+        learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
+        assert learner.vocab_grads_in_place is in_place
+        update(learner, samples, np.random.default_rng(0))
+        grads.append(_grad(learner))
+        assert all("forward" not in vars(m) for m in policy.model.modules())
+    assert grads[0].abs().max() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-4)
+
+
+def test_vocabulary_gradients_go_in_place_by_default_from_a_large_vocabulary():
+    assert not make_learner(_policy(), LossConfig(), OptimConfig()).vocab_grads_in_place
+    wide = _policy()
+    wide.model.resize_token_embeddings(2**17)  # 131072 x 64 floats: 32 MiB
+    assert make_learner(wide, LossConfig(), OptimConfig()).vocab_grads_in_place

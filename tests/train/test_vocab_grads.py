@@ -1,0 +1,118 @@
+"""Vocabulary gradients added in place: the same sums as autograd's, without its copies."""
+
+import copy
+from contextlib import nullcontext
+
+import pytest
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from coplay.train.vocab_grads import IN_PLACE_FROM, grads_in_place, vocab_modules, worth_it
+
+
+def _model(tied=True, vocab=300):
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=tied,
+        pad_token_id=0,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def _batches(vocab=300):
+    generator = torch.Generator().manual_seed(1)
+    batches = [torch.randint(1, vocab, (3, 7), generator=generator) for _ in range(2)]
+    for ids in batches:
+        ids[0, :3] = 0  # left padding: the padding row gets no gradient
+    return batches
+
+
+def _backward(model, ids, in_place):
+    with grads_in_place(model) if in_place else nullcontext():
+        logits = model(input_ids=ids, logits_to_keep=2).logits
+        (logits.log_softmax(-1)[..., :5] * torch.arange(5.0)).sum().backward()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_accumulated_gradients_equal_autograds(tied):
+    plain, fast = _model(tied), _model(tied)
+    for ids in _batches():  # two micro-batches: the first makes .grad, the second adds
+        _backward(plain, ids, in_place=False)
+        _backward(fast, ids, in_place=True)
+    for (name, a), b in zip(plain.named_parameters(), fast.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad, atol=1e-7, rtol=1e-5), name
+    embedding = fast.get_input_embeddings().weight.grad
+    assert embedding.abs().sum() > 0
+    if not tied:  # tied, the output projection writes the padding row too
+        assert embedding[0].abs().max() == 0
+
+
+def test_no_vocabulary_sized_tensor_is_built_in_backward():
+    vocab = 4096
+    model = _model(vocab=vocab)
+    ids = _batches(vocab)
+    weight = model.get_input_embeddings().weight
+    size = weight.numel() * weight.element_size()
+    built = {}
+    for in_place in (False, True):
+        model.zero_grad(set_to_none=True)
+        _backward(model, ids[0], in_place)  # .grad exists: what follows only adds
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            _backward(model, ids[1], in_place)
+        built[in_place] = {e.name for e in prof.events() if e.cpu_memory_usage >= size}
+    assert "aten::embedding_dense_backward" in built[False]  # the check sees the copies
+    assert built[True] == set()
+
+
+def test_outside_the_block_and_without_a_graph_the_modules_run_as_they_are():
+    model = _model()
+    ids = _batches()[0]
+    modules = vocab_modules(model)
+    assert [type(m) for m in modules] == [nn.Embedding, nn.Linear]
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+        with grads_in_place(model):
+            assert torch.equal(model(input_ids=ids).logits, expected)
+    assert all("forward" not in vars(m) for m in modules)
+    with pytest.raises(RuntimeError), grads_in_place(model):
+        raise RuntimeError  # restored on the way out of an error too
+    assert all("forward" not in vars(m) for m in modules)
+
+
+def test_a_frozen_vocabulary_trains_the_rest_alike():
+    plain, fast = _model(), _model()
+    for model in (plain, fast):
+        model.get_input_embeddings().weight.requires_grad_(False)
+    for ids in _batches():
+        _backward(plain, ids, in_place=False)
+        _backward(fast, ids, in_place=True)
+    assert fast.get_input_embeddings().weight.grad is None
+    for a, b in zip(plain.parameters(), fast.parameters(), strict=True):
+        assert (a.grad is None) == (b.grad is None)
+        assert a.grad is None or torch.allclose(a.grad, b.grad, atol=1e-7, rtol=1e-5)
+
+
+def test_modules_of_another_shape_keep_their_own_backward():
+    model = _model()
+    model.model.embed_tokens = nn.Embedding(300, 32, sparse=True)
+    assert [type(m) for m in vocab_modules(model)] == [nn.Linear]
+    hooked = copy.deepcopy(_model())
+    hooked.lm_head.forward = hooked.lm_head.forward  # a wrapper set on the instance
+    assert [type(m) for m in vocab_modules(hooked)] == [nn.Embedding]
+    assert vocab_modules(nn.Linear(2, 2)) == []
+
+
+def test_worth_it_from_the_size_of_a_vocabulary_matrix():
+    assert not worth_it(_model())
+    rows = IN_PLACE_FROM // (32 * 4)
+    big = _model(vocab=rows)
+    assert worth_it(big)
+    assert not worth_it(_model(vocab=rows - 1))
