@@ -496,15 +496,22 @@ def test_the_default_token_budget_follows_the_model_size():
     )
 
 
-@pytest.mark.parametrize("mode", ["choice", "text"])
-def test_vocabulary_gradients_in_place_leave_the_update_unchanged(mode):
+@pytest.mark.parametrize(
+    ("mode", "checkpointing"), [("choice", False), ("text", False), ("choice", True)]
+)
+def test_vocabulary_gradients_in_place_leave_the_update_unchanged(mode, checkpointing):
     base = _policy(mode)
     samples = _samples(base)
     grads = []
     for in_place in (False, True):
         policy = copy.deepcopy(base)
-        optim = OptimConfig(lr=1e-2, minibatch_size=8, micro_batch_tokens=60)
-        optim = optim.model_copy(update={"vocab_grads_in_place": in_place})
+        optim = OptimConfig(
+            lr=1e-2,
+            minibatch_size=8,
+            micro_batch_tokens=60,
+            activation_checkpointing=checkpointing,
+            vocab_grads_in_place=in_place,
+        )
         learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
         assert learner.vocab_grads_in_place is in_place
         update(learner, samples, np.random.default_rng(0))
