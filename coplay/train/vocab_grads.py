@@ -8,7 +8,8 @@ held until the embedding's arrives at its end when the two are tied. In a micro-
 update of the 0.1B model those copies weighed more than the activations (about 600 MiB
 against a 256 MiB budget, docs/results.md). Here the two modules' backward passes add
 into ``.grad`` in place instead, the projection with one ``addmm_``, the embedding with
-one ``index_add_``, and make no vocabulary-sized tensor but the first ``.grad`` itself.
+one ``index_add_`` (an accumulating ``index_put_`` on a GPU), and make no
+vocabulary-sized tensor but the first ``.grad`` itself.
 
 The sum is the same up to float rounding (the order of additions differs). Hooks
 registered on the weights themselves (``Tensor.register_hook``) do not see these
@@ -78,10 +79,19 @@ class _Lookup(torch.autograd.Function):
             rows, g = rows[keep], g[keep]
         _add_to_grad(
             weight,
-            lambda: torch.zeros_like(weight).index_add_(0, rows, g),
-            lambda acc: acc.index_add_(0, rows, g),
+            lambda: _add_rows(torch.zeros_like(weight), rows, g),
+            lambda acc: _add_rows(acc, rows, g),
         )
         return None, None, None
+
+
+def _add_rows(acc: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``acc[rows[i]] += g[i]`` in an order that does not change from run to run, as
+    the embedding's own backward: ``index_add_`` races on a GPU (atomic adds) and an
+    accumulating ``index_put_`` on a multi-threaded CPU, so each device gets the other."""
+    if acc.device.type == "cpu":
+        return acc.index_add_(0, rows, g)
+    return acc.index_put_((rows,), g, accumulate=True)
 
 
 def _trains(weight: torch.Tensor) -> bool:
