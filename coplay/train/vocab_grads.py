@@ -11,19 +11,25 @@ into ``.grad`` in place instead, the projection with one ``addmm_``, the embeddi
 one ``index_add_`` (an accumulating ``index_put_`` on a GPU), and make no
 vocabulary-sized tensor but the first ``.grad`` itself.
 
-The sum is the same up to float rounding (the order of additions differs). Hooks
-registered on the weights themselves (``Tensor.register_hook``) do not see these
-contributions, which is why this is a learner setting (``optim.vocab_grads_in_place``)
-and not a change to the model.
+The sum is the same up to float rounding (the order of additions differs). It is made
+for a plain ``loss.backward()`` run inside the block, as the learner's micro-steps are,
+with the forward pass inside it too: hooks on the weights themselves
+(``Tensor.register_hook``) do not see these contributions, ``torch.autograd.grad`` and
+``backward(inputs=...)`` would still find them written into ``.grad``, and a second
+derivative is refused. That is why this is a learner setting
+(``optim.vocab_grads_in_place``) and not a change to the model. One thread at a time:
+the block changes the modules, which every thread shares.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 IN_PLACE_FROM = 32 * 2**20
@@ -31,6 +37,10 @@ IN_PLACE_FROM = 32 * 2**20
 an eighth of the default activation budget. Below it the copy is small next to the
 activations, and the tiny models keep autograd's float rounding, which their reproduced
 results were taken with."""
+
+_ACTIVE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+"""The modules inside a ``grads_in_place`` block now. A copy of one (``copy.deepcopy``
+inside the block copies the instance's forward too) is not in it and runs its own."""
 
 
 def _add_to_grad(weight: torch.Tensor, fresh, in_place) -> None:
@@ -51,6 +61,7 @@ class _Project(torch.autograd.Function):
         return F.linear(x, weight)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: torch.Tensor):
         x, weight = ctx.saved_tensors
         grad_x = grad @ weight.to(grad.dtype) if ctx.needs_input_grad[0] else None
@@ -71,6 +82,7 @@ class _Lookup(torch.autograd.Function):
         return F.embedding(ids, weight, padding_idx)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: torch.Tensor):
         ids, weight = ctx.saved_tensors
         rows, g = ids.reshape(-1), grad.reshape(-1, grad.shape[-1]).to(weight.dtype)
@@ -94,21 +106,36 @@ def _add_rows(acc: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> torch.T
     return acc.index_put_((rows,), g, accumulate=True)
 
 
-def _trains(weight: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and weight.requires_grad
+def _trains(module: nn.Module) -> bool:
+    return module in _ACTIVE and torch.is_grad_enabled() and module.weight.requires_grad
 
 
 def _lookup(module: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
-    if not _trains(module.weight):
+    if not _trains(module):
         return nn.Embedding.forward(module, ids)
     return _Lookup.apply(ids, module.weight, module.padding_idx)
 
 
 def _project(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    if not _trains(module.weight):
+    if not _trains(module):
         return nn.Linear.forward(module, x)
     out = _Project.apply(x, module.weight)
-    return out if module.bias is None else out + module.bias
+    return out if module.bias is None else out + module.bias.to(out.dtype)
+
+
+def _own_forward(module: nn.Module) -> bool:
+    """Whether a forward is set on the instance that is not this module's (a hook
+    library's wrapper, such as accelerate's device placement)."""
+    forward = vars(module).get("forward")
+    return forward is not None and getattr(forward, "__func__", None) not in (_lookup, _project)
+
+
+def _get(model: nn.Module, name: str) -> nn.Module | None:
+    getter = getattr(model, name, None)
+    try:
+        return getter() if getter is not None else None
+    except NotImplementedError:  # a model class that does not say which module it is
+        return None
 
 
 def _plain_embedding(module) -> bool:
@@ -124,16 +151,13 @@ def _plain_embedding(module) -> bool:
 
 def vocab_modules(model: nn.Module) -> list[nn.Module]:
     """The model's input embedding and output projection that can add in place: plain
-    ``nn.Embedding`` / ``nn.Linear`` modules with no forward of their own set on the
-    instance (a hook library's wrapper, such as accelerate's device placement)."""
+    ``nn.Embedding`` / ``nn.Linear`` modules with no other forward set on the instance."""
     found = []
-    get_in = getattr(model, "get_input_embeddings", None)
-    get_out = getattr(model, "get_output_embeddings", None)
-    embedding = get_in() if get_in is not None else None
-    if _plain_embedding(embedding) and "forward" not in vars(embedding):
+    embedding = _get(model, "get_input_embeddings")
+    if _plain_embedding(embedding) and not _own_forward(embedding):
         found.append(embedding)
-    projection = get_out() if get_out is not None else None
-    if type(projection) is nn.Linear and "forward" not in vars(projection):
+    projection = _get(model, "get_output_embeddings")
+    if type(projection) is nn.Linear and not _own_forward(projection):
         found.append(projection)
     return found
 
@@ -149,10 +173,15 @@ def worth_it(model: nn.Module) -> bool:
 def grads_in_place(model: nn.Module) -> Iterator[None]:
     """Within the block, passes through ``model``'s vocabulary modules that build a graph
     add their weight gradients into ``.grad`` in place (outside it, and under
-    ``no_grad`` or for a frozen weight, the modules run as they are)."""
+    ``no_grad`` or for a frozen weight, the modules run as they are). A block inside
+    another leaves the outer one's modules to it."""
     with ExitStack() as stack:
         for module in vocab_modules(model):
+            if module in _ACTIVE:
+                continue
             forward = _lookup if isinstance(module, nn.Embedding) else _project
             module.forward = forward.__get__(module)
-            stack.callback(vars(module).pop, "forward")
+            _ACTIVE.add(module)
+            stack.callback(_ACTIVE.discard, module)
+            stack.callback(vars(module).pop, "forward", None)
         yield

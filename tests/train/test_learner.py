@@ -16,6 +16,7 @@ from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
+from coplay.train import vocab_grads
 from coplay.train.config import OptimConfig
 from coplay.train.learner import (
     Sample,
@@ -499,10 +500,12 @@ def test_the_default_token_budget_follows_the_model_size():
 @pytest.mark.parametrize(
     ("mode", "checkpointing"), [("choice", False), ("text", False), ("choice", True)]
 )
-def test_vocabulary_gradients_in_place_leave_the_update_unchanged(mode, checkpointing):
+def test_vocabulary_gradients_in_place_leave_the_update_unchanged(mode, checkpointing, monkeypatch):
     base = _policy(mode)
     samples = _samples(base)
-    grads = []
+    grads, added = [], []
+    add = vocab_grads._add_to_grad
+    monkeypatch.setattr(vocab_grads, "_add_to_grad", lambda *a: added.append(1) or add(*a))
     for in_place in (False, True):
         policy = copy.deepcopy(base)
         optim = OptimConfig(
@@ -517,6 +520,9 @@ def test_vocabulary_gradients_in_place_leave_the_update_unchanged(mode, checkpoi
         update(learner, samples, np.random.default_rng(0))
         grads.append(_grad(learner))
         assert all("forward" not in vars(m) for m in policy.model.modules())
+        # Added in place by both tied modules' backward, every micro-batch; never when off.
+        assert (len(added) > 2) is in_place
+        added.clear()
     assert grads[0].abs().max() > 0
     assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-4)
 

@@ -100,6 +100,26 @@ def test_a_frozen_vocabulary_trains_the_rest_alike():
         assert a.grad is None or torch.allclose(a.grad, b.grad, atol=1e-7, rtol=1e-5)
 
 
+def _backward_node(module, x):
+    return type(module(x).grad_fn).__name__
+
+
+def test_nested_blocks_and_copies_made_inside_one_keep_to_their_own():
+    model = _model()
+    embedding, ids = model.get_input_embeddings(), _batches()[0]
+    with grads_in_place(model):
+        with grads_in_place(model):
+            pass
+        assert _backward_node(embedding, ids) == "_LookupBackward"  # still the outer's
+        twin = copy.deepcopy(model)  # copies the instance's forward with it
+    assert _backward_node(embedding, ids) == "EmbeddingBackward0"
+    twin_embedding = twin.get_input_embeddings()
+    assert _backward_node(twin_embedding, ids) == "EmbeddingBackward0"
+    with grads_in_place(twin):
+        assert _backward_node(twin_embedding, ids) == "_LookupBackward"
+    assert "forward" not in vars(twin_embedding)
+
+
 def test_modules_of_another_shape_keep_their_own_backward():
     model = _model()
     model.model.embed_tokens = nn.Embedding(300, 32, sparse=True)
@@ -108,6 +128,15 @@ def test_modules_of_another_shape_keep_their_own_backward():
     hooked.lm_head.forward = hooked.lm_head.forward  # a wrapper set on the instance
     assert [type(m) for m in vocab_modules(hooked)] == [nn.Embedding]
     assert vocab_modules(nn.Linear(2, 2)) == []
+
+    class Unsaid(nn.Module):  # a model class that does not name its embedding
+        def get_input_embeddings(self):
+            raise NotImplementedError
+
+        def get_output_embeddings(self):
+            return nn.Linear(2, 3, bias=False)
+
+    assert [type(m) for m in vocab_modules(Unsaid())] == [nn.Linear]
 
 
 def test_worth_it_from_the_size_of_a_vocabulary_matrix():
