@@ -101,8 +101,15 @@ def _add_rows(acc: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> torch.T
     """``acc[rows[i]] += g[i]`` in an order that does not change from run to run, as
     the embedding's own backward: ``index_add_`` races on a GPU (atomic adds) and an
     accumulating ``index_put_`` on a multi-threaded CPU, so each device gets the other."""
-    if acc.device.type == "cpu":
-        return acc.index_add_(0, rows, g)
+    add = _index_add if acc.device.type == "cpu" else _index_put
+    return add(acc, rows, g)
+
+
+def _index_add(acc: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return acc.index_add_(0, rows, g)
+
+
+def _index_put(acc: torch.Tensor, rows: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     return acc.index_put_((rows,), g, accumulate=True)
 
 

@@ -9,7 +9,14 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from coplay.train.vocab_grads import IN_PLACE_FROM, grads_in_place, vocab_modules, worth_it
+from coplay.train.vocab_grads import (
+    IN_PLACE_FROM,
+    _index_add,
+    _index_put,
+    grads_in_place,
+    vocab_modules,
+    worth_it,
+)
 
 
 def _model(tied=True, vocab=300):
@@ -53,6 +60,17 @@ def test_accumulated_gradients_equal_autograds(tied):
     assert embedding.abs().sum() > 0
     if not tied:  # tied, the output projection writes the padding row too
         assert embedding[0].abs().max() == 0
+
+
+def test_the_gpu_way_of_adding_rows_sums_repeated_rows_alike():
+    # Only a GPU takes index_put_ (index_add_ races there); its sums are checked here.
+    generator = torch.Generator().manual_seed(2)
+    rows = torch.tensor([3, 0, 3, 7, 3, 0])
+    g = torch.randn(6, 5, generator=generator)
+    start = torch.randn(8, 5, generator=generator)
+    put, add = _index_put(start.clone(), rows, g), _index_add(start.clone(), rows, g)
+    assert torch.allclose(put, add, atol=1e-6)
+    assert torch.allclose(put[3], start[3] + g[[0, 2, 4]].sum(0), atol=1e-6)
 
 
 def test_no_vocabulary_sized_tensor_is_built_in_backward():
