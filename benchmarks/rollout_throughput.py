@@ -55,8 +55,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import (
     distinct_items,
     left_pad,
-    prefix_groups,
-    runs_plain,
+    prefix_plan,
     shared_prefix_len,
 )
 from coplay.rollout.engine import play_episodes
@@ -117,10 +116,11 @@ def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
 
 def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
     """Choice items (prompt ids, action ids) as the scoring groups them, as tensors:
-    prefix groups, or one plain batch where the scoring runs one (``runs_plain``)."""
+    prefix groups, or one plain batch where the scoring runs one (``prefix_plan``)."""
     out = []
-    plain = runs_plain([p for p, _ in items])
-    for rows in [range(len(items))] if plain else prefix_groups([p for p, _ in items]):
+    plan = prefix_plan([p for p, _ in items])
+    plain = plan is None
+    for rows in [range(len(items))] if plain else plan:
         part = [items[i] for i in rows]
         prompts = [p for p, _ in part]
         n = shared_prefix_len(prompts) if len(prompts) > 1 and not plain else 0

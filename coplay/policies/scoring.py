@@ -21,22 +21,76 @@ from transformers.cache_utils import DynamicLayer
 
 T = TypeVar("T")
 
-PLAIN_TOKENS = 2048
-"""A choice batch of at most this many padded prompt tokens runs as one plain batch:
-below it, the extra model calls of prefix groups (two per group) cost more than the
-tokens they save. On the tiny model (an A/B run beside other jobs, so a rough
-guide): a deduplicated Kuhn batch (about 12 prompts of 50 tokens) scored 1.7-2.2x
-faster plain; at 16k tokens the learner's backward over padding made it 1.5x slower."""
+CALL_TOKENS = 192
+"""What one more model call costs, counted in the prompt tokens it could have run
+instead: its fixed work (Python, kernel launches, a KV cache built and repeated).
+Prefix sharing pays with calls (two per group: the prefix, then the rows) for the
+tokens it saves, so ``prefix_plan`` weighs one against the other. Fitted on the tiny
+model's batches of the tic-tac-toe, Kuhn, Leduc and Goofspiel presets (32 to 512
+decisions, scoring alone and with the backward pass; docs/results.md): 192 picked the
+fastest plan or one within 2% in all but two of 50 cases, 1024 missed it by up to 40%."""
 
 
-def runs_plain(prompts: Sequence[Sequence[int]]) -> bool:
-    """Whether a choice batch of these prompts runs as one plain batch, not in prefix
-    groups: at most ``PLAIN_TOKENS`` tokens once padded.
+def prefix_plan(
+    seqs: Sequence[Sequence[int]], max_groups: int = 4, *, call_tokens: int | None = None
+) -> list[list[int]] | None:
+    """How a batch runs: row indices in at most ``max_groups`` groups, each run with its
+    shared prefix once (``forward_shared``); or None, one plain padded batch.
 
-    >>> runs_plain([(1,) * 50] * 12), runs_plain([(1,) * 50] * 64)
-    (True, False)
+    Each plan is costed as the tokens its passes run (padding included: a group pads
+    to its own longest row, and runs its shared prefix once) plus ``call_tokens``
+    (default ``CALL_TOKENS``) per model call, and the cheapest wins. A negative cost
+    makes every call a gain: the batch then splits as far as ``max_groups`` allows.
+
+    >>> prefix_plan([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)], 2, call_tokens=0)
+    [[0, 2], [1]]
+    >>> prefix_plan([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)]) is None
+    True
     """
-    return len(prompts) * max(map(len, prompts)) <= PLAIN_TOKENS
+    cost = CALL_TOKENS if call_tokens is None else call_tokens
+    b = len(seqs)
+    if b < 2:
+        return None
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=b)
+    # A row keeps its last token to itself: past it, it is a group of its own
+    # (a negative id no other row has).
+    own = -1 - np.arange(b)[:, None]
+    tokens, _ = _packed([s[:-1] for s in seqs], own, align="left", width=int(lens.max()))
+    # Sorted, neighbouring rows share their prefix up to the first column where they
+    # differ, and a group of rows sharing n tokens is a run of sorted rows whose
+    # neighbours agree past n: every plan is read off one sort. Sharing up to the
+    # g-th smallest split point gives at most g groups.
+    order = np.lexsort(tokens.T[::-1])
+    ranked = tokens[order]
+    differ = ranked[1:] != ranked[:-1]  # (B - 1, W)
+    split_at = np.where(differ.any(1), differ.argmax(1), tokens.shape[1])
+    ranked_lens = lens[order]
+    best, best_cost = None, b * int(lens.max()) + cost  # one plain pass
+    for n in np.unique(np.sort(split_at)[:max_groups]):
+        cut = split_at < n  # (B - 1,) where a new group starts after the row
+        starts = np.flatnonzero(np.concatenate([[True], cut]))
+        sizes = np.diff(np.append(starts, b))
+        # A group's shared prefix: the least split point between its own rows.
+        inside = np.append(np.where(cut, tokens.shape[1], split_at), tokens.shape[1])
+        shared = np.where(sizes > 1, np.minimum.reduceat(inside, starts), 0)
+        widths = np.maximum.reduceat(ranked_lens, starts)
+        run = int((shared + sizes * (widths - shared)).sum())
+        calls = int(np.where(shared > 0, 2, 1).sum())
+        if run + cost * calls < best_cost:
+            best, best_cost = cut, run + cost * calls
+    if best is None:
+        return None
+    labels = np.empty(b, dtype=np.int64)
+    labels[order] = np.concatenate([[0], np.cumsum(best)])
+    # Groups numbered in order of first appearance, rows in order within each.
+    first = np.full(int(labels.max()) + 1, b)
+    np.minimum.at(first, labels, np.arange(b))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    labels = rank[labels]
+    rows = np.argsort(labels, kind="stable")
+    cuts = np.flatnonzero(np.diff(labels[rows])) + 1
+    return [part.tolist() for part in np.split(rows, cuts)]
 
 
 def fold_common_prefix(
@@ -114,45 +168,17 @@ def shared_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     return int(agree.argmin()) if not agree.all() else head.shape[1]
 
 
-def prefix_groups(seqs: Sequence[Sequence[int]], max_groups: int = 4) -> list[list[int]]:
-    """Row indices split into at most ``max_groups`` groups that share long prefixes.
+def prefix_groups(
+    seqs: Sequence[Sequence[int]], max_groups: int = 4, *, call_tokens: int | None = None
+) -> list[list[int]]:
+    """``prefix_plan``'s groups, all rows in one group where it runs plain: for callers
+    that always share a prefix (``token_logps``).
 
-    The prefix is extended one token at a time while the rows still fall into at
-    most ``max_groups`` distinct prefixes: prompts that differ early (the seat's mark)
-    and then agree again (the rules text) form one group per early variant, each of
-    which ``forward_shared`` then runs once. Groups and their rows come in order of
-    first appearance.
-
-    >>> prefix_groups([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)], max_groups=2)
-    [[0, 2], [1]]
+    >>> prefix_groups([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)])
+    [[0, 1, 2]]
     """
-    b = len(seqs)
-    # A row keeps its last token to itself: past it, it is a group of its own
-    # (a negative id no other row has).
-    own = -1 - np.arange(b)[:, None]
-    tokens, _ = _packed([s[:-1] for s in seqs], own, align="left", width=max(map(len, seqs)))
-    # Sorted, neighbouring rows share their prefix up to the first column where they
-    # differ; a prefix of n tokens then splits the rows at each neighbour pair that
-    # differs before n, so the longest n keeping at most ``max_groups`` groups is read
-    # off the sorted split points (one sort, not one pass per token).
-    order = np.lexsort(tokens.T[::-1])
-    ranked = tokens[order]
-    differ = ranked[1:] != ranked[:-1]  # (B - 1, W)
-    split_at = np.where(differ.any(1), differ.argmax(1), tokens.shape[1])
-    n = tokens.shape[1]
-    if len(split_at) >= max_groups:
-        n = min(n, int(np.partition(split_at, max_groups - 1)[max_groups - 1]))
-    labels = np.empty(b, dtype=np.int64)
-    labels[order] = np.concatenate([[0], np.cumsum(split_at < n)])
-    # Groups numbered in order of first appearance, rows in order within each.
-    first = np.full(int(labels.max()) + 1, b)
-    np.minimum.at(first, labels, np.arange(b))
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(len(first))
-    labels = rank[labels]
-    order = np.argsort(labels, kind="stable")
-    cuts = np.flatnonzero(np.diff(labels[order])) + 1
-    return [part.tolist() for part in np.split(order, cuts)]
+    plan = prefix_plan(seqs, max_groups, call_tokens=call_tokens)
+    return [list(range(len(seqs)))] if plan is None else plan
 
 
 CHECKPOINTED = "coplay_activation_checkpointing"
@@ -315,17 +341,17 @@ def choice_sequence_logps(
     Each prompt runs once; its KV cache is then shared by all of its candidates, so
     scoring k actions costs one prompt pass plus k short continuations instead of k
     full sequences. Equal to ``sequence_logps`` on the concatenated pairs up to float
-    error. Prompts are grouped by shared prefix (``prefix_groups``) so the rules
-    text every prompt opens with runs once per group, not once per row; a batch of
-    at most ``PLAIN_TOKENS`` padded tokens runs as one plain batch instead.
+    error. Prompts are grouped by shared prefix (``prefix_plan``) so the rules
+    text every prompt opens with runs once per group, not once per row, where the
+    tokens saved pay for the calls; otherwise the batch runs as one plain batch.
     """
     if not caching(model) and any(len(c) > 1 for _, cs in items for c in cs):
         # no cache to continue the prompts from: each candidate after its prompt, whole
         pairs = [(p, c) for p, cs in items for c in cs]
         return sequence_logps(model, pairs, temperature=temperature)
-    if runs_plain([p for p, _ in items]):
+    groups = prefix_plan([p for p, _ in items])
+    if groups is None:
         return _choice_group(model, items, temperature=temperature, pad_id=pad_id, share=False)
-    groups = prefix_groups([p for p, _ in items])
     if len(groups) == 1:
         return _choice_group(model, items, temperature=temperature, pad_id=pad_id)
     parts = [
