@@ -2,7 +2,7 @@
 
 Game prompts open with the same rules text; ``coplay.policies.scoring`` groups the
 prompts of a batch by shared prefix and runs each group's prefix once
-(``prefix_groups``, ``forward_shared``). This benchmark times one preset's rollout
+(``prefix_plan``, ``forward_shared``). This benchmark times one preset's rollout
 (the training loop's plan and play, ``collect``) and learner update (``learn``) both
 ways in one process, on the same episodes, alternating the two modes so drift on a
 noisy machine hits both alike.
@@ -45,13 +45,14 @@ def learn(run: Run, episodes: list[Episode]) -> None:
 
 @contextlib.contextmanager
 def sharing(on: bool):
-    """Prefix sharing as shipped, or switched off (one group, nothing shared)."""
+    """Prefix sharing as shipped, or switched off (one plain batch, nothing shared)."""
     if on:
         yield
         return
     with (
+        mock.patch.object(scoring, "prefix_plan", lambda seqs, max_groups=4, **kw: None),
         mock.patch.object(
-            scoring, "prefix_groups", lambda seqs, max_groups=4: [list(range(len(seqs)))]
+            scoring, "prefix_groups", lambda seqs, max_groups=4, **kw: [list(range(len(seqs)))]
         ),
         mock.patch.object(scoring, "shared_prefix_len", lambda seqs: 0),
     ):
