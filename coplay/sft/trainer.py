@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from coplay.report import sinks
 from coplay.report.atomic import write_text
 from coplay.sft.data import Conversation, DataError, read_conversations
 from coplay.sft.tokens import Example, encode, ensure_chat_template
+from coplay.train import micro, vocab_grads
 from coplay.train.config import (
     ConfigError,
     RunConfig,
@@ -63,6 +65,11 @@ class SftSettings(BaseModel):
     max_tokens: int | None = Field(None, gt=0)
     """Longest conversation in tokens (default: the model's context length); a longer
     one is an error naming its line."""
+    micro_batch_tokens: int | None = Field(None, gt=0)
+    """Padded tokens per forward and backward pass, a trained position weighing its
+    vocabulary-wide rows (default: what fits the RL learner's activation budget at
+    this model's size, ``coplay.train.micro``). A step's conversations are cut into
+    such passes and their gradients added, so it changes no result beyond rounding."""
     lora: LoraSettings | None = None
     """None: full fine-tuning; a section (``sft.lora={}`` for the defaults) trains a
     LoRA adapter, merged into the saved checkpoint."""
@@ -123,7 +130,12 @@ def check_lengths(examples: Sequence[Example], limit: int, source: Path) -> None
 
 
 def masked_nll(model: torch.nn.Module, batch: Sequence[Example], pad_id: int) -> torch.Tensor:
-    """Summed negative log-likelihood of the batch's assistant tokens (right-padded)."""
+    """Summed negative log-likelihood of the batch's assistant tokens (right-padded).
+
+    Logits are kept only from the position before the batch's first trained token on
+    (the model's own ``logits_to_keep``), and the log-softmax is taken only at trained
+    positions, as a log-sum-exp: at a large vocabulary the (rows, length, vocabulary)
+    tensors of every position, and their float copies, were most of the memory."""
     width = max(len(ex.ids) for ex in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.bool)
@@ -132,11 +144,41 @@ def masked_nll(model: torch.nn.Module, batch: Sequence[Example], pad_id: int) ->
         ids[row, : len(ex.ids)] = torch.tensor(ex.ids)
         mask[row, : len(ex.ids)] = torch.tensor(ex.loss_mask)
         attention[row, : len(ex.ids)] = 1
+    mask[:, 0] = False  # the first token is not predicted
     device = next(model.parameters()).device
-    logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V): predicts ids[:, 1:]
-    picked = logp.gather(-1, ids[:, 1:, None].to(device)).squeeze(-1)  # (B, T-1)
-    return -(picked * mask[:, 1:].to(device)).sum()
+    first = _first_trained(mask)
+    if first is None:  # nothing to learn here: a zero that still reaches the weights
+        return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
+    keep = width - first + 1  # logits at positions first - 1 .. width - 1
+    logits = model(
+        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep
+    ).logits
+    trained = mask[:, first:].to(device)  # kept column j predicts token first + j
+    rows = logits[:, :-1][trained].float()  # (N, V): only the trained positions
+    target = ids[:, first:].to(device)[trained]
+    picked = rows.gather(-1, target[:, None]).squeeze(-1)
+    return (torch.logsumexp(rows, dim=-1) - picked).sum()
+
+
+def _first_trained(mask: torch.Tensor) -> int | None:
+    """The first column where any row has a trained token, or None."""
+    cols = mask.any(0).nonzero()
+    return int(cols[0]) if len(cols) else None
+
+
+def _passes(model: torch.nn.Module, batch: Sequence[Example], settings: SftSettings):
+    """The batch cut into runs of conversations within the token budget
+    (``micro_batch_tokens``), a trained position weighing its vocabulary rows."""
+    config = model.config
+    budget = settings.micro_batch_tokens or micro.auto_budget(config)
+    costs = [(len(ex.ids), len(ex.ids) - _first_index(ex.loss_mask)) for ex in batch]
+    cuts = micro.cut(costs, tokens=budget, rows=len(batch), logit_weight=micro.logit_tokens(config))
+    return [batch[a:b] for a, b in cuts]
+
+
+def _first_index(loss_mask: Sequence[bool]) -> int:
+    """Where an example's first trained token is (its length if it has none)."""
+    return next((i for i, m in enumerate(loss_mask) if m and i), len(loss_mask))
 
 
 def _batches(n: int, size: int, generator: torch.Generator) -> list[list[int]]:
@@ -166,22 +208,29 @@ def fine_tune(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
     generator = torch.Generator().manual_seed(seed)
+    # The vocabulary matrices' gradients added in place where they are large (as the
+    # RL learner does): otherwise each pass builds two vocabulary-sized copies.
+    in_place = vocab_grads.grads_in_place if vocab_grads.worth_it(model) else None
     model.train()
     step, start = 0, time.perf_counter()
     for epoch in range(settings.epochs):
         for idx in _batches(len(examples), settings.batch_size, generator):
             batch = [examples[i] for i in idx]
             tokens = sum(ex.trained_tokens for ex in batch)
-            loss = masked_nll(model, batch, pad_id) / tokens
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = 0.0
+            with in_place(model) if in_place else nullcontext():
+                for part in _passes(model, batch, settings):
+                    nll = masked_nll(model, part, pad_id) / max(1, tokens)
+                    nll.backward()
+                    loss += nll.item()
             norm = torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
             opt.step()
             step += 1
             log(
                 step,
                 {
-                    "sft/loss": loss.item(),
+                    "sft/loss": loss,
                     "sft/tokens": float(tokens),
                     "sft/grad_norm": float(norm),
                     "sft/epoch": float(epoch + 1),

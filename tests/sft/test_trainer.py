@@ -72,6 +72,65 @@ def test_full_fine_tuning_lowers_the_assistant_loss(setup):
     assert rows[0]["sft/tokens"] == sum(ex.trained_tokens for ex in examples)
 
 
+def _tuned(model, examples, **settings):
+    """A copy of ``model`` after two fine-tuning steps, and the steps' metric rows."""
+    import copy
+
+    model, rows = copy.deepcopy(model), []
+    opts = SftSettings(epochs=2, batch_size=3, lr=3e-3, **settings)
+    fine_tune(model, examples, opts, pad_id=0, seed=0, log=lambda s, m: rows.append(m))
+    return model, rows
+
+
+def test_passes_within_a_token_budget_add_up_to_one_pass(setup, monkeypatch):
+    from coplay.sft import trainer
+
+    policy, examples = setup
+    passes = []
+    real = trainer.masked_nll
+    monkeypatch.setattr(
+        trainer, "masked_nll", lambda m, b, p: passes.append(len(b)) or real(m, b, p)
+    )
+    whole, rows = _tuned(policy.model, examples)
+    assert passes == [3, 3]  # the default budget holds the three conversations
+    passes.clear()
+    parts, part_rows = _tuned(policy.model, examples, micro_batch_tokens=1)
+    assert passes == [1] * 6  # each conversation alone
+    for (name, a), b in zip(whole.named_parameters(), parts.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
+    for r, p in zip(rows, part_rows, strict=True):
+        assert p["sft/loss"] == pytest.approx(r["sft/loss"], rel=1e-5)
+        assert p["sft/grad_norm"] == pytest.approx(r["sft/grad_norm"], rel=1e-4)
+
+
+def test_vocabulary_gradients_added_in_place_train_the_same_weights(setup, monkeypatch):
+    from coplay.train import vocab_grads
+
+    policy, examples = setup
+    adds = []
+    real = vocab_grads._add_to_grad
+    monkeypatch.setattr(vocab_grads, "_add_to_grad", lambda *a: adds.append(1) or real(*a))
+    copies, _ = _tuned(policy.model, examples, micro_batch_tokens=1)
+    assert not adds  # a tiny model's matrices are small: autograd's own way
+    monkeypatch.setattr(vocab_grads, "worth_it", lambda model: True)
+    in_place, _ = _tuned(policy.model, examples, micro_batch_tokens=1)
+    assert adds
+    for (name, a), b in zip(copies.named_parameters(), in_place.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_a_batch_without_trained_tokens_takes_a_zero_step(setup):
+    from dataclasses import replace
+
+    policy, examples = setup
+    silent = [replace(ex, loss_mask=(False,) * len(ex.ids)) for ex in examples]
+    model, rows = _tuned(policy.model, silent)
+    assert [r["sft/loss"] for r in rows] == [0.0, 0.0]
+    assert [r["sft/tokens"] for r in rows] == [0.0, 0.0]
+    for a, b in zip(model.parameters(), policy.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_lora_trains_the_adapter_only(setup):
     import copy
 
