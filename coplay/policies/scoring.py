@@ -25,10 +25,12 @@ CALL_TOKENS = 192
 """What one more model call costs, counted in the prompt tokens it could have run
 instead: its fixed work (Python, kernel launches, a KV cache built and repeated).
 Prefix sharing pays with calls (two per group: the prefix, then the rows) for the
-tokens it saves, so ``prefix_plan`` weighs one against the other. Fitted on the tiny
-model's batches of the tic-tac-toe, Kuhn, Leduc and Goofspiel presets (32 to 512
-decisions, scoring alone and with the backward pass; docs/results.md): 192 picked the
-fastest plan or one within 2% in all but two of 50 cases, 1024 missed it by up to 40%."""
+tokens it saves, so ``prefix_plan`` weighs one against the other. Fitted with
+``benchmarks/prefix_plan.py`` on the tiny model's batches of the tic-tac-toe, Kuhn,
+Leduc and Goofspiel presets on a CPU (32 to 512 decisions, scoring alone and with the
+backward pass): at 192 the plan picked was the fastest, or within 2% of it, in 34 of
+40 batches and within 5% in the rest; at 1024 it missed 25 of them, by up to 1.6x.
+A GPU runs more tokens in a call's fixed time: rerun the benchmark there to refit."""
 
 
 def prefix_plan(
