@@ -37,7 +37,7 @@ def plans(seqs: list) -> list[dict]:
     """Plain, then each distinct grouping: its rows, tokens run and model calls."""
     out = [{"plan": "plain", "groups": None, "tokens": len(seqs) * max(map(len, seqs)), "calls": 1}]
     for g in range(1, 5):
-        groups = scoring.prefix_plan(seqs, g, call_tokens=-(10**9))  # as split as g allows
+        groups = scoring.prefix_plan(seqs, g, call_tokens=-(10**9))  # the most calls of <= g
         if any(p["groups"] is not None and len(p["groups"]) == len(groups) for p in out):
             continue
         tokens = calls = 0

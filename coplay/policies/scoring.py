@@ -41,8 +41,9 @@ def prefix_plan(
 
     Each plan is costed as the tokens its passes run (padding included: a group pads
     to its own longest row, and runs its shared prefix once) plus ``call_tokens``
-    (default ``CALL_TOKENS``) per model call, and the cheapest wins. A negative cost
-    makes every call a gain: the batch then splits as far as ``max_groups`` allows.
+    (default ``CALL_TOKENS``) per model call, and the cheapest wins. The plans are
+    those of one cut: the rows sharing up to one of the smallest split points keep
+    together. A negative cost makes every call a gain: the plan of the most calls wins.
 
     >>> prefix_plan([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)], 2, call_tokens=0)
     [[0, 2], [1]]
@@ -67,8 +68,11 @@ def prefix_plan(
     differ = ranked[1:] != ranked[:-1]  # (B - 1, W)
     split_at = np.where(differ.any(1), differ.argmax(1), tokens.shape[1])
     ranked_lens = lens[order]
+    points = np.sort(split_at)[:max_groups]
+    if b <= max_groups:  # every row alone: past the last split point
+        points = np.append(points, points[-1] + 1)
     best, best_cost = None, b * int(lens.max()) + cost  # one plain pass
-    for n in np.unique(np.sort(split_at)[:max_groups]):
+    for n in np.unique(points):
         cut = split_at < n  # (B - 1,) where a new group starts after the row
         starts = np.flatnonzero(np.concatenate([[True], cut]))
         sizes = np.diff(np.append(starts, b))

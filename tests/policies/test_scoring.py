@@ -22,8 +22,8 @@ from coplay.policies.scoring import (
 @pytest.fixture(params=["grouped", "plain"])
 def batching(request, monkeypatch):
     """Both ways a choice batch runs: prefix groups (where the tokens they save pay for
-    their calls; a negative cost makes each call a gain, so a batch splits as far as
-    its prefixes allow) and one plain batch (a small batch's plan)."""
+    their calls; a negative cost makes each call a gain, so the plan of the most calls
+    runs) and one plain batch (a small batch's plan)."""
     if request.param == "grouped":
         monkeypatch.setattr(scoring, "CALL_TOKENS", -(10**6))
     return request.param
@@ -217,6 +217,8 @@ def test_prefix_plan_splits_only_where_the_tokens_saved_pay_for_the_calls():
     long = [(1, 2, 8) + tuple(range(100, 300)) + (4000 + r,) for r in range(40)]
     mixed = [x for pair in zip(short, long, strict=True) for x in pair]
     assert scoring.prefix_plan(mixed) == [list(range(0, 80, 2)), list(range(1, 80, 2))]
+    # Few rows of very different lengths: each alone pads nothing.
+    assert scoring.prefix_plan([tuple(range(10)), tuple(range(100, 1100))]) == [[0], [1]]
     assert scoring.prefix_plan([]) is None
     assert prefix_groups([(1, 2)]) == [[0]]
 
