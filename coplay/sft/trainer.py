@@ -167,13 +167,26 @@ def _first_trained(mask: torch.Tensor) -> int | None:
 
 
 def _passes(model: torch.nn.Module, batch: Sequence[Example], settings: SftSettings):
-    """The batch cut into runs of conversations within the token budget
-    (``micro_batch_tokens``), a trained position weighing its vocabulary rows."""
+    """The batch cut into runs of consecutive conversations whose pass stays within the
+    token budget (``micro_batch_tokens``): its rows times the longest of them, plus
+    each row's kept logits (from the run's earliest trained token to the longest end),
+    a kept position weighing its vocabulary rows (``micro.logit_tokens``). A
+    conversation over the budget runs alone."""
     config = model.config
     budget = settings.micro_batch_tokens or micro.auto_budget(config)
-    costs = [(len(ex.ids), len(ex.ids) - _first_index(ex.loss_mask)) for ex in batch]
-    cuts = micro.cut(costs, tokens=budget, rows=len(batch), logit_weight=micro.logit_tokens(config))
-    return [batch[a:b] for a, b in cuts]
+    weight = micro.logit_tokens(config)
+    runs, start, width, first = [], 0, 0, 0
+    for i, ex in enumerate(batch):
+        own = _first_index(ex.loss_mask)
+        wider = max(width, len(ex.ids))
+        earlier = min(first, own) if i > start else own
+        rows = i + 1 - start
+        if i > start and rows * (wider + (wider - earlier + 1) * weight) > budget:
+            runs.append(batch[start:i])
+            start, wider, earlier = i, len(ex.ids), own
+        width, first = wider, earlier
+    runs.append(batch[start:])
+    return runs
 
 
 def _first_index(loss_mask: Sequence[bool]) -> int:

@@ -78,30 +78,18 @@ def micro_batches(
     >>> micro_batches(d, tokens=12, rows=8)  # 2 rows x 4 tokens + 4 scored positions
     [(0, 2), (2, 3)]
     """
-    costs = [cost(d, cached=cached) for d in decisions]
-    return cut(costs, tokens=tokens, rows=rows, logit_weight=logit_weight)
-
-
-def cut(
-    costs: Sequence[tuple[int, int]], *, tokens: int, rows: int, logit_weight: int = 1
-) -> list[tuple[int, int]]:
-    """``micro_batches`` of any sequences, given each one's (tokens run, positions
-    scored): consecutive runs within the budget, a sequence larger than it alone.
-
-    >>> cut([(4, 1), (4, 1), (6, 1)], tokens=12, rows=8)
-    [(0, 2), (2, 3)]
-    """
     cuts: list[tuple[int, int]] = []
     start, longest, scored = 0, 0, 0
-    for i, (length, positions) in enumerate(costs):
+    for i, d in enumerate(decisions):
+        length, positions = cost(d, cached=cached)
         wider, more = max(longest, length), scored + positions
         size = i + 1 - start
         if i > start and (size > rows or size * wider + more * logit_weight > tokens):
             cuts.append((start, i))
             start, wider, more = i, length, positions
         longest, scored = wider, more
-    if start < len(costs):
-        cuts.append((start, len(costs)))
+    if start < len(decisions):
+        cuts.append((start, len(decisions)))
     return cuts
 
 

@@ -103,6 +103,25 @@ def test_passes_within_a_token_budget_add_up_to_one_pass(setup, monkeypatch):
         assert p["sft/grad_norm"] == pytest.approx(r["sft/grad_norm"], rel=1e-4)
 
 
+def test_a_pass_counts_the_logits_it_keeps_from_its_earliest_answer(setup):
+    from coplay.sft.tokens import Example
+    from coplay.sft.trainer import _passes
+    from coplay.train import micro
+
+    policy, _ = setup
+    w = micro.logit_tokens(policy.model.config)
+    early = Example(tuple(range(3, 23)), (False,) * 2 + (True,) * 18, 1)
+    late = Example(tuple(range(3, 23)), (False,) * 18 + (True,) * 2, 2)
+    # Together they keep 19 positions of logits each (from the early answer on).
+    fits = 2 * (20 + 19 * w)
+    assert _passes(policy.model, [early, late], SftSettings(micro_batch_tokens=fits)) == [
+        [early, late]
+    ]
+    apart = SftSettings(micro_batch_tokens=fits - 1)
+    assert _passes(policy.model, [early, late], apart) == [[early], [late]]
+    assert _passes(policy.model, [late, early], apart) == [[late], [early]]
+
+
 def test_vocabulary_gradients_added_in_place_train_the_same_weights(setup, monkeypatch):
     from coplay.train import vocab_grads
 
