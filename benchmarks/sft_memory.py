@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from update_memory import QWEN_01B, PeakRss, _rss_bytes
+from update_memory import QWEN_01B, PeakRss, _rss_bytes, per_step
 
 WORDS = 400
 """Distinct made-up words: few enough that the trained tokenizer gives each a token."""
@@ -122,10 +122,7 @@ def main() -> None:
         f"{r['params'] / 1e6:.1f}M params, {r['conversations']} conversations of "
         f"{min(r['tokens'])}-{max(r['tokens'])} tokens ({r['trained_tokens']} trained), "
         f"RSS before {r['rss_before_mib']:.0f} MiB; "
-        + "; ".join(
-            f"step {i + 1}: {s:.1f} s, peak {m:.0f} MiB"
-            for i, (s, m) in enumerate(zip(r["step_s"], r["peak_rss_mib"], strict=True))
-        )
+        + per_step("step", r["step_s"], r["peak_rss_mib"])
     )
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))

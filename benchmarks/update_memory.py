@@ -71,6 +71,14 @@ class PeakRss:
         self.peak = max(self.peak, _rss_bytes())
 
 
+def per_step(name: str, seconds: list[float], peaks: list[float]) -> str:
+    """``name 1: 12.3 s, peak 2220 MiB; name 2: ...``: each step's time and peak."""
+    return "; ".join(
+        f"{name} {i + 1}: {s:.1f} s, peak {m:.0f} MiB"
+        for i, (s, m) in enumerate(zip(seconds, peaks, strict=True))
+    )
+
+
 def child(game: str, games: int, budget: str, kl: bool, updates: int) -> dict:
     import numpy as np
     import torch
@@ -171,10 +179,7 @@ def main() -> None:
             f"budget {r['budget']} ({r['micro_batch_tokens']} tokens): "
             f"{r['params'] / 1e6:.1f}M params, {r['decisions']} decisions, "
             f"{r['forward_passes']} passes per update, RSS before {r['rss_before_mib']:.0f} MiB; "
-            + "; ".join(
-                f"update {i + 1}: {s:.1f} s, peak {m:.0f} MiB"
-                for i, (s, m) in enumerate(zip(r["update_s"], r["peak_rss_mib"], strict=True))
-            )
+            + per_step("update", r["update_s"], r["peak_rss_mib"])
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
