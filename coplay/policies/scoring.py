@@ -19,6 +19,14 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
+from coplay.policies.choice_inputs import (
+    KEPT_ITEMS,
+    ChoiceInputs,
+    GroupInputs,
+    Kept,
+    canonical_order,
+)
+
 T = TypeVar("T")
 
 CALL_TOKENS = 192
@@ -350,29 +358,53 @@ def choice_sequence_logps(
     error. Prompts are grouped by shared prefix (``prefix_plan``) so the rules
     text every prompt opens with runs once per group, not once per row, where the
     tokens saved pay for the calls; otherwise the batch runs as one plain batch.
+    A small batch's tensors are built once and kept (``coplay.policies.choice_inputs``).
     """
     if not caching(model) and any(len(c) > 1 for _, cs in items for c in cs):
         # no cache to continue the prompts from: each candidate after its prompt, whole
         pairs = [(p, c) for p, cs in items for c in cs]
         return sequence_logps(model, pairs, temperature=temperature)
-    groups = prefix_plan([p for p, _ in items])
-    if groups is None:
-        return _choice_group(model, items, temperature=temperature, pad_id=pad_id, share=False)
-    if len(groups) == 1:
-        return _choice_group(model, items, temperature=temperature, pad_id=pad_id)
-    parts = [
-        _choice_group(model, [items[i] for i in g], temperature=temperature, pad_id=pad_id)
-        for g in groups
-    ]
+    device = next(model.parameters()).device
+    share = caching(model)
+    # The plan's cost of a call is in the key: a batch is kept as that cost plans it.
+    small = len(items) <= KEPT_ITEMS
+    key = (tuple(items), pad_id, share, str(device), CALL_TOKENS) if small else None
+    inputs = _KEPT.get(key, lambda: choice_inputs(items, pad_id, share=share, device=device))
+    parts = [_choice_group(model, g, temperature) for g in inputs.groups]
+    if inputs.where is None:
+        return parts[0]
+    merged = torch.cat(parts)
+    return merged.new_zeros(inputs.size).index_copy(0, inputs.where, merged)
+
+
+_KEPT = Kept()
+"""Inputs of the small batches met lately (``choice_inputs``)."""
+
+
+def choice_inputs(
+    items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    pad_id: int,
+    *,
+    share: bool,
+    device: torch.device,
+) -> ChoiceInputs:
+    """``items``' token tensors, grouped as ``prefix_plan`` runs them (one plain batch
+    where it says so, or where ``share`` is off: no cache to share a prefix through)."""
+    groups = prefix_plan([p for p, _ in items]) if share else None
+    if groups is None or len(groups) == 1:
+        whole = _group_inputs(items, pad_id, share=groups is not None, device=device)
+        return ChoiceInputs((whole,), None, int(whole.owner.shape[0]))
+    parts = tuple(
+        _group_inputs([items[i] for i in g], pad_id, share=True, device=device) for g in groups
+    )
     # Where each group's candidates go among all items' candidates: entry j of item i
     # is at starts[i] + j, the items taken in the groups' row order.
     sizes = [len(cs) for _, cs in items]
     starts = torch.tensor(np.cumsum(sizes) - sizes)
     order = [i for g in groups for i in g]
     runs, cols = _cells([sizes[i] for i in order])
-    where = starts[order][runs] + cols
-    merged = torch.cat(parts)
-    return merged.new_zeros(sum(sizes)).index_copy(0, where.to(merged.device), merged)
+    where = (starts[order][runs] + cols).to(device)
+    return ChoiceInputs(parts, where, sum(sizes))
 
 
 def choice_table(
@@ -405,8 +437,17 @@ def distinct_choice_table(
     entropy, a chosen action's entry) costs less on the distinct rows, read out per
     item after."""
     unique, inverse = distinct_items(items)
+    # A small batch's rows in sorted order: the same states met in another order are
+    # the same batch, whose tensors are kept (``choice_inputs``).
+    order = canonical_order(unique)
+    moved = order is not None and order != list(range(len(order)))
+    if moved:
+        unique = [unique[i] for i in order]
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        inverse = rank[inverse]
     table = _distinct_table(model, unique, temperature=temperature, pad_id=pad_id)
-    if len(unique) == len(items):
+    if len(unique) == len(items) and not moved:
         return table, None
     return table, torch.as_tensor(inverse, device=table.device)
 
@@ -512,53 +553,75 @@ class ChoiceRows(Sequence):
         return len(self._items)
 
 
-def _choice_group(
-    model: PreTrainedModel,
+def _group_inputs(
     items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
-    *,
-    temperature: float,
     pad_id: int,
-    share: bool = True,
-) -> torch.Tensor:
-    """``choice_sequence_logps`` for prompts run as one batch with one shared prefix
-    (``share``; else as one plain padded batch)."""
-    device = next(model.parameters()).device
+    *,
+    share: bool,
+    device: torch.device,
+) -> GroupInputs:
+    """One group's tensors: its prompts left-padded after their shared prefix (where
+    ``share``), and its candidates from the left."""
+    prompts = [p for p, _ in items]
+    n = shared_prefix_len(prompts) if share and len(prompts) > 1 else 0
+    ids, attn, pos = left_pad([p[n:] for p in prompts], pad_id)
+    prefix = None
+    if n:
+        prefix = torch.tensor([list(prompts[0][:n])], device=device)
+        attn = torch.cat([torch.ones((len(prompts), n), dtype=attn.dtype), attn], dim=-1)
     packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
-    width = packed.shape[1]
-    out, attn, pos = forward_shared(
-        model,
-        [p for p, _ in items],
-        pad_id,
-        limit=None if share else 0,
+    sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
+    mask = np.arange(packed.shape[1])[None, :] < lens[:, None]
+    return GroupInputs(
+        prefix=prefix,
+        ids=ids.to(device),
+        attn=attn.to(device),
+        pos=(pos + n).to(device),
+        owner=torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device),
+        cands=torch.from_numpy(packed).to(device),
+        cand_mask=torch.from_numpy(mask).long().to(device),
+    )
+
+
+def _choice_group(model: PreTrainedModel, g: GroupInputs, temperature: float) -> torch.Tensor:
+    """(N,) every candidate's total log-prob in one group: the shared prefix once
+    (its cache repeated for every row), the rows, then the candidates' further tokens
+    from the rows' cache."""
+    cache = None
+    if g.prefix is not None:
+        # Only its cache is read: no logits (a large vocabulary makes them costly).
+        cache = model(input_ids=g.prefix, use_cache=True, logits_to_keep=1).past_key_values
+        cache.batch_repeat_interleave(g.rows)
+    out = model(
+        input_ids=g.ids,
+        attention_mask=g.attn,
+        position_ids=g.pos,
+        past_key_values=cache,
         # Only a longer action continues from the prompts' keys and values; one-token
         # actions (Kuhn's, Leduc's) would build a cache per layer for nothing, and in
         # training its concatenations would be backward nodes too.
-        use_cache=width > 1,
+        use_cache=g.width > 1,
         logits_to_keep=1,
     )
-    sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
-    owner = torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device)
-    cand_ids = torch.from_numpy(packed).to(device)  # (N, W), each action from the left
-    cand_mask = torch.from_numpy(np.arange(width)[None, :] < lens[:, None]).long().to(device)
     # One log-softmax per prompt, then each candidate's first token read from its
     # prompt's row: not one per candidate (K times the vocabulary-wide work, and its
     # backward, for a choice among K actions).
     first = F.log_softmax(out.logits[:, -1].float() / temperature, dim=-1)  # (B, V)
-    total = first[owner, cand_ids[:, 0]]  # (N,)
-    if width > 1:
+    total = first[g.owner, g.cands[:, 0]]  # (N,)
+    if g.width > 1:
         cache = out.past_key_values
-        cache.batch_select_indices(owner)  # one copy of the prompt's cache per candidate
+        cache.batch_select_indices(g.owner)  # one copy of the prompt's cache per candidate
         rest = model(
-            input_ids=cand_ids[:, :-1],
-            attention_mask=torch.cat([attn[owner], cand_mask[:, :-1]], dim=-1),
-            position_ids=pos[owner, -1:] + 1 + torch.arange(width - 1, device=device),
+            input_ids=g.cands[:, :-1],
+            attention_mask=torch.cat([g.attn[g.owner], g.cand_mask[:, :-1]], dim=-1),
+            position_ids=g.pos[g.owner, -1:] + 1 + torch.arange(g.width - 1, device=g.cands.device),
             past_key_values=cache,
             use_cache=True,
         )
         # Column j of the continuation predicts candidate token j + 1.
         lp = F.log_softmax(rest.logits.float() / temperature, dim=-1)  # (N, W-1, V)
-        tok = lp.gather(-1, cand_ids[:, 1:, None]).squeeze(-1)  # (N, W-1)
-        total = total + (tok * cand_mask[:, 1:]).sum(-1)
+        tok = lp.gather(-1, g.cands[:, 1:, None]).squeeze(-1)  # (N, W-1)
+        total = total + (tok * g.cand_mask[:, 1:]).sum(-1)
     return total
 
 
