@@ -23,10 +23,16 @@ Arms, timed alternately in one process (medians of ``--repeats``, decisions per 
   engine that steps the game in Python between model calls pays at least this, so
   ``bound engine/raw`` = game / (game + raw), per decision, is the most engine / raw
   can reach without running the game beside the model.
+- ``records``: the records alone: the engine's episodes of that repeat built again
+  from their fields (a ``Decision`` and a ``Turn`` per decision, a ``Trajectory`` per
+  seat and an ``Episode`` per game; the observations are the envs' own, kept per
+  state), no game and no model. An engine returns these whatever it does inside, so
+  ``bound with records`` = 1 / (1 + raw / game + raw / records), per decision, is the
+  most engine / raw can reach for an engine that also returns them.
 
 Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2
-(of the medians, and the median of each repeat's own ratio: "paired"), the bound on
-engine / raw, and (``--json``) all of it as one JSON object.
+(of the medians, and the median of each repeat's own ratio: "paired"), the two bounds
+on engine / raw, and (``--json``) all of it as one JSON object.
 
     python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
@@ -60,7 +66,7 @@ from coplay.policies.scoring import (
 )
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_text
-from coplay.types import Observation
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
 
 class Recording:
@@ -79,15 +85,18 @@ class Recording:
         return self.inner.act_streamed(observations, streams)
 
 
-def engine_run(policy: LMPolicy, game: GameRef, games: int, seed: int) -> tuple[float, list]:
-    """Seconds to play ``games`` games at once; the observations of each batch."""
+def engine_run(
+    policy: LMPolicy, game: GameRef, games: int, seed: int
+) -> tuple[float, list, list[Episode]]:
+    """Seconds to play ``games`` games at once; the observations of each batch; the
+    episodes."""
     rec = Recording(policy)
     seats = [[rec] * game.spec.num_players] * games
     seeds = [seed + i for i in range(games)]
     start = time.perf_counter()
     # Per-seat streams, as training plays (``LocalSource``: ``Plan.streams``).
-    play_episodes(game.make, seats, seeds, streams=seeds)
-    return time.perf_counter() - start, rec.batches
+    episodes = play_episodes(game.make, seats, seeds, streams=seeds)
+    return time.perf_counter() - start, rec.batches, episodes
 
 
 # ----------------------------------------------------------------------- the ceiling
@@ -265,6 +274,47 @@ def game_run(game: GameRef, seeds: Sequence[int]) -> tuple[float, int]:
     return time.perf_counter() - start, decisions
 
 
+# -------------------------------------------------------------------- the records alone
+def records_run(episodes: Sequence[Episode]) -> tuple[float, int]:
+    """Seconds and decisions to build, from fields already at hand, the records the
+    engine hands back for ``episodes`` (see ``records`` in the module's docstring)."""
+    fields = [
+        (
+            ep,
+            [(t, [(turn, dict(vars(turn.decision))) for turn in t.turns]) for t in ep.trajectories],
+        )
+        for ep in episodes
+    ]
+    decisions = 0
+    start = time.perf_counter()
+    for ep, trajs in fields:
+        built = []
+        for t, turns in trajs:
+            own = [
+                Turn(
+                    player=turn.player,
+                    observation=turn.observation,  # an env's view, kept per state
+                    decision=Decision.fast(**dec),
+                    step=turn.step,
+                    played_action=turn.played_action,
+                    reward=turn.reward,
+                )
+                for turn, dec in turns
+            ]
+            decisions += len(own)
+            built.append(Trajectory(player=t.player, policy_id=t.policy_id, turns=own, ret=t.ret))
+        Episode(
+            game=ep.game,
+            seed=ep.seed,
+            group_id=ep.group_id,
+            seats=ep.seats,
+            trajectories=tuple(built),
+            returns=ep.returns,
+            num_steps=ep.num_steps,
+        )
+    return time.perf_counter() - start, decisions
+
+
 # ------------------------------------------------------------------------------ main
 def measure(args: argparse.Namespace) -> dict:
     game = GameRef(args.game)
@@ -274,18 +324,27 @@ def measure(args: argparse.Namespace) -> dict:
     engine_run(policy, game, 32, seed=10**6)  # warm-up
     loop_seeds = list(range(10**7, 10**7 + args.loop_games))
     pool = mp.get_context("fork").Pool(2) if args.loop_games else None
-    rates: dict[str, list[float]] = {"engine": [], "raw": [], "loop": [], "loop2": [], "game": []}
+    rates: dict[str, list[float]] = {
+        "engine": [],
+        "raw": [],
+        "loop": [],
+        "loop2": [],
+        "game": [],
+        "records": [],
+    }
     batches: list = []
     for r in range(args.repeats):
         arms = ["engine", "raw"] if r % 2 == 0 or not batches else ["raw", "engine"]
         if game.spec.openspiel_name:  # the game alone: OpenSpiel games
-            arms.append("game")
+            arms += ["game", "records"]
         if args.loop_games:
             arms += ["loop", "loop2"] if r % 2 == 0 else ["loop2", "loop"]
         for arm in arms:
             if arm == "engine":
-                secs, batches = engine_run(policy, game, args.games, seed=r * args.games)
+                secs, batches, episodes = engine_run(policy, game, args.games, seed=r * args.games)
                 decisions = sum(map(len, batches))
+            elif arm == "records":
+                secs, decisions = records_run(episodes)
             elif arm == "raw":
                 groups = [build_groups(policy, b) for b in batches]
                 secs, decisions = raw_run(policy, groups), sum(map(len, batches))
@@ -299,9 +358,8 @@ def measure(args: argparse.Namespace) -> dict:
     if pool is not None:
         pool.close()
     med = {arm: statistics.median(v) for arm, v in rates.items() if v}
-    ratios = {
-        f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm not in ("engine", "game")
-    }
+    bounds = ("engine", "game", "records")
+    ratios = {f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm not in bounds}
     # The machine's speed drifts between repeats (a shared host): the median of each
     # repeat's own ratio, its arms run back to back, cancels what a ratio of medians
     # taken at different moments does not.
@@ -310,13 +368,18 @@ def measure(args: argparse.Namespace) -> dict:
             e / a for e, a in zip(rates["engine"], rates[arm], strict=True)
         )
         for arm in med
-        if arm not in ("engine", "game")
+        if arm not in bounds
     }
-    # Per decision the engine spends at least the raw arm's model time plus the game's.
+    # Per decision the engine spends at least the raw arm's model time plus the game's,
+    # and, returning its records, their building too.
     if "game" in med:
         ratios["bound engine/raw"] = med["game"] / (med["game"] + med["raw"])
         ratios["paired bound engine/raw"] = statistics.median(
             g / (g + w) for g, w in zip(rates["game"], rates["raw"], strict=True)
+        )
+        ratios["bound with records"] = _bound(med["raw"], med["game"], med["records"])
+        ratios["paired bound with records"] = statistics.median(
+            map(_bound, rates["raw"], rates["game"], rates["records"])
         )
     return {
         "game": args.game,
@@ -328,6 +391,12 @@ def measure(args: argparse.Namespace) -> dict:
         "ratios": ratios,
         "decisions_per_s": rates,
     }
+
+
+def _bound(raw: float, *others: float) -> float:
+    """engine / raw at most, for an engine that pays per decision the raw arm's time
+    and each of ``others``' (rates, decisions per second)."""
+    return (1 / raw) / (1 / raw + sum(1 / x for x in others))
 
 
 def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = print) -> dict:

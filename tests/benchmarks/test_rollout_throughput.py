@@ -34,12 +34,28 @@ def test_a_short_run_reports_every_arm_and_a_bound_below_one(bench):
         ["--game", "kuhn_poker", "--games", "8", "--loop-games", "0", "--repeats", "1"],
         report=lines.append,
     )
-    assert set(out["median_decisions_per_s"]) == {"engine", "raw", "game"}
+    assert set(out["median_decisions_per_s"]) == {"engine", "raw", "game", "records"}
     rates = out["median_decisions_per_s"]
     bound = out["ratios"]["bound engine/raw"]
     assert bound == pytest.approx(rates["game"] / (rates["game"] + rates["raw"]))
     assert 0.0 < bound < 1.0
+    # The records are one more cost per decision: a tighter bound.
+    tighter = out["ratios"]["bound with records"]
+    per_decision = 1 / rates["raw"] + 1 / rates["game"] + 1 / rates["records"]
+    assert tighter == pytest.approx((1 / rates["raw"]) / per_decision)
+    assert 0.0 < tighter < bound
     assert any(line.startswith("bound engine/raw") for line in lines)
+    assert any(line.startswith("bound with records") for line in lines)
+
+
+def test_the_records_arm_builds_what_the_engine_returned(bench):
+    game = GameRef("kuhn_poker")
+    policy = bench.build_policy(bench.ModelConfig(), corpus=["Action: [Pass] [Bet]"] * 4, seed=0)
+    _, batches, episodes = bench.engine_run(policy, game, 16, seed=0)
+    secs, decisions = bench.records_run(episodes)
+    assert secs > 0 and decisions == sum(map(len, batches)) == sum(
+        len(t.turns) for e in episodes for t in e.trajectories
+    )
 
 
 def test_the_game_arm_plays_every_game_to_its_end(bench):
