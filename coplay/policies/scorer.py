@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
@@ -99,7 +100,8 @@ class Scorer:
         table, inverse = distinct_choice_table(
             self.model, items, temperature=self.temperature, pad_id=self.pad_id
         )  # (U, K)
-        index = torch.tensor([d.choice_index for d in decisions], device=table.device)
+        picked = np.fromiter((d.choice_index for d in decisions), np.int64, len(decisions))
+        index = torch.from_numpy(picked).to(table.device)
         at = torch.arange(len(decisions), device=table.device) if inverse is None else inverse
         chosen = table[at, index]
         # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.

@@ -8,6 +8,7 @@ padding, so a sequence scores the same whatever it is batched with.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from itertools import chain
@@ -462,11 +463,18 @@ def _distinct_table(
     seq_lp = choice_sequence_logps(
         model, items, temperature=temperature, pad_id=pad_id
     )  # (N,) over all items' actions, flattened
-    sizes = [len(cs) for _, cs in items]
-    rows, cols = _cells(sizes)
+    sizes = tuple(len(cs) for _, cs in items)
+    rows, cols = _small_cells(sizes) if len(sizes) <= KEPT_ITEMS else _cells(sizes)
     table = seq_lp.new_full((len(items), max(sizes)), -math.inf)
     table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
     return F.log_softmax(table, dim=1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _small_cells(sizes: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_cells`` kept by the sizes of a small batch (a small game's tables have a
+    few shapes, met at every call); read only, never written."""
+    return _cells(sizes)
 
 
 def _cells(sizes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -488,26 +496,23 @@ def distinct_items(items: Sequence[T]) -> tuple[list[T], np.ndarray]:
     >>> distinct_items([((1, 2), ((3,),)), ((4,), [[3]]), ((1, 2), ((3,),))])
     ([((1, 2), ((3,),)), ((4,), [[3]])], array([0, 1, 0]))
     """
-    index: dict = {}
     # Copies of one state usually hold the very same prompt and actions objects (the
-    # policy's caches, a decision's fields): those are matched by identity first,
-    # without hashing a long prompt again.
-    same: dict[tuple[int, int], int] = {}
+    # policy's caches, a decision's fields): those are matched by identity first, in
+    # C loops, and only one item per pair of objects is hashed by its ids.
+    keys = [(id(prompt), id(cands)) for prompt, cands in items]
+    index: dict = {}
     unique: list[T] = []
-    inverse = np.empty(len(items), dtype=np.int64)
-    for n, item in enumerate(items):
-        prompt, cands = item
-        i = same.get((id(prompt), id(cands)))
-        if i is None:
-            try:
-                i = index.setdefault(item, len(index))
-            except TypeError:  # lists inside: the same ids as tuples
-                i = index.setdefault((tuple(prompt), tuple(map(tuple, cands))), len(index))
-            same[id(prompt), id(cands)] = i
-            if i == len(unique):
-                unique.append(item)
-        inverse[n] = i
-    return unique, inverse
+    at: dict[tuple[int, int], int] = {}
+    for key, item in dict(zip(keys, items, strict=True)).items():
+        try:
+            i = index.setdefault(item, len(index))
+        except TypeError:  # lists inside: the same ids as tuples
+            prompt, cands = item
+            i = index.setdefault((tuple(prompt), tuple(map(tuple, cands))), len(index))
+        if i == len(unique):
+            unique.append(item)
+        at[key] = i
+    return unique, np.fromiter(map(at.__getitem__, keys), dtype=np.int64, count=len(keys))
 
 
 class ChoiceRows(Sequence):
@@ -536,7 +541,8 @@ class ChoiceRows(Sequence):
     def flat(self) -> torch.Tensor:
         """(N,) every item's entries in turn, N the items' actions in all: one gather
         from the distinct table."""
-        items, cols = _cells(self.sizes())
+        sizes = tuple(self.sizes())
+        items, cols = _small_cells(sizes) if len(sizes) <= KEPT_ITEMS else _cells(sizes)
         rows = items if self._inverse is None else self._inverse.cpu()[items]
         device = self._table.device
         return self._table[rows.to(device), cols.to(device)]

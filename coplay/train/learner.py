@@ -261,12 +261,22 @@ def collect_samples(
 
 def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     """(B, width) float32, row i's values from the left, zeros after (one flat copy)."""
+    if width == 1:  # one unit a row (choices): no offsets to compute
+        flat = np.fromiter((r[0] for r in rows), dtype=np.float64, count=len(rows))
+        return torch.from_numpy(flat.astype(np.float32)[:, None])  # rounded as torch rounds
     lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     out = np.zeros((len(rows), width), dtype=np.float32)
     flat = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=int(lens.sum()))
     cols = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
     out[np.repeat(np.arange(len(rows)), lens), cols] = flat  # rounded as torch rounds
     return torch.from_numpy(out)
+
+
+def _column(values: Sequence[float]) -> torch.Tensor:
+    """(B, 1) float32 of ``values``, rounded as ``torch.tensor`` rounds them (one
+    numpy copy instead of one Python float at a time)."""
+    flat = np.fromiter(values, dtype=np.float64, count=len(values))
+    return torch.from_numpy(flat.astype(np.float32)[:, None])
 
 
 def _behavior(decision) -> tuple[float, ...]:
@@ -324,7 +334,7 @@ def _own_loss(
         learner.loss,
         logp=micro.logp,
         old_logp=_pad([d.logprobs for d in decisions], width).to(device),
-        adv=torch.tensor([s.advantage for s in micro.own], device=device)[:, None],  # (B, 1)
+        adv=_column([s.advantage for s in micro.own]).to(device),  # (B, 1)
         mask=micro.mask,
         denom=micro.denom,
         # The behaviour policy is the recorded one unless exploration mixed in uniform

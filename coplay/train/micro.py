@@ -52,7 +52,7 @@ def cost(decision: Decision, *, cached: bool = True) -> tuple[int, int]:
     vocabulary-wide distributions are kept. Not ``cached`` (activation checkpointing),
     a choice among multi-token actions runs each action after the whole prompt."""
     if decision.choice_ids:
-        extra = sum(len(c) - 1 for c in decision.choice_ids)
+        extra = sum(map(len, decision.choice_ids)) - len(decision.choice_ids)
         if not cached and extra:
             runs = len(decision.choice_ids)
             return runs * len(decision.prompt_ids) + extra + runs, extra + runs

@@ -376,3 +376,21 @@ def test_gradients_through_the_cut_distribution_are_finite(tiny):
     logp, ent, _ = token_logps(model, pairs, **params)
     (grad,) = torch.autograd.grad((logp + 0.1 * ent).sum(), model.model.embed_tokens.weight)
     assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+
+
+def test_small_cells_are_the_cells_kept_by_their_sizes():
+    sizes = (3, 1, 2)
+    rows, cols = scoring._small_cells(sizes)
+    want = scoring._cells(list(sizes))
+    assert torch.equal(rows, want[0]) and torch.equal(cols, want[1])
+    assert scoring._small_cells(sizes)[0] is rows  # kept, not built again
+
+
+def test_distinct_items_match_copies_by_identity_and_by_value():
+    a, b = ((1, 2), ((3,), (4,))), ((5,), ((6,),))
+    twin = (tuple([1, 2]), tuple([(3,), (4,)]))  # a's values in other objects
+    unique, inverse = scoring.distinct_items([a, b, a, twin, b])
+    assert unique == [a, b] and unique[0] is a
+    assert inverse.tolist() == [0, 1, 0, 0, 1]
+    unique, inverse = scoring.distinct_items([])
+    assert unique == [] and inverse.tolist() == []

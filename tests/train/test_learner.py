@@ -532,3 +532,17 @@ def test_vocabulary_gradients_go_in_place_by_default_from_a_large_vocabulary():
     wide = _policy()
     wide.model.resize_token_embeddings(2**17)  # 131072 x 64 floats: 32 MiB
     assert make_learner(wide, LossConfig(), OptimConfig()).vocab_grads_in_place
+
+
+def test_padded_rows_and_columns_round_as_torch_tensor_does():
+    from coplay.train.learner import _column, _pad
+
+    rng = np.random.default_rng(0)
+    values = (rng.normal(size=64) * 10.0 ** rng.integers(-8, 8, size=64)).tolist()
+    want = torch.tensor(values)[:, None]
+    assert torch.equal(_column(values), want)
+    assert torch.equal(_pad([(v,) for v in values], 1), want)  # one unit a row
+    rows = [tuple(values[i : i + k]) for i, k in ((0, 3), (3, 1), (4, 2))]
+    wide = _pad(rows, 4)
+    assert torch.equal(wide[0, :3], torch.tensor(values[:3])) and wide[0, 3] == 0.0
+    assert wide[1].tolist() == [torch.tensor(values[3]).item(), 0.0, 0.0, 0.0]

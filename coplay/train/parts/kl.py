@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -71,7 +72,10 @@ class KL(Term):
         if self._table is None:
             width = max(p.shape[1] for p in self._parts)
             self._table = torch.cat([F.pad(p, (0, width - p.shape[1])) for p in self._parts])
-        rows = torch.tensor([self._scored[id(s.decision)][1] for s in own])
+        scored = self._scored
+        rows = torch.from_numpy(
+            np.fromiter((scored[id(s.decision)][1] for s in own), dtype=np.int64, count=len(own))
+        )
         # One (B, T) tensor, zeros past each row's units, which ``loss`` indexes.
         return self._table[rows.to(self._table.device)], {}
 
