@@ -1,5 +1,7 @@
 """Kept choice inputs: a small batch is planned and packed once, whatever its order."""
 
+import copy
+
 import pytest
 import torch
 
@@ -135,3 +137,18 @@ def test_kept_inputs_score_the_weights_of_the_call(tiny, kept):
             model.lm_head.weight.copy_(saved)
     assert len(built) == 2
     assert torch.equal(kept_now, fresh_now) and not torch.allclose(kept_now, before)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_kept_inputs_live_on_the_models_device(tiny, kept):
+    model, tok = tiny
+    store, built = kept
+    items = _kuhn_items(LMPolicy(model, tok))
+    on_gpu = copy.deepcopy(model).cuda()
+    first = scoring.choice_sequence_logps(on_gpu, items, temperature=0.7)
+    again = scoring.choice_sequence_logps(on_gpu, items, temperature=0.7)
+    assert first.device.type == "cuda" and built == [len(items)]
+    assert torch.equal(first, again)
+    on_cpu = scoring.choice_sequence_logps(model, items, temperature=0.7)
+    assert len(store) == 2  # one entry per device
+    assert torch.allclose(first.cpu(), on_cpu, atol=1e-5)

@@ -163,3 +163,25 @@ def test_worth_it_from_the_size_of_a_vocabulary_matrix():
     big = _model(vocab=rows)
     assert worth_it(big)
     assert not worth_it(_model(vocab=rows - 1))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("tied", [True, False])
+def test_on_a_gpu_the_sums_equal_autograds_and_repeat_bit_for_bit(tied):
+    # The GPU adds embedding rows with an accumulating index_put_ (deterministic there,
+    # unlike index_add_'s atomics): the same sums as autograd's, and the same bits twice.
+    def grads(model, in_place):
+        model.zero_grad(set_to_none=True)
+        weights = torch.arange(5.0, device="cuda")
+        for ids in batches:
+            with grads_in_place(model) if in_place else nullcontext():
+                logits = model(input_ids=ids, logits_to_keep=2).logits
+                (logits.log_softmax(-1)[..., :5] * weights).sum().backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    batches = [ids.repeat(4, 3).cuda() for ids in _batches()]  # many repeated rows
+    plain, fast = _model(tied).cuda(), _model(tied).cuda()
+    want, got, again = grads(plain, False), grads(fast, True), grads(fast, True)
+    for a, b, c in zip(want, got, again, strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+        assert torch.equal(b, c)
