@@ -40,6 +40,13 @@ def kept(monkeypatch):
     return store, built
 
 
+@pytest.fixture
+def case(tiny, kept):
+    """The tiny model (on the CPU), six Kuhn items, the store and the builds."""
+    model, tok = tiny
+    return model, _kuhn_items(LMPolicy(model, tok)), *kept
+
+
 def test_canonical_order_sorts_small_batches_only():
     items = [((5, 1), ((2,),)), ((3,), ((2,),)), ((5,), ((2,), (4,)))]
     assert canonical_order(items) == [1, 2, 0]
@@ -71,10 +78,8 @@ def test_kept_builds_once_per_key_and_drops_the_least_recently_used():
     assert len(builds) == 7 and len(store) == 0
 
 
-def test_a_small_batch_is_built_once_and_scores_what_a_fresh_build_scores(tiny, kept):
-    model, tok = tiny
-    store, built = kept
-    items = _kuhn_items(LMPolicy(model, tok))
+def test_a_small_batch_is_built_once_and_scores_what_a_fresh_build_scores(case):
+    model, items, store, built = case
     first = scoring.choice_sequence_logps(model, items, temperature=0.7)
     again = scoring.choice_sequence_logps(model, items, temperature=0.7)
     assert built == [len(items)] and len(store) == 1
@@ -88,10 +93,8 @@ def test_a_small_batch_is_built_once_and_scores_what_a_fresh_build_scores(tiny, 
     assert built[-2:] == [len(big), len(big)] and len(store) == 1
 
 
-def test_a_batch_in_another_order_reuses_the_inputs_and_each_item_keeps_its_row(tiny, kept):
-    model, tok = tiny
-    store, built = kept
-    items = _kuhn_items(LMPolicy(model, tok))
+def test_a_batch_in_another_order_reuses_the_inputs_and_each_item_keeps_its_row(case):
+    model, items, store, built = case
     batch = [items[i] for i in (0, 1, 2, 1, 3, 4, 5, 0)]
     other = [items[i] for i in (5, 3, 0, 2, 4, 1, 1, 0)]
     table, inverse = scoring.distinct_choice_table(model, batch, temperature=0.7, pad_id=0)
@@ -108,22 +111,18 @@ def test_a_batch_in_another_order_reuses_the_inputs_and_each_item_keeps_its_row(
         assert torch.allclose(rows[i, :k], alone[0, :k], atol=1e-5)
 
 
-def test_a_changed_plan_cost_is_a_different_key(tiny, kept, monkeypatch):
-    model, tok = tiny
-    store, built = kept
-    items = _kuhn_items(LMPolicy(model, tok))
+def test_a_changed_plan_cost_is_a_different_key(case, monkeypatch):
+    model, items, store, built = case
     scoring.choice_sequence_logps(model, items, temperature=0.7)
     monkeypatch.setattr(scoring, "CALL_TOKENS", -(10**6))  # every call a gain: groups
     scoring.choice_sequence_logps(model, items, temperature=0.7)
     assert len(built) == 2 and len(store) == 2
 
 
-def test_kept_inputs_score_the_weights_of_the_call(tiny, kept):
+def test_kept_inputs_score_the_weights_of_the_call(case):
     # What is kept is token tensors only: after the weights move, a kept batch scores
     # what a fresh build scores under the new weights.
-    model, tok = tiny
-    store, built = kept
-    items = _kuhn_items(LMPolicy(model, tok))
+    model, items, store, built = case
     before = scoring.choice_sequence_logps(model, items, temperature=0.7)
     with torch.no_grad():
         saved = model.lm_head.weight.clone()
@@ -140,10 +139,8 @@ def test_kept_inputs_score_the_weights_of_the_call(tiny, kept):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_a_gpu_kept_inputs_live_on_the_models_device(tiny, kept):
-    model, tok = tiny
-    store, built = kept
-    items = _kuhn_items(LMPolicy(model, tok))
+def test_on_a_gpu_kept_inputs_live_on_the_models_device(case):
+    model, items, store, built = case
     on_gpu = copy.deepcopy(model).cuda()
     first = scoring.choice_sequence_logps(on_gpu, items, temperature=0.7)
     again = scoring.choice_sequence_logps(on_gpu, items, temperature=0.7)
