@@ -14,6 +14,7 @@ rarely repeat and are built every time: hashing them would cost more than it sav
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,9 @@ class Kept:
     def __init__(self, capacity: int = KEPT_BATCHES) -> None:
         self.capacity = capacity
         self._inputs: OrderedDict[Hashable, ChoiceInputs] = OrderedDict()
+        # One store serves the process: the play server answers requests in threads,
+        # and a lookup, insertion and eviction must not interleave with another's.
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable | None, build: Callable[[], ChoiceInputs]) -> ChoiceInputs:
         """The inputs kept under ``key``, built (and kept) on first use; built every
@@ -91,19 +95,23 @@ class Kept:
         if key is None:
             return build()
         try:
-            inputs = self._inputs.get(key)
+            with self._lock:
+                inputs = self._inputs.get(key)
+                if inputs is not None:
+                    self._inputs.move_to_end(key)
         except TypeError:
             return build()
         if inputs is None:
-            inputs = self._inputs[key] = build()
-            if len(self._inputs) > self.capacity:
-                self._inputs.popitem(last=False)
-        else:
-            self._inputs.move_to_end(key)
+            inputs = build()  # outside the lock: two threads may build one batch twice
+            with self._lock:
+                self._inputs[key] = inputs
+                if len(self._inputs) > self.capacity:
+                    self._inputs.popitem(last=False)
         return inputs
 
     def __len__(self) -> int:
         return len(self._inputs)
 
     def clear(self) -> None:
-        self._inputs.clear()
+        with self._lock:
+            self._inputs.clear()
