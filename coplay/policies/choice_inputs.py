@@ -42,10 +42,6 @@ class GroupInputs:
     cand_mask: torch.Tensor  # (N, C) 1 on a candidate's own tokens
 
     @property
-    def rows(self) -> int:
-        return self.ids.shape[0]
-
-    @property
     def width(self) -> int:
         """The longest candidate's tokens: above 1, candidates continue from the cache."""
         return self.cands.shape[1]

@@ -12,7 +12,7 @@ import functools
 import math
 from collections.abc import Sequence
 from itertools import chain
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -231,21 +231,42 @@ def forward_shared(
     device = next(model.parameters()).device
     n = shared_prefix_len(seqs) if len(seqs) > 1 and caching(model) else 0
     n = n if limit is None else max(0, min(n, limit))
+    prefix, ids, attn, pos = _shared_rows(seqs, pad_id, n, device)
+    return _run_rows(model, prefix, ids, attn, pos, **kwargs), attn, pos
+
+
+def _shared_rows(
+    seqs: Sequence[Sequence[int]], pad_id: int, n: int, device: torch.device
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``seqs`` as the model takes them with their first ``n`` tokens shared: the
+    prefix (1, n) (None where ``n`` is 0), the rest left-padded (B, W), the attention
+    mask over prefix and rest (B, n + W), and the rest's positions after the prefix."""
     ids, attn, pos = left_pad([s[n:] for s in seqs], pad_id)
-    ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
-    if n == 0:
-        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **kwargs)
-        return out, attn, pos
-    # Only its cache is read: no logits (a large vocabulary makes them costly).
-    prefix_ids = torch.tensor([list(seqs[0][:n])], device=device)
-    prefix = model(input_ids=prefix_ids, use_cache=True, logits_to_keep=1)
-    cache = prefix.past_key_values
-    cache.batch_repeat_interleave(len(seqs))
-    attn = torch.cat([torch.ones((len(seqs), n), dtype=attn.dtype, device=device), attn], dim=-1)
-    out = model(
-        input_ids=ids, attention_mask=attn, position_ids=pos + n, past_key_values=cache, **kwargs
+    prefix = None
+    if n:
+        prefix = torch.tensor([list(seqs[0][:n])], device=device)
+        attn = torch.cat([torch.ones((len(seqs), n), dtype=attn.dtype), attn], dim=-1)
+    return prefix, ids.to(device), attn.to(device), (pos + n).to(device)
+
+
+def _run_rows(
+    model: PreTrainedModel,
+    prefix: torch.Tensor | None,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    pos: torch.Tensor,
+    **kwargs,
+) -> Any:
+    """The model on rows from ``_shared_rows``: the prefix once, its keys and values
+    repeated for every row, then the rows."""
+    cache = None
+    if prefix is not None:
+        # Only its cache is read: no logits (a large vocabulary makes them costly).
+        cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+        cache.batch_repeat_interleave(ids.shape[0])
+    return model(
+        input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache, **kwargs
     )
-    return out, attn, pos + n
 
 
 def token_logps(
@@ -361,12 +382,12 @@ def choice_sequence_logps(
     tokens saved pay for the calls; otherwise the batch runs as one plain batch.
     A small batch's tensors are built once and kept (``coplay.policies.choice_inputs``).
     """
-    if not caching(model) and any(len(c) > 1 for _, cs in items for c in cs):
+    share = caching(model)
+    if not share and any(len(c) > 1 for _, cs in items for c in cs):
         # no cache to continue the prompts from: each candidate after its prompt, whole
         pairs = [(p, c) for p, cs in items for c in cs]
         return sequence_logps(model, pairs, temperature=temperature)
     device = next(model.parameters()).device
-    share = caching(model)
     # The plan's cost of a call is in the key: a batch is kept as that cost plans it.
     small = len(items) <= KEPT_ITEMS
     key = (tuple(items), pad_id, share, str(device), CALL_TOKENS) if small else None
@@ -463,11 +484,16 @@ def _distinct_table(
     seq_lp = choice_sequence_logps(
         model, items, temperature=temperature, pad_id=pad_id
     )  # (N,) over all items' actions, flattened
-    sizes = tuple(len(cs) for _, cs in items)
-    rows, cols = _small_cells(sizes) if len(sizes) <= KEPT_ITEMS else _cells(sizes)
+    sizes = [len(cs) for _, cs in items]
+    rows, cols = _table_cells(sizes)
     table = seq_lp.new_full((len(items), max(sizes)), -math.inf)
     table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
     return F.log_softmax(table, dim=1)
+
+
+def _table_cells(sizes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_cells``, kept for a small table (``_small_cells``)."""
+    return _small_cells(tuple(sizes)) if len(sizes) <= KEPT_ITEMS else _cells(sizes)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -541,8 +567,7 @@ class ChoiceRows(Sequence):
     def flat(self) -> torch.Tensor:
         """(N,) every item's entries in turn, N the items' actions in all: one gather
         from the distinct table."""
-        sizes = tuple(self.sizes())
-        items, cols = _small_cells(sizes) if len(sizes) <= KEPT_ITEMS else _cells(sizes)
+        items, cols = _table_cells(self.sizes())
         rows = items if self._inverse is None else self._inverse.cpu()[items]
         device = self._table.device
         return self._table[rows.to(device), cols.to(device)]
@@ -570,19 +595,15 @@ def _group_inputs(
     ``share``), and its candidates from the left."""
     prompts = [p for p, _ in items]
     n = shared_prefix_len(prompts) if share and len(prompts) > 1 else 0
-    ids, attn, pos = left_pad([p[n:] for p in prompts], pad_id)
-    prefix = None
-    if n:
-        prefix = torch.tensor([list(prompts[0][:n])], device=device)
-        attn = torch.cat([torch.ones((len(prompts), n), dtype=attn.dtype), attn], dim=-1)
+    prefix, ids, attn, pos = _shared_rows(prompts, pad_id, n, device)
     packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
     sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
     mask = np.arange(packed.shape[1])[None, :] < lens[:, None]
     return GroupInputs(
         prefix=prefix,
-        ids=ids.to(device),
-        attn=attn.to(device),
-        pos=(pos + n).to(device),
+        ids=ids,
+        attn=attn,
+        pos=pos,
         owner=torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device),
         cands=torch.from_numpy(packed).to(device),
         cand_mask=torch.from_numpy(mask).long().to(device),
@@ -593,16 +614,12 @@ def _choice_group(model: PreTrainedModel, g: GroupInputs, temperature: float) ->
     """(N,) every candidate's total log-prob in one group: the shared prefix once
     (its cache repeated for every row), the rows, then the candidates' further tokens
     from the rows' cache."""
-    cache = None
-    if g.prefix is not None:
-        # Only its cache is read: no logits (a large vocabulary makes them costly).
-        cache = model(input_ids=g.prefix, use_cache=True, logits_to_keep=1).past_key_values
-        cache.batch_repeat_interleave(g.rows)
-    out = model(
-        input_ids=g.ids,
-        attention_mask=g.attn,
-        position_ids=g.pos,
-        past_key_values=cache,
+    out = _run_rows(
+        model,
+        g.prefix,
+        g.ids,
+        g.attn,
+        g.pos,
         # Only a longer action continues from the prompts' keys and values; one-token
         # actions (Kuhn's, Leduc's) would build a cache per layer for nothing, and in
         # training its concatenations would be backward nodes too.

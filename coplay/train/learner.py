@@ -262,8 +262,7 @@ def collect_samples(
 def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     """(B, width) float32, row i's values from the left, zeros after (one flat copy)."""
     if width == 1:  # one unit a row (choices): no offsets to compute
-        flat = np.fromiter((r[0] for r in rows), dtype=np.float64, count=len(rows))
-        return torch.from_numpy(flat.astype(np.float32)[:, None])  # rounded as torch rounds
+        return _column([r[0] for r in rows])
     lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     out = np.zeros((len(rows), width), dtype=np.float32)
     flat = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=int(lens.sum()))
