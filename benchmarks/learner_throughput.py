@@ -16,6 +16,10 @@ medians, and the median of each repeat's own ratio: "paired");
 ``--json`` writes them.
 
     python benchmarks/learner_throughput.py --preset kuhn-selfplay --repeats 5
+    python benchmarks/learner_throughput.py --preset kuhn-selfplay model.tiny.hidden_size=256
+
+Overrides after the options (``KEY=VALUE``, as in ``coplay train``) change the preset:
+the learner's own time per update does not grow with the model, so learner / raw does.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import torch.nn.functional as F
 from rollout_throughput import group_table, item_groups
 
 from coplay.policies.scoring import distinct_items, prefix_groups
-from coplay.train.config import build_config
+from coplay.train.config import ConfigError, build_config
 from coplay.train.learner import Learner, Sample, collect_samples
 from coplay.train.loop import make_plan
 from coplay.train.micro import learner_micro_batches
@@ -105,7 +109,7 @@ def raw_update(learner: Learner, plan, reference_groups) -> None:
 
 def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
-    cfg = build_config(preset=args.preset)
+    cfg = args.config
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))
         trainee = run.trainees[0]
@@ -142,6 +146,7 @@ def measure(args: argparse.Namespace) -> dict:
     n = len(samples) * learner.epochs
     return {
         "preset": args.preset,
+        "overrides": args.overrides,
         "decisions": len(samples),
         "epochs": learner.epochs,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)",
@@ -163,7 +168,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="as in coplay train")
     args = ap.parse_args()
+    try:
+        args.config = build_config(preset=args.preset, overrides=args.overrides)
+    except ConfigError as err:
+        ap.error(str(err))
     result = measure(args)
     for arm, rate in result["decisions_per_s"].items():
         print(f"{arm:8s} {rate:9.1f} decisions/s ({result['median_s'][arm]:.3f} s median)")

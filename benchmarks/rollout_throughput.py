@@ -32,10 +32,17 @@ Arms, timed alternately in one process (medians of ``--repeats``, decisions per 
 
 Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2
 (of the medians, and the median of each repeat's own ratio: "paired"), the two bounds
-on engine / raw, and (``--json``) all of it as one JSON object.
+on engine / raw, the engine's own time per decision (``own us/decision``: its time
+beyond the raw arm's, which does not depend on the model's size), and (``--json``)
+all of it as one JSON object.
+
+The model is the tiny default unless ``model.*`` overrides shape it, as in a run's
+config: engine / raw grows with the model's work per decision, since the engine's own
+time does not.
 
     python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
+    python benchmarks/rollout_throughput.py --game tic_tac_toe model.tiny.hidden_size=256
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from coplay.envs.gameref import GameRef
+from coplay.envs.openspiel_env import UnknownGameError
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import (
@@ -65,6 +73,7 @@ from coplay.policies.scoring import (
     shared_prefix_len,
 )
 from coplay.rollout.engine import play_episodes
+from coplay.train.config import ConfigError, build_config
 from coplay.train.trainer import game_text
 from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
@@ -319,7 +328,7 @@ def records_run(episodes: Sequence[Episode]) -> tuple[float, int]:
 def measure(args: argparse.Namespace) -> dict:
     game = GameRef(args.game)
     text = game_text(game.make)
-    policy = build_policy(ModelConfig(), corpus=text.texts, actions=text.actions, seed=0)
+    policy = build_policy(args.model, corpus=text.texts, actions=text.actions, seed=0)
     _WORKER.update(policy=policy, game=game)
     engine_run(policy, game, 32, seed=10**6)  # warm-up
     loop_seeds = list(range(10**7, 10**7 + args.loop_games))
@@ -381,16 +390,32 @@ def measure(args: argparse.Namespace) -> dict:
         ratios["paired bound with records"] = statistics.median(
             map(_bound, rates["raw"], rates["game"], rates["records"])
         )
+    # What the engine adds to the model's time, per decision: the same whatever the
+    # model's size, so it says for which models engine / raw reaches a given ratio.
+    own = statistics.median(
+        1e6 / e - 1e6 / w for e, w in zip(rates["engine"], rates["raw"], strict=True)
+    )
     return {
         "game": args.game,
         "games": args.games,
         "loop_games": args.loop_games,
         "repeats": args.repeats,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)",
+        "model": args.model.model_dump(),
         "median_decisions_per_s": med,
         "ratios": ratios,
+        "own_us_per_decision": own,
         "decisions_per_s": rates,
     }
+
+
+def model_config(overrides: Sequence[str]) -> ModelConfig:
+    """The model ``model.KEY=VALUE`` overrides describe (the tiny default without any);
+    a bad one raises a ConfigError of one line."""
+    for item in overrides:
+        if not item.startswith("model."):
+            raise ConfigError(f"override {item!r}: only model.* keys shape this benchmark")
+    return build_config(overrides=list(overrides)).model
 
 
 def _bound(raw: float, *others: float) -> float:
@@ -407,13 +432,22 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument(
+        "overrides", nargs="*", metavar="model.KEY=VALUE", help="the model, as in a run's config"
+    )
     args = ap.parse_args(argv)
+    try:
+        args.model = model_config(args.overrides)
+        _ = GameRef(args.game).spec  # an unknown game: one line, before a model is built
+    except (ConfigError, UnknownGameError) as err:
+        ap.error(str(err))
     torch.set_num_threads(args.threads)
     result = measure(args)
     for arm, rate in result["median_decisions_per_s"].items():
         report(f"{arm:7s} {rate:10.1f} decisions/s (median of {args.repeats})")
     for name, ratio in result["ratios"].items():
         report(f"{name:20s} {ratio:.3f}")
+    report(f"own us/decision      {result['own_us_per_decision']:.1f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return result

@@ -8,6 +8,12 @@ consecutive runs of decisions whose estimated padded tokens stay within a budget
 by the model's width and depth. Gradients accumulate exactly over micro-batches
 (``coplay.train.learner``), so where the cuts fall changes no result beyond float
 rounding.
+
+Choices are counted as the scorer runs them: a choice met again in a micro-batch (the
+same prompt and actions: a small game's minibatch holds a few information states many
+times) is a row of the distinct items' table already, so it adds no tokens. Counting
+every copy would cut a Kuhn minibatch of a 0.1B model into a dozen passes over
+nearly the same dozen states.
 """
 
 from __future__ import annotations
@@ -71,26 +77,58 @@ def micro_batches(
 ) -> list[tuple[int, int]]:
     """``(start, end)`` of consecutive micro-batches of ``decisions`` (all of them, in
     order), each of at most ``rows`` decisions and, padded to its longest, at most
-    ``tokens`` tokens (a scored position weighs ``logit_weight`` tokens); a decision
-    larger than the budget goes alone.
+    ``tokens`` tokens over its distinct rows (a scored position weighs ``logit_weight``
+    tokens; a choice met again in the micro-batch costs nothing); a decision larger
+    than the budget goes alone.
 
     >>> d = [Decision("", "a", "p", prompt_ids=(1,) * n, response_ids=(2,)) for n in (3, 3, 5)]
     >>> micro_batches(d, tokens=12, rows=8)  # 2 rows x 4 tokens + 4 scored positions
     [(0, 2), (2, 3)]
     """
     cuts: list[tuple[int, int]] = []
-    start, longest, scored = 0, 0, 0
+    start, longest, scored, runs = 0, 0, 0, 0
+    seen = _Seen()
     for i, d in enumerate(decisions):
-        length, positions = cost(d, cached=cached)
-        wider, more = max(longest, length), scored + positions
-        size = i + 1 - start
-        if i > start and (size > rows or size * wider + more * logit_weight > tokens):
+        again = seen.add(d)
+        length, positions = (0, 0) if again else cost(d, cached=cached)
+        wider, more, rows_run = max(longest, length), scored + positions, runs + (not again)
+        if i > start and (i + 1 - start > rows or rows_run * wider + more * logit_weight > tokens):
             cuts.append((start, i))
-            start, wider, more = i, length, positions
-        longest, scored = wider, more
+            seen = _Seen()
+            seen.add(d)
+            length, positions = cost(d, cached=cached)  # the first of its micro-batch
+            start, wider, more, rows_run = i, length, positions, 1
+        longest, scored, runs = wider, more, rows_run
     if start < len(decisions):
         cuts.append((start, len(decisions)))
     return cuts
+
+
+class _Seen:
+    """The choices of one micro-batch so far, as the scorer tells them apart
+    (``coplay.policies.scoring.distinct_items``: by prompt and actions)."""
+
+    def __init__(self) -> None:
+        self._objects: set[tuple[int, int]] = set()
+        self._items: set = set()
+
+    def add(self, d: Decision) -> bool:
+        """Note ``d``; whether it is a choice met before (free text is never: the
+        scorer runs every answer)."""
+        if not d.choice_ids:
+            return False
+        # Copies of one state usually hold the very same tuples (the policy's caches):
+        # told apart by identity first, and only one per pair of objects hashed by ids.
+        # The decisions outlive the call, so no identity is reused meanwhile.
+        objects = (id(d.prompt_ids), id(d.choice_ids))
+        if objects in self._objects:
+            return True
+        self._objects.add(objects)
+        item = (tuple(d.prompt_ids), tuple(map(tuple, d.choice_ids)))
+        if item in self._items:
+            return True
+        self._items.add(item)
+        return False
 
 
 def learner_micro_batches(learner, decisions: Sequence[Decision]) -> list[tuple[int, int]]:

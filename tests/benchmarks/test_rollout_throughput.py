@@ -63,3 +63,31 @@ def test_the_game_arm_plays_every_game_to_its_end(bench):
     assert secs > 0 and 100 <= decisions <= 150  # Kuhn: 2 or 3 decisions a game
     _, decisions = bench.game_run(GameRef("tic_tac_toe"), range(5))
     assert 5 * 5 <= decisions <= 5 * 9
+
+
+def test_the_engines_own_time_is_its_time_beyond_the_raw_arms(bench):
+    out = bench.main(
+        ["--game", "kuhn_poker", "--games", "8", "--loop-games", "0", "--repeats", "3"],
+        report=lambda _: None,
+    )
+    engine, raw = out["decisions_per_s"]["engine"], out["decisions_per_s"]["raw"]
+    own = sorted(1e6 / e - 1e6 / w for e, w in zip(engine, raw, strict=True))
+    assert out["own_us_per_decision"] == pytest.approx(own[1])
+
+
+def test_model_overrides_shape_the_model_and_bad_ones_get_one_line(bench, capsys):
+    cfg = bench.model_config(["model.tiny.hidden_size=128", "model.tiny.num_layers=3"])
+    assert (cfg.tiny.hidden_size, cfg.tiny.num_layers) == (128, 3)
+    assert bench.model_config([]) == bench.ModelConfig()
+    for bad, says in [
+        ("train.iterations=3", "only model.* keys"),
+        ("model.tiny.hidden_size=-1", "model.tiny.hidden_size"),
+        ("model.tiny.size=3", "model.tiny.size"),
+    ]:
+        with pytest.raises(SystemExit):
+            bench.main(["--repeats", "1", bad])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert says in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        bench.main(["--game", "no_such_game"])
+    assert "unknown game 'no_such_game'" in capsys.readouterr().err

@@ -55,3 +55,35 @@ def test_the_automatic_budget_shrinks_with_the_model():
     assert auto_budget(tiny) > 20_000  # a whole Kuhn minibatch in one pass
     assert 300 < auto_budget(qwen_01b) < 2_000
     assert logit_tokens(tiny) == 1 and logit_tokens(qwen_01b) > 1
+
+
+def test_a_choice_met_again_in_a_micro_batch_adds_no_tokens():
+    # The scorer runs each distinct (prompt, actions) once: a Kuhn minibatch is a few
+    # information states many times, and its copies must not cut it into many passes.
+    a, b = _choice(10, (1, 1)), _choice(12, (1, 1))
+    same_as_a = _choice(10, (1, 1))  # equal ids, other objects: the same row
+    decisions = [a, b, a, same_as_a, b] * 20
+    assert micro_batches(decisions, tokens=2 * 12 + 3, rows=512) == [(0, 100)]
+    # a third distinct state does not fit: cut where it comes
+    c = _choice(11, (1, 2))
+    assert micro_batches([a, b, a, c, b], tokens=2 * 12 + 3, rows=512) == [(0, 3), (3, 5)]
+    # the row cap still counts every decision
+    assert micro_batches([a] * 10, tokens=100, rows=4) == [(0, 4), (4, 8), (8, 10)]
+    # free text is run answer by answer: copies cost their tokens
+    t = _text(10, 2)
+    assert micro_batches([t] * 4, tokens=3 * 12 + 9, rows=512) == [(0, 3), (3, 4)]
+
+
+@pytest.mark.parametrize("tokens", [12, 30, 60, 10**6])
+def test_cuts_over_distinct_rows_cover_every_decision_within_the_budget(tokens):
+    states = [_choice(p, c) for p, c in [(10, (1, 1)), (12, (1, 1, 1)), (7, (2, 1)), (9, (1,))]]
+    pick = [0, 1, 0, 2, 3, 3, 1, 0, 2, 2, 1, 3, 0, 0, 1]
+    decisions = [states[i] for i in pick]
+    cuts = micro_batches(decisions, tokens=tokens, rows=100)
+    assert [i for s, e in cuts for i in range(s, e)] == list(range(len(decisions)))
+    for s, e in cuts:
+        distinct = {id(d): cost(d) for d in decisions[s:e]}.values()
+        padded = len(distinct) * max(n for n, _ in distinct) + sum(k for _, k in distinct)
+        assert len(distinct) == 1 or padded <= tokens
+    if tokens == 10**6:
+        assert cuts == [(0, len(decisions))]
