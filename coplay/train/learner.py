@@ -29,7 +29,7 @@ from coplay.policies.chains import conversations
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import CHECKPOINTED
 from coplay.train import vocab_grads
-from coplay.train.micro import auto_budget, learner_micro_batches, logit_tokens
+from coplay.train.micro import auto_budget, learner_micro_batches, logit_tokens, together
 from coplay.train.mismatch import rebase_on_learner
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import LossTerm, Metrics, Micro, Sample, Setup
@@ -418,6 +418,14 @@ def shuffled(
 def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: int) -> Metrics:
     own = [s for s in minibatch if not s.replay]
     replays = [s for s in minibatch if s.replay]
+    ordered = [*own, *replays]  # replays share the micro-batches' forward passes
+    cuts = learner_micro_batches(learner, [s.decision for s in ordered])
+    if len(cuts) > 1:
+        # Several passes: each state's copies in one of them, so it is scored once
+        # (``together``). The sum over the minibatch is the same in any order.
+        own = [own[i] for i in together([s.decision for s in own])]
+        ordered = [*own, *replays]
+        cuts = learner_micro_batches(learner, [s.decision for s in ordered])
     # Per-sample terms are divided by the minibatch's own samples, replays not counted,
     # so a memory adds target pulls without diluting the other terms.
     size = len(own) or len(replays)
@@ -434,13 +442,12 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
         for name, term in learner.terms.items():
             contexts[name], term_metrics = term.prepare(learner, own, iteration)
             prepared |= term_metrics
-    ordered = [*own, *replays]  # replays share the micro-batches' forward passes
     learner.optimizer.zero_grad(set_to_none=True)
     parts = []
     model = learner.policy.model
     in_place = vocab_grads.grads_in_place(model) if learner.vocab_grads_in_place else nullcontext()
     with in_place:
-        for start, end in learner_micro_batches(learner, [s.decision for s in ordered]):
+        for start, end in cuts:
             micro = ordered[start:end]
             parts.append((len(micro), _micro_step(learner, micro, start, denom, size, contexts)))
     # The optimizer's own parameters: LoRA roles share one model, and another role's

@@ -13,7 +13,9 @@ Choices are counted as the scorer runs them: a choice met again in a micro-batch
 same prompt and actions: a small game's minibatch holds a few information states many
 times) is a row of the distinct items' table already, so it adds no tokens. Counting
 every copy would cut a Kuhn minibatch of a 0.1B model into a dozen passes over
-nearly the same dozen states.
+nearly the same dozen states. Where a minibatch still takes several passes, its
+copies are brought together first (``together``), so each state is scored in one
+pass instead of in every pass it recurs in.
 """
 
 from __future__ import annotations
@@ -131,6 +133,27 @@ class _Seen:
         return False
 
 
+def together(decisions: Sequence[Decision]) -> list[int]:
+    """An order of ``decisions`` in which every copy of a choice comes right after its
+    first one, choices in order of first appearance; free text keeps its place among
+    the rest (a conversation's turns stay together, in turn order).
+
+    >>> d = [Decision("", "a", "p", prompt_ids=(n,), response_ids=(2,), choice_ids=((2,),))
+    ...      for n in (1, 3, 1, 3, 4)]
+    >>> together(d)
+    [0, 2, 1, 3, 4]
+    """
+    first: dict = {}
+    at = []
+    for i, d in enumerate(decisions):
+        if d.choice_ids:
+            item = (tuple(d.prompt_ids), tuple(map(tuple, d.choice_ids)))
+            at.append(first.setdefault(item, i))
+        else:
+            at.append(i)
+    return sorted(range(len(decisions)), key=at.__getitem__)  # stable: copies in order
+
+
 def learner_micro_batches(learner, decisions: Sequence[Decision]) -> list[tuple[int, int]]:
     """``micro_batches`` at a learner's settings (``Owner``: its row cap, token budget
     and the weight of a scored position; activation checkpointing: no KV cache)."""
@@ -141,3 +164,15 @@ def learner_micro_batches(learner, decisions: Sequence[Decision]) -> list[tuple[
         logit_weight=learner.logit_weight,
         cached=not learner.checkpointing,
     )
+
+
+def learner_passes(learner, decisions: Sequence[Decision]) -> list[list[int]]:
+    """The indices of ``decisions`` each no-grad pass scores: ``learner_micro_batches``,
+    or, where those take several passes, the same cut of the order ``together``, so
+    each state is scored in one pass only (callers put the results back by index)."""
+    cuts = learner_micro_batches(learner, decisions)
+    if len(cuts) < 2:
+        return [list(range(start, end)) for start, end in cuts]
+    order = together(decisions)
+    cuts = learner_micro_batches(learner, [decisions[i] for i in order])
+    return [order[start:end] for start, end in cuts]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from coplay.train.micro import learner_micro_batches
+from coplay.train.micro import learner_passes
 from coplay.train.parts.term import Sample
 from coplay.types import Decision
 
@@ -80,12 +80,11 @@ def learner_logprobs(learner, decisions: Sequence[Decision]) -> list[tuple[float
     """The learner's per-token log-probs of ``decisions`` under its current weights,
     scored in its own micro-batches."""
     scorer = learner.policy.scorer
-    out: list[tuple[float, ...]] = []
-    for start, end in learner_micro_batches(learner, decisions):
-        scored = scorer.score(decisions[start:end])
-        logp = scored.logp.float().cpu()  # (B, T)
-        for row, d in enumerate(decisions[start:end]):
-            out.append(tuple(logp[row, : len(d.logprobs)].tolist()))
+    out: list[tuple[float, ...]] = [()] * len(decisions)
+    for rows in learner_passes(learner, decisions):
+        logp = scorer.score([decisions[i] for i in rows]).logp.float().cpu()  # (B, T)
+        for row, i in enumerate(rows):
+            out[i] = tuple(logp[row, : len(decisions[i].logprobs)].tolist())
     return out
 
 

@@ -546,3 +546,30 @@ def test_padded_rows_and_columns_round_as_torch_tensor_does():
     wide = _pad(rows, 4)
     assert torch.equal(wide[0, :3], torch.tensor(values[:3])) and wide[0, 3] == 0.0
     assert wide[1].tolist() == [torch.tensor(values[3]).item(), 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("kl", [None, KLConfig(coef=0.1)])
+def test_a_minibatch_in_several_passes_scores_each_state_in_one(kl, monkeypatch):
+    from coplay.policies import scorer as scorer_module
+    from coplay.train.micro import cost
+
+    policy = _policy()
+    eps = play_episodes(lambda: make_env("kuhn_poker"), [[policy, policy]] * 24, list(range(24)))
+    decisions = [t.decision for e in eps for t in e.turns]
+    samples = [Sample(d, float(i % 3 - 1)) for i, d in enumerate(decisions)]
+    states = {(d.prompt_ids, d.choice_ids) for d in decisions}
+    assert len(states) < len(decisions) / 3  # Kuhn: a dozen states, many copies
+    scored = []
+    real = scorer_module.distinct_choice_table
+    monkeypatch.setattr(
+        scorer_module,
+        "distinct_choice_table",
+        lambda model, items, **kw: scored.append(set(items)) or real(model, items, **kw),
+    )
+    # Room for about three states a pass.
+    budget = 3 * max(sum(cost(d)) for d in decisions)
+    optim = OptimConfig(lr=1e-2, epochs=1, minibatch_size=len(samples), micro_batch_tokens=budget)
+    update(make_learner(policy, LossConfig(kl=kl), optim), samples, np.random.default_rng(0))
+    assert len(scored) > 2
+    # No state scored in two passes: the policy's, and the reference's where a KL has one.
+    assert sum(map(len, scored)) == len(states) * (2 if kl else 1)

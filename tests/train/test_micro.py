@@ -3,7 +3,7 @@
 import pytest
 from transformers import LlamaConfig
 
-from coplay.train.micro import auto_budget, cost, logit_tokens, micro_batches
+from coplay.train.micro import auto_budget, cost, logit_tokens, micro_batches, together
 from coplay.types import Decision
 
 
@@ -87,3 +87,33 @@ def test_cuts_over_distinct_rows_cover_every_decision_within_the_budget(tokens):
         assert len(distinct) == 1 or padded <= tokens
     if tokens == 10**6:
         assert cuts == [(0, len(decisions))]
+
+
+def test_together_brings_each_choices_copies_after_its_first_and_keeps_text_in_place():
+    a, b = _choice(10, (1, 1)), _choice(12, (1, 1))
+    t1, t2 = _text(5, 2), _text(6, 2)  # two turns of one conversation, say
+    decisions = [a, t1, t2, b, _choice(10, (1, 1)), b, a]
+    order = together(decisions)
+    assert order == [0, 4, 6, 1, 2, 3, 5]
+    assert sorted(order) == list(range(len(decisions)))
+    assert together([]) == []
+
+
+def test_learner_passes_score_each_state_in_one_pass_and_every_decision_once():
+    from types import SimpleNamespace
+
+    from coplay.train.micro import learner_passes
+
+    states = [_choice(p, (1, 1)) for p in (10, 11, 12, 13)]
+    decisions = [states[i] for i in [0, 1, 2, 3, 0, 1, 2, 3, 3, 2]] + [_text(4, 2)]
+    learner = SimpleNamespace(
+        micro_batch_tokens=2 * 13 + 2, micro_batch_size=512, logit_weight=1, checkpointing=False
+    )
+    passes = learner_passes(learner, decisions)
+    assert sorted(i for rows in passes for i in rows) == list(range(len(decisions)))
+    for s in states:  # every copy of a state in one pass
+        assert len({k for k, rows in enumerate(passes) for i in rows if decisions[i] is s}) == 1
+    assert len(passes) == 3 and [len({id(decisions[i]) for i in r}) for r in passes] == [2, 2, 1]
+    # One pass for them all: the order as given.
+    learner.micro_batch_tokens = 10**6
+    assert learner_passes(learner, decisions) == [list(range(len(decisions)))]

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from coplay.algos.losses.regularizers import KLConfig, kl_penalty
 from coplay.policies.lm import LMPolicy
-from coplay.train.micro import learner_micro_batches
+from coplay.train.micro import learner_passes
 from coplay.train.parts.term import Metrics, Micro, Owner, Sample, Setup, Term
 from coplay.types import Decision
 
@@ -85,8 +85,8 @@ class KL(Term):
             self._forget()
             self._scored_at = iteration
         todo = [s.decision for s in own if id(s.decision) not in self._scored]
-        for start, end in learner_micro_batches(learner, todo):
-            part = todo[start:end]
+        for rows in learner_passes(learner, todo):  # rows are kept by id: any order
+            part = [todo[i] for i in rows]
             scored = self.reference.scorer.score(part)
             first = sum(len(p) for p in self._parts)
             # Held with its decision, so the id cannot be reused while kept.

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from torch import Tensor
 
 from coplay.policies.lm import LMPolicy, Scored
-from coplay.train.micro import learner_micro_batches
+from coplay.train.micro import learner_passes
 from coplay.types import Decision
 
 Metrics = dict[str, float]
@@ -185,7 +185,9 @@ class Term:
 
 def choice_dists(learner: Owner, decisions: Sequence[Decision]) -> list[Tensor | None]:
     """Each decision's log-distribution over its choices, scored in micro-batches."""
-    dists: list[Tensor | None] = []
-    for start, end in learner_micro_batches(learner, decisions):
-        dists.extend(learner.policy.scorer.score(decisions[start:end]).dists)
+    dists: list[Tensor | None] = [None] * len(decisions)
+    for rows in learner_passes(learner, decisions):
+        scored = learner.policy.scorer.score([decisions[i] for i in rows]).dists
+        for i, dist in zip(rows, scored, strict=True):
+            dists[i] = dist
     return dists
