@@ -7,6 +7,9 @@ which holds the evaluation, left out). Prints both medians and old / new.
 
     git worktree add /tmp/coplay-old <old commit>
     OMP_NUM_THREADS=1 python benchmarks/iteration_time.py --old /tmp/coplay-old --new .
+    OMP_NUM_THREADS=1 python benchmarks/iteration_time.py --old OLD --new . model.tiny.hidden_size=256
+
+Overrides after the options (``KEY=VALUE``) go to both trees' runs.
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from pathlib import Path
 
 
 def iteration_seconds(
-    tree: Path, preset: str, iterations: int, out: Path
+    tree: Path, preset: str, iterations: int, out: Path, overrides: list[str] = ()
 ) -> tuple[list[float], list[float], list[float]]:
     """Per iteration (the evaluated last one left out): seconds, rollout and update."""
     cmd = [sys.executable, "-m", "coplay.cli", "train", "--preset", preset, "--quiet"]
     cmd += ["--out", str(out), f"train.iterations={iterations}"]
-    cmd += [f"train.eval_every={iterations}", "train.save_every=0"]
+    cmd += [f"train.eval_every={iterations}", "train.save_every=0", *overrides]
     env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
     subprocess.run(cmd, check=True, env=env, cwd=tree, capture_output=True)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x]
@@ -47,6 +50,7 @@ def main() -> None:
     ap.add_argument("--preset", default="kuhn-selfplay")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="as in coplay train")
     args = ap.parse_args()
     times = {name: ([], [], []) for name in ("old", "new")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,7 +58,7 @@ def main() -> None:
             for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 out = Path(tmp) / f"{name}-{r}"
                 tree = args.old if name == "old" else args.new
-                got = iteration_seconds(tree, args.preset, args.iterations, out)
+                got = iteration_seconds(tree, args.preset, args.iterations, out, args.overrides)
                 for kept, more in zip(times[name], got, strict=True):
                     kept += more
     med = {k: [statistics.median(x) for x in v] for k, v in times.items()}

@@ -42,7 +42,7 @@ from coplay.policies.scoring import distinct_items, prefix_groups
 from coplay.train.config import ConfigError, build_config
 from coplay.train.learner import Learner, Sample, collect_samples
 from coplay.train.loop import make_plan
-from coplay.train.micro import learner_micro_batches
+from coplay.train.micro import learner_micro_batches, learner_passes, together
 from coplay.train.trainer import setup
 
 
@@ -61,8 +61,12 @@ def prepare(learner: Learner, samples: Sequence[Sample], rng_seed: int, epochs: 
         order = rng.permutation(len(samples))
         for start in range(0, len(samples), learner.minibatch_size):
             minibatch = [samples[i] for i in order[start : start + learner.minibatch_size]]
+            cuts = learner_micro_batches(learner, [x.decision for x in minibatch])
+            if len(cuts) > 1:  # as the learner cuts it: each state's copies in one pass
+                minibatch = [minibatch[i] for i in together([x.decision for x in minibatch])]
+                cuts = learner_micro_batches(learner, [x.decision for x in minibatch])
             micros = []
-            for s, e in learner_micro_batches(learner, [x.decision for x in minibatch]):
+            for s, e in cuts:
                 part = minibatch[s:e]
                 unique, inverse = distinct_items(
                     [(x.decision.prompt_ids, x.decision.choice_ids) for x in part]
@@ -120,15 +124,18 @@ def measure(args: argparse.Namespace) -> dict:
         pad = learner.policy.tokenizer.pad_token_id or 0
         reference = None
         if learner.reference is not None and cfg.loss.kl is not None:
-            parts = learner_micro_batches(learner, [s.decision for s in samples])
+            parts = learner_passes(learner, [s.decision for s in samples])
             reference = [
                 item_groups(
                     distinct_items(
-                        [(s.decision.prompt_ids, s.decision.choice_ids) for s in samples[a:b]]
+                        [
+                            (samples[i].decision.prompt_ids, samples[i].decision.choice_ids)
+                            for i in rows
+                        ]
                     )[0],
                     pad,
                 )
-                for a, b in parts
+                for rows in parts
             ]
         trainee.learn(episodes, run.rng)  # warm-up
         secs: dict[str, list[float]] = {"learner": [], "raw": []}
