@@ -24,6 +24,7 @@ import torch
 from rollout_throughput import build_groups, engine_run, game_run, raw_run
 
 from coplay.envs.gameref import GameRef
+from coplay.envs.openspiel_env import UnknownGameError
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.train.trainer import game_text
 
@@ -49,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "--switch", type=float, default=None, help="sys.setswitchinterval (s); default Python's"
     )
     args = ap.parse_args(argv)
+    try:
+        _ = GameRef(args.game).spec  # an unknown game: one line, before a model is built
+    except UnknownGameError as err:
+        ap.error(str(err))
     torch.set_num_threads(1)
     if args.switch:
         sys.setswitchinterval(args.switch)
