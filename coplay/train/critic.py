@@ -25,6 +25,7 @@ from torch import nn
 
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import left_pad
+from coplay.train.micro import auto_budget, prompt_passes
 from coplay.types import Episode, Turn
 
 
@@ -42,6 +43,10 @@ class CriticConfig(BaseModel):
     """Gradient clipping threshold of the value model."""
     batch_size: int = Field(256, gt=0)
     """Turns per value-model step (it takes as many passes as the policy's epochs)."""
+    micro_batch_tokens: int | None = Field(None, gt=0)
+    """Most padded tokens per forward/backward pass of the value model, each distinct
+    prompt counted once (None: what fits the learner's activation budget by the model's
+    size, ``coplay.train.micro.auto_budget``); a step's gradients add up over its passes."""
 
 
 class ValueModel(nn.Module):
@@ -68,6 +73,8 @@ class Critic:
     optimizer: torch.optim.Optimizer
     policy: LMPolicy
     cfg: CriticConfig
+    tokens: int
+    """Padded tokens per pass (``CriticConfig.micro_batch_tokens``, resolved)."""
 
 
 def make_critic(policy: LMPolicy, cfg: CriticConfig) -> Critic:
@@ -75,25 +82,38 @@ def make_critic(policy: LMPolicy, cfg: CriticConfig) -> Critic:
     trunk = copy.deepcopy(policy.model.base_model)
     model = ValueModel(trunk, policy.model.config.hidden_size).to(policy.device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    return Critic(model=model, optimizer=opt, policy=policy, cfg=cfg)
+    tokens = cfg.micro_batch_tokens or auto_budget(policy.model.config)
+    return Critic(model=model, optimizer=opt, policy=policy, cfg=cfg, tokens=tokens)
 
 
-def _values(critic: Critic, turns: Sequence[Turn]) -> torch.Tensor:
-    prompts = [critic.policy.prompt_ids(t.observation) for t in turns]
+def _values(critic: Critic, prompts: Sequence[tuple[int, ...]]) -> torch.Tensor:
+    """Values of ``prompts``, shape (B,): each distinct prompt run once (a small game's
+    turns repeat a few states), read for every copy."""
+    index: dict[tuple[int, ...], int] = {}
+    inverse = [index.setdefault(p, len(index)) for p in prompts]
     pad = critic.policy.tokenizer.pad_token_id or 0
-    ids, attn, pos = (x.to(critic.policy.device) for x in left_pad(prompts, pad))
-    return critic.model(ids, attn, pos)
+    ids, attn, pos = (x.to(critic.policy.device) for x in left_pad(list(index), pad))
+    values = critic.model(ids, attn, pos)
+    if len(index) == len(prompts):
+        return values
+    return values[torch.tensor(inverse, device=values.device)]
+
+
+def _prompts(critic: Critic, turns: Sequence[Turn]) -> list[tuple[int, ...]]:
+    return [tuple(critic.policy.prompt_ids(t.observation)) for t in turns]
 
 
 @torch.no_grad()
-def fill_values(critic: Critic, episodes: Sequence[Episode], *, chunk: int = 256) -> None:
-    """Write the critic's value onto ``Turn.value`` for every turn of every episode."""
+def fill_values(critic: Critic, episodes: Sequence[Episode]) -> None:
+    """Write the critic's value onto ``Turn.value`` for every turn of every episode,
+    in passes within the critic's token budget."""
     turns = [t for ep in episodes for traj in ep.trajectories for t in traj.turns]
+    prompts = _prompts(critic, turns)
     critic.model.eval()
-    for start in range(0, len(turns), chunk):
-        part = turns[start : start + chunk]
-        for turn, v in zip(part, _values(critic, part).tolist(), strict=True):
-            turn.value = float(v)
+    for rows in prompt_passes(prompts, tokens=critic.tokens):
+        values = _values(critic, [prompts[i] for i in rows]).tolist()
+        for i, v in zip(rows, values, strict=True):
+            turns[i].value = float(v)
 
 
 def value_loss(
@@ -124,19 +144,26 @@ def critic_update(
     device = critic.policy.device
     old_all = torch.tensor([t.value for t in turns], dtype=torch.float32, device=device)
     tgt_all = torch.tensor(targets, dtype=torch.float32, device=device)
+    prompts = _prompts(critic, turns)
     losses = []
     critic.model.train()
     for _ in range(epochs):
         order = rng.permutation(len(turns))
         for start in range(0, len(turns), critic.cfg.batch_size):
             idx = order[start : start + critic.cfg.batch_size]
-            values = _values(critic, [turns[i] for i in idx])
-            index = torch.as_tensor(idx, device=device)
-            loss = value_loss(values, old_all[index], tgt_all[index], critic.cfg.clip)
             critic.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            step = 0.0
+            # The step's mean loss as a sum of its passes' shares: gradients add up.
+            for rows in prompt_passes([prompts[i] for i in idx], tokens=critic.tokens):
+                part = idx[rows]
+                values = _values(critic, [prompts[i] for i in part])
+                index = torch.as_tensor(part, device=device)
+                loss = value_loss(values, old_all[index], tgt_all[index], critic.cfg.clip)
+                loss = loss * (len(part) / len(idx))
+                loss.backward()
+                step += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(critic.model.parameters(), critic.cfg.max_grad_norm)
             critic.optimizer.step()
-            losses.append(float(loss.detach()))
+            losses.append(step)
     critic.model.eval()
     return {"critic/loss": float(np.mean(losses)), "critic/steps": float(len(losses))}

@@ -176,3 +176,30 @@ def learner_passes(learner, decisions: Sequence[Decision]) -> list[list[int]]:
     order = together(decisions)
     cuts = learner_micro_batches(learner, [decisions[i] for i in order])
     return [order[start:end] for start, end in cuts]
+
+
+def prompt_passes(prompts: Sequence[Sequence[int]], *, tokens: int) -> list[list[int]]:
+    """Indices of ``prompts`` per pass of a model that reads whole prompts (the
+    critic): each distinct prompt once, in order of first appearance with its copies
+    right after it, and each pass's distinct prompts, padded to their longest, within
+    ``tokens`` (a prompt longer than that goes alone).
+
+    >>> prompt_passes([(1, 2), (3,), (1, 2), (4, 5, 6)], tokens=4)
+    [[0, 2, 1], [3]]
+    """
+    first: dict = {}
+    at = [first.setdefault(tuple(p), i) for i, p in enumerate(prompts)]
+    passes: list[list[int]] = []
+    rows: list[int] = []
+    longest = distinct = 0
+    for i in sorted(range(len(prompts)), key=at.__getitem__):  # stable: copies in order
+        new = at[i] == i
+        wider = max(longest, len(prompts[i])) if new else longest
+        if rows and new and (distinct + 1) * wider > tokens:
+            passes.append(rows)
+            rows, distinct, wider = [], 0, len(prompts[i])
+        rows.append(i)
+        longest, distinct = wider, distinct + new
+    if rows:
+        passes.append(rows)
+    return passes

@@ -63,3 +63,52 @@ def test_mismatched_targets_are_an_error(tiny_policy, episodes):
     turns = [t for e in episodes for t in e.turns]
     with pytest.raises(ValueError, match="value targets"):
         critic_update(critic, turns, [0.0], np.random.default_rng(0))
+
+
+def _trained_copy(policy, episodes, tokens, rows_seen=None):
+    """A critic after one update at a token budget, with filled values; the distinct
+    rows each forward pass ran, if asked."""
+    torch.manual_seed(0)
+    critic = make_critic(policy, CriticConfig(lr=1e-2, batch_size=64, micro_batch_tokens=tokens))
+    if rows_seen is not None:
+        run = critic.model.forward
+        critic.model.forward = lambda ids, attn, pos: (
+            rows_seen.append(len(ids)) or run(ids, attn, pos)
+        )
+    turns = [t for e in episodes for t in e.turns]
+    targets = [1.0 if t.player == 0 else -1.0 for t in turns]
+    fill_values(critic, episodes)
+    critic_update(critic, turns, targets, np.random.default_rng(0))
+    grads = torch.cat([p.grad.flatten() for p in critic.model.parameters() if p.grad is not None])
+    fill_values(critic, episodes)
+    return grads, [t.value for t in turns]
+
+
+def test_a_token_budget_splits_steps_into_passes_and_changes_no_number(tiny_policy, episodes):
+    whole_grads, whole_values = _trained_copy(tiny_policy, episodes, 10**9)
+    rows = []
+    cut_grads, cut_values = _trained_copy(tiny_policy, episodes, 60, rows)
+    assert len(rows) > 6  # a pass or two of each step at a budget of 60 tokens
+    assert whole_grads.abs().max() > 0
+    assert torch.allclose(whole_grads, cut_grads, atol=1e-7, rtol=1e-4)
+    assert cut_values == pytest.approx(whole_values, abs=1e-6)
+
+
+def test_each_distinct_prompt_runs_once_a_pass(tiny_policy, episodes):
+    rows = []
+    _trained_copy(tiny_policy, episodes, 10**9, rows)
+    turns = [t for e in episodes for t in e.turns]
+    distinct = len({tiny_policy.prompt_ids(t.observation) for t in turns})
+    assert distinct < len(turns)  # Kuhn: a dozen states
+    # fill, one step (all 16 games' turns are within one batch of 64), fill again
+    assert rows[0] == distinct and rows[-1] == distinct and max(rows) == distinct
+
+
+def test_the_default_budget_follows_the_model(tiny_policy):
+    from coplay.train.micro import auto_budget
+
+    critic = make_critic(tiny_policy, CriticConfig())
+    assert critic.tokens == auto_budget(tiny_policy.model.config)
+    assert make_critic(tiny_policy, CriticConfig(micro_batch_tokens=7)).tokens == 7
+    with pytest.raises(ValueError):
+        CriticConfig(micro_batch_tokens=0)

@@ -117,3 +117,19 @@ def test_learner_passes_score_each_state_in_one_pass_and_every_decision_once():
     # One pass for them all: the order as given.
     learner.micro_batch_tokens = 10**6
     assert learner_passes(learner, decisions) == [list(range(len(decisions)))]
+
+
+def test_prompt_passes_run_each_prompt_once_within_the_budget():
+    from coplay.train.micro import prompt_passes
+
+    prompts = [(1,) * n for n in (3, 5, 3, 2, 5, 7, 3)]
+    for tokens in (1, 6, 10, 15, 100):
+        passes = prompt_passes(prompts, tokens=tokens)
+        assert sorted(i for rows in passes for i in rows) == list(range(len(prompts)))
+        for rows in passes:
+            distinct = {prompts[i] for i in rows}
+            assert len(distinct) == 1 or len(distinct) * max(map(len, distinct)) <= tokens
+        for p in set(prompts):  # every copy in its first's pass
+            assert len({k for k, rows in enumerate(passes) for i in rows if prompts[i] == p}) == 1
+    assert prompt_passes(prompts, tokens=100) == [[0, 2, 6, 1, 4, 3, 5]]
+    assert prompt_passes([], tokens=10) == []
