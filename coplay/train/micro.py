@@ -88,19 +88,19 @@ def micro_batches(
     [(0, 2), (2, 3)]
     """
     cuts: list[tuple[int, int]] = []
-    start, longest, scored, runs = 0, 0, 0, 0
+    start, longest, scored, distinct = 0, 0, 0, 0
     seen = _Seen()
     for i, d in enumerate(decisions):
         again = seen.add(d)
         length, positions = (0, 0) if again else cost(d, cached=cached)
-        wider, more, rows_run = max(longest, length), scored + positions, runs + (not again)
-        if i > start and (i + 1 - start > rows or rows_run * wider + more * logit_weight > tokens):
+        wider, more, runs = max(longest, length), scored + positions, distinct + (not again)
+        if i > start and (i + 1 - start > rows or runs * wider + more * logit_weight > tokens):
             cuts.append((start, i))
             seen = _Seen()
             seen.add(d)
             length, positions = cost(d, cached=cached)  # the first of its micro-batch
-            start, wider, more, rows_run = i, length, positions, 1
-        longest, scored, runs = wider, more, rows_run
+            start, wider, more, runs = i, length, positions, 1
+        longest, scored, distinct = wider, more, runs
     if start < len(decisions):
         cuts.append((start, len(decisions)))
     return cuts
