@@ -1,31 +1,10 @@
 """Smoke test of the rollout benchmark: every arm, and the game-alone bound."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from coplay.envs.gameref import GameRef
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def bench():
-    # The benchmark imports its neighbours as top-level modules, as when run as a script.
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "rollout_throughput", ROOT / "benchmarks/rollout_throughput.py"
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["rollout_throughput"] = mod  # its dataclasses look their module up
-        spec.loader.exec_module(mod)
-        yield mod
-    finally:
-        sys.modules.pop("rollout_throughput", None)
-        sys.path.remove(str(ROOT / "benchmarks"))
+BENCHMARK = "rollout_throughput"
 
 
 def test_a_short_run_reports_every_arm_and_a_bound_below_one(bench):
