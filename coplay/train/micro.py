@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from coplay.policies.scoring import distinct_items
 from coplay.types import Decision
 
 ACTIVATION_BYTES = 256 * 2**20
@@ -89,48 +90,36 @@ def micro_batches(
     """
     cuts: list[tuple[int, int]] = []
     start, longest, scored, distinct = 0, 0, 0, 0
-    seen = _Seen()
-    for i, d in enumerate(decisions):
-        again = seen.add(d)
+    seen: set[int] = set()  # the states of the micro-batch so far
+    for i, (d, state) in enumerate(zip(decisions, _states(decisions), strict=True)):
+        again = state in seen
         length, positions = (0, 0) if again else cost(d, cached=cached)
         wider, more, runs = max(longest, length), scored + positions, distinct + (not again)
         if i > start and (i + 1 - start > rows or runs * wider + more * logit_weight > tokens):
             cuts.append((start, i))
-            seen = _Seen()
-            seen.add(d)
+            seen.clear()
             length, positions = cost(d, cached=cached)  # the first of its micro-batch
             start, wider, more, runs = i, length, positions, 1
+        if state is not None:
+            seen.add(state)
         longest, scored, distinct = wider, more, runs
     if start < len(decisions):
         cuts.append((start, len(decisions)))
     return cuts
 
 
-class _Seen:
-    """The choices of one micro-batch so far, as the scorer tells them apart
-    (``coplay.policies.scoring.distinct_items``: by prompt and actions)."""
-
-    def __init__(self) -> None:
-        self._objects: set[tuple[int, int]] = set()
-        self._items: set = set()
-
-    def add(self, d: Decision) -> bool:
-        """Note ``d``; whether it is a choice met before (free text is never: the
-        scorer runs every answer)."""
-        if not d.choice_ids:
-            return False
-        # Copies of one state usually hold the very same tuples (the policy's caches):
-        # told apart by identity first, and only one per pair of objects hashed by ids.
-        # The decisions outlive the call, so no identity is reused meanwhile.
-        objects = (id(d.prompt_ids), id(d.choice_ids))
-        if objects in self._objects:
-            return True
-        self._objects.add(objects)
-        item = (tuple(d.prompt_ids), tuple(map(tuple, d.choice_ids)))
-        if item in self._items:
-            return True
-        self._items.add(item)
-        return False
+def _states(decisions: Sequence[Decision]) -> list[int | None]:
+    """Per decision, its choice's index among the distinct ones, told apart as the
+    scorer tells them (``distinct_items``: by prompt and actions); None for free
+    text, which the scorer runs answer by answer."""
+    choices = [i for i, d in enumerate(decisions) if d.choice_ids]
+    _, inverse = distinct_items(
+        [(decisions[i].prompt_ids, decisions[i].choice_ids) for i in choices]
+    )
+    states: list[int | None] = [None] * len(decisions)
+    for i, state in zip(choices, inverse.tolist(), strict=True):
+        states[i] = state
+    return states
 
 
 def together(decisions: Sequence[Decision]) -> list[int]:
@@ -143,14 +132,8 @@ def together(decisions: Sequence[Decision]) -> list[int]:
     >>> together(d)
     [0, 2, 1, 3, 4]
     """
-    first: dict = {}
-    at = []
-    for i, d in enumerate(decisions):
-        if d.choice_ids:
-            item = (tuple(d.prompt_ids), tuple(map(tuple, d.choice_ids)))
-            at.append(first.setdefault(item, i))
-        else:
-            at.append(i)
+    first: dict[int, int] = {}
+    at = [i if s is None else first.setdefault(s, i) for i, s in enumerate(_states(decisions))]
     return sorted(range(len(decisions)), key=at.__getitem__)  # stable: copies in order
 
 
