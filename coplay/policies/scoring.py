@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -43,7 +44,11 @@ A GPU runs more tokens in a call's fixed time: rerun the benchmark there to refi
 
 
 def prefix_plan(
-    seqs: Sequence[Sequence[int]], max_groups: int = 4, *, call_tokens: int | None = None
+    seqs: Sequence[Sequence[int]],
+    max_groups: int = 4,
+    *,
+    call_tokens: int | None = None,
+    packed: Prompts | None = None,
 ) -> list[list[int]] | None:
     """How a batch runs: row indices in at most ``max_groups`` groups, each run with its
     shared prefix once (``forward_shared``); or None, one plain padded batch.
@@ -53,6 +58,8 @@ def prefix_plan(
     (default ``CALL_TOKENS``) per model call, and the cheapest wins. The plans are
     those of one cut: the rows sharing up to one of the smallest split points keep
     together. A negative cost makes every call a gain: the plan of the most calls wins.
+    ``packed``: ``seqs`` already packed (``Prompts.of``), for a caller that reads them
+    again.
 
     >>> prefix_plan([(1, 2, 5, 6), (1, 3, 5, 7), (1, 2, 5, 8)], 2, call_tokens=0)
     [[0, 2], [1]]
@@ -63,11 +70,13 @@ def prefix_plan(
     b = len(seqs)
     if b < 2:
         return None
-    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=b)
-    # A row keeps its last token to itself: past it, it is a group of its own
-    # (a negative id no other row has).
-    own = -1 - np.arange(b)[:, None]
-    tokens, _ = _packed([s[:-1] for s in seqs], own, align="left", width=int(lens.max()))
+    packed = packed or Prompts.of(seqs)
+    lens = packed.lens
+    # A row keeps its last token to itself: past it, it is a group of its own (the
+    # negative id no other row has, which the packing put past its end).
+    tokens = packed.tokens.copy()
+    ends = np.flatnonzero(lens)
+    tokens[ends, lens[ends] - 1] = -1 - ends
     # Sorted, neighbouring rows share their prefix up to the first column where they
     # differ, and a group of rows sharing n tokens is a run of sorted rows whose
     # neighbours agree past n: every plan is read off one sort. Sharing up to the
@@ -106,6 +115,47 @@ def prefix_plan(
     rows = np.argsort(labels, kind="stable")
     cuts = np.flatnonzero(np.diff(labels[rows])) + 1
     return [part.tolist() for part in np.split(rows, cuts)]
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """A batch of prompts packed once, for the plan and the groups to read: one flat
+    copy of every token instead of one per reading (the plan, each group's shared
+    prefix, its padded rows)."""
+
+    tokens: np.ndarray
+    """(B, W) int64: row i's tokens from the left, then its own negative id -1 - i."""
+    lens: np.ndarray
+    """(B,) each prompt's tokens."""
+
+    @classmethod
+    def of(cls, seqs: Sequence[Sequence[int]]) -> Prompts:
+        own = -1 - np.arange(len(seqs))[:, None]
+        tokens, lens = _packed(seqs, own, align="left")
+        return cls(tokens, lens)
+
+    def rows(self, index: Sequence[int]) -> Prompts:
+        """The prompts of rows ``index``, in that order (still padded to the batch)."""
+        index = np.asarray(index, dtype=np.int64)
+        return Prompts(self.tokens[index], self.lens[index])
+
+    def shared(self) -> int:
+        """``shared_prefix_len`` of these prompts."""
+        shortest = int(self.lens.min())
+        head = self.tokens[:, : shortest - 1]
+        agree = (head == head[:1]).all(axis=0)  # column by column
+        return int(agree.argmin()) if not agree.all() else head.shape[1]
+
+    def right_padded(self, n: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each prompt past its first ``n`` tokens, left-padded with ``pad_id`` to the
+        longest (``left_pad``'s ids), and where the real tokens are."""
+        rest = self.lens - n
+        width = int(rest.max(initial=0))
+        cols = np.arange(width)[None, :]
+        start = (width - rest)[:, None]  # the column each row's tokens start at
+        real = cols >= start
+        src = np.clip(cols - start + n, 0, self.tokens.shape[1] - 1)
+        return np.where(real, np.take_along_axis(self.tokens, src, axis=1), pad_id), real
 
 
 def fold_common_prefix(
@@ -412,12 +462,15 @@ def choice_inputs(
 ) -> ChoiceInputs:
     """``items``' token tensors, grouped as ``prefix_plan`` runs them (one plain batch
     where it says so, or where ``share`` is off: no cache to share a prefix through)."""
-    groups = prefix_plan([p for p, _ in items]) if share else None
+    prompts = [p for p, _ in items]
+    packed = Prompts.of(prompts)  # read by the plan and by every group
+    groups = prefix_plan(prompts, packed=packed) if share else None
     if groups is None or len(groups) == 1:
-        whole = _group_inputs(items, pad_id, share=groups is not None, device=device)
+        whole = _group_inputs(items, packed, pad_id, share=groups is not None, device=device)
         return ChoiceInputs((whole,), None, int(whole.owner.shape[0]))
     parts = tuple(
-        _group_inputs([items[i] for i in g], pad_id, share=True, device=device) for g in groups
+        _group_inputs([items[i] for i in g], packed.rows(g), pad_id, share=True, device=device)
+        for g in groups
     )
     # Where each group's candidates go among all items' candidates: entry j of item i
     # is at starts[i] + j, the items taken in the groups' row order.
@@ -586,16 +639,24 @@ class ChoiceRows(Sequence):
 
 def _group_inputs(
     items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    prompts: Prompts,
     pad_id: int,
     *,
     share: bool,
     device: torch.device,
 ) -> GroupInputs:
-    """One group's tensors: its prompts left-padded after their shared prefix (where
-    ``share``), and its candidates from the left."""
-    prompts = [p for p, _ in items]
-    n = shared_prefix_len(prompts) if share and len(prompts) > 1 else 0
-    prefix, ids, attn, pos = _shared_rows(prompts, pad_id, n, device)
+    """One group's tensors: its prompts (``prompts``, packed) left-padded after their
+    shared prefix (where ``share``), as ``_shared_rows`` pads them, and its candidates
+    from the left."""
+    n = prompts.shared() if share and len(items) > 1 else 0
+    rest, real = prompts.right_padded(n, pad_id)
+    attn = torch.from_numpy(real).long()
+    pos = (attn.cumsum(-1) - 1).clamp(min=0) + n
+    prefix = None
+    if n:
+        prefix = torch.from_numpy(prompts.tokens[:1, :n].copy()).to(device)
+        attn = torch.cat([torch.ones((len(items), n), dtype=attn.dtype), attn], dim=-1)
+    ids, attn, pos = torch.from_numpy(rest).to(device), attn.to(device), pos.to(device)
     packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
     sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
     mask = np.arange(packed.shape[1])[None, :] < lens[:, None]

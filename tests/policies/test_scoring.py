@@ -223,6 +223,54 @@ def test_prefix_plan_splits_only_where_the_tokens_saved_pay_for_the_calls():
     assert prefix_groups([(1, 2)]) == [[0]]
 
 
+def _reference_inputs(items, pad, *, share):
+    """``choice_inputs`` from the public helpers, one packing per reading: the plan of
+    the prompts, then per group its shared prefix and ``left_pad`` of the rest."""
+    plan = scoring.prefix_plan([p for p, _ in items]) if share else None
+    groups = [list(range(len(items)))] if plan is None else plan
+    out = []
+    for rows in groups:
+        prompts = [items[i][0] for i in rows]
+        n = shared_prefix_len(prompts) if plan is not None and len(rows) > 1 else 0
+        ids, attn, pos = scoring.left_pad([p[n:] for p in prompts], pad)
+        attn = torch.cat([torch.ones(len(rows), n, dtype=attn.dtype), attn], dim=1)
+        prefix = torch.tensor([list(prompts[0][:n])]) if n else None
+        out.append((prefix, ids, attn, pos + n))
+    return out
+
+
+@pytest.mark.parametrize("call_tokens", [None, 0, -(10**9)])
+def test_choice_inputs_pack_each_prompt_once_as_the_helpers_pad_it(monkeypatch, call_tokens):
+    """The plan and every group read one packing of the prompts: the same tensors as
+    planning, then cutting the shared prefix and padding each group on its own."""
+    import random
+
+    if call_tokens is not None:
+        monkeypatch.setattr(scoring, "CALL_TOKENS", call_tokens)
+    rng = random.Random(0)
+    cpu = torch.device("cpu")
+    for _ in range(300):
+        base = [rng.randint(0, 9) for _ in range(rng.randint(0, 30))]
+        items = []
+        for _ in range(rng.randint(1, 30)):
+            own = [rng.randint(0, 9) for _ in range(rng.randint(1, 12))]
+            prompt = tuple(base[: rng.randint(0, len(base))] + own)
+            actions = tuple(
+                tuple(rng.randint(0, 9) for _ in range(rng.randint(1, 3)))
+                for _ in range(rng.randint(1, 4))
+            )
+            items.append((prompt, actions))
+        for share in (True, False):
+            got = scoring.choice_inputs(items, 3, share=share, device=cpu).groups
+            want = _reference_inputs(items, 3, share=share)
+            assert len(got) == len(want)
+            for g, (prefix, ids, attn, pos) in zip(got, want, strict=True):
+                assert (g.prefix is None) == (prefix is None)
+                assert prefix is None or torch.equal(g.prefix, prefix)
+                for a, b in ((g.ids, ids), (g.attn, attn), (g.pos, pos)):
+                    assert a.dtype == b.dtype and torch.equal(a, b)
+
+
 # Free-text sampling: the distribution sampled from, its recorded log-probs, stops.
 
 SAMPLERS = [
