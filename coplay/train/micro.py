@@ -88,17 +88,25 @@ def micro_batches(
     >>> micro_batches(d, tokens=12, rows=8)  # 2 rows x 4 tokens + 4 scored positions
     [(0, 2), (2, 3)]
     """
+    costs = [cost(d, cached=cached) for d in decisions]
+    if not costs:
+        return []
+    every = len(costs) * max(n for n, _ in costs) + sum(p for _, p in costs) * logit_weight
+    if len(costs) <= rows and every <= tokens:
+        # It fits even counting every copy: one pass, with no need to tell its states
+        # apart (most minibatches of a small model).
+        return [(0, len(costs))]
     cuts: list[tuple[int, int]] = []
     start, longest, scored, distinct = 0, 0, 0, 0
     seen: set[int] = set()  # the states of the micro-batch so far
-    for i, (d, state) in enumerate(zip(decisions, _states(decisions), strict=True)):
+    for i, (full, state) in enumerate(zip(costs, _states(decisions), strict=True)):
         again = state in seen
-        length, positions = (0, 0) if again else cost(d, cached=cached)
+        length, positions = (0, 0) if again else full
         wider, more, runs = max(longest, length), scored + positions, distinct + (not again)
         if i > start and (i + 1 - start > rows or runs * wider + more * logit_weight > tokens):
             cuts.append((start, i))
             seen.clear()
-            length, positions = cost(d, cached=cached)  # the first of its micro-batch
+            length, positions = full  # the first of its micro-batch
             start, wider, more, runs = i, length, positions, 1
         if state is not None:
             seen.add(state)

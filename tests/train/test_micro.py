@@ -3,6 +3,7 @@
 import pytest
 from transformers import LlamaConfig
 
+from coplay.train import micro
 from coplay.train.micro import auto_budget, cost, logit_tokens, micro_batches, together
 from coplay.types import Decision
 
@@ -72,6 +73,25 @@ def test_a_choice_met_again_in_a_micro_batch_adds_no_tokens():
     # free text is run answer by answer: copies cost their tokens
     t = _text(10, 2)
     assert micro_batches([t] * 4, tokens=3 * 12 + 9, rows=512) == [(0, 3), (3, 4)]
+
+
+def test_a_minibatch_that_fits_every_copy_is_one_pass_without_telling_states_apart(
+    monkeypatch,
+):
+    a, b = _choice(10, (1, 1)), _choice(12, (1, 1))
+    decisions = [a, b, a, b]
+    every = 4 * 12 + 4  # every copy: 4 rows of the longest prompt, 4 scored positions
+    told = []
+    real = micro._states
+    monkeypatch.setattr(micro, "_states", lambda d: told.append(len(d)) or real(d))
+    assert micro_batches(decisions, tokens=every, rows=4) == [(0, 4)]
+    assert told == []
+    # A token less: its states are told apart, and its two distinct ones still fit.
+    assert micro_batches(decisions, tokens=every - 1, rows=4) == [(0, 4)]
+    assert told == [4]
+    # The row cap counts every decision either way.
+    assert micro_batches(decisions, tokens=every, rows=3) == [(0, 3), (3, 4)]
+    assert micro_batches([], tokens=every, rows=3) == []
 
 
 @pytest.mark.parametrize("tokens", [12, 30, 60, 10**6])
