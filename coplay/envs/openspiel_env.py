@@ -321,9 +321,11 @@ class OpenSpielEnv:
         state = self._state
         self._shown.clear()
         self._terminal = state.is_terminal()
+        self._simultaneous = False
         if self._terminal:
             self._acting = []
         elif state.is_simultaneous_node():
+            self._simultaneous = True
             players = range(self.game.num_players())
             self._acting = [p for p in players if state.legal_actions(p)]
         else:
@@ -392,16 +394,16 @@ class OpenSpielEnv:
         acting = self.players_to_act()
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
-        ids = {p: self._action_id(p, text) for p, text in actions.items()}
         # Games that pay only at the end (in returns()) have nothing to difference.
         before = self._returns_so_far() if self._rewards else None
         state = self._state
-        if state.is_simultaneous_node():
+        if self._simultaneous:
+            ids = {p: self._action_id(p, text) for p, text in actions.items()}
             # Players without a legal action at this node pass OpenSpiel's invalid id.
             all_ids = [ids.get(p, pyspiel.INVALID_ACTION) for p in range(self.game.num_players())]
             state.apply_actions(all_ids)
         else:
-            state.apply_action(ids[acting[0]])
+            state.apply_action(self._action_id(acting[0], actions[acting[0]]))
         self._advance_chance()
         self._moved()
         if before is None:
