@@ -1,5 +1,6 @@
 """The training loop: the plan of an iteration's games, hooks, determinism, resume."""
 
+import gc
 from typing import ClassVar
 
 import pytest
@@ -104,6 +105,30 @@ def test_hooks_run_in_order_and_each_sees_the_metrics_so_far(tmp_path):
     assert "a/after" not in first.seen[0] and second.seen[0]["a/after"] == 4.0
     assert capture.metrics[1]["b/after"] == 5.0
     assert {"rollout/episode_len", "loss/total"} <= set(first.seen[0])
+
+
+class Frozen(Hook):
+    """Reads how many objects the garbage collector leaves alone, after each update."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+
+    def before(self, run, it):
+        return {}
+
+    def after(self, run, it, batch, metrics):
+        self.counts.append(gc.get_freeze_count())
+        return {}
+
+
+def test_the_heap_alive_at_the_start_is_frozen_for_the_loop_and_thawed_after(tmp_path):
+    run = setup(build_config(overrides=TINY), tmp_path)
+    hook = Frozen()
+    assert gc.get_freeze_count() == 0
+    run_loop(run, [hook], start=0, end=2)
+    # the model, the libraries and the run's parts: well over the run's own records
+    assert len(hook.counts) == 2 and min(hook.counts) > 10_000
+    assert gc.get_freeze_count() == 0
 
 
 class Switch(Hook):
