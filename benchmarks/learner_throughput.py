@@ -1,6 +1,8 @@
 """Learner update throughput against a raw forward + backward + step of the same model.
 
-Arms, timed alternately on the same samples (medians of ``--repeats``, decisions/s):
+Arms, timed alternately on the same samples (medians of ``--repeats``, decisions/s),
+with the heap alive at the start frozen as the training loop freezes it
+(``coplay.train.loop.heap_frozen``):
 
 - ``learner``: the preset's update as the training loop runs it (``Trainee.learn``:
   advantages, samples, every loss term, the epochs' minibatches and micro-batches).
@@ -41,7 +43,7 @@ from rollout_throughput import group_table, item_groups
 from coplay.policies.scoring import distinct_items, prefix_groups
 from coplay.train.config import ConfigError, build_config
 from coplay.train.learner import Learner, Sample, collect_samples
-from coplay.train.loop import make_plan
+from coplay.train.loop import heap_frozen, make_plan
 from coplay.train.micro import learner_micro_batches, learner_passes, together
 from coplay.train.trainer import setup
 
@@ -139,16 +141,18 @@ def measure(args: argparse.Namespace) -> dict:
             ]
         trainee.learn(episodes, run.rng)  # warm-up
         secs: dict[str, list[float]] = {"learner": [], "raw": []}
-        for r in range(args.repeats):
-            for arm in ("learner", "raw") if r % 2 == 0 else ("raw", "learner"):
-                if arm == "raw":
-                    built = prepare(learner, samples, r, learner.epochs)
-                    start = time.perf_counter()
-                    raw_update(learner, built, reference)
-                else:
-                    start = time.perf_counter()
-                    trainee.learn(episodes, run.rng)
-                secs[arm].append(time.perf_counter() - start)
+        # The heap alive now left out of the collector's passes, as the loop leaves it.
+        with heap_frozen():
+            for r in range(args.repeats):
+                for arm in ("learner", "raw") if r % 2 == 0 else ("raw", "learner"):
+                    if arm == "raw":
+                        built = prepare(learner, samples, r, learner.epochs)
+                        start = time.perf_counter()
+                        raw_update(learner, built, reference)
+                    else:
+                        start = time.perf_counter()
+                        trainee.learn(episodes, run.rng)
+                    secs[arm].append(time.perf_counter() - start)
     med = {arm: statistics.median(v) for arm, v in secs.items()}
     n = len(samples) * learner.epochs
     return {

@@ -1,6 +1,8 @@
 """Rollout engine throughput against a fair ceiling and against one-game-at-a-time loops.
 
-Arms, timed alternately in one process (medians of ``--repeats``, decisions per second):
+Arms, timed alternately in one process (medians of ``--repeats``, decisions per second),
+with the heap alive at the start left out of the garbage collector's passes, as the
+training loop leaves it (``coplay.train.loop.heap_frozen``):
 
 - ``engine``: ``play_episodes`` plays ``--games`` games at once, every round one batched
   forward pass per policy (choice mode, the tiny default model), each seat drawing
@@ -74,6 +76,7 @@ from coplay.policies.scoring import (
 )
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import ConfigError, build_config
+from coplay.train.loop import heap_frozen
 from coplay.train.trainer import game_text
 from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 
@@ -342,28 +345,32 @@ def measure(args: argparse.Namespace) -> dict:
         "records": [],
     }
     batches: list = []
-    for r in range(args.repeats):
-        arms = ["engine", "raw"] if r % 2 == 0 or not batches else ["raw", "engine"]
-        if game.spec.openspiel_name:  # the game alone: OpenSpiel games
-            arms += ["game", "records"]
-        if args.loop_games:
-            arms += ["loop", "loop2"] if r % 2 == 0 else ["loop2", "loop"]
-        for arm in arms:
-            if arm == "engine":
-                secs, batches, episodes = engine_run(policy, game, args.games, seed=r * args.games)
-                decisions = sum(map(len, batches))
-            elif arm == "records":
-                secs, decisions = records_run(episodes)
-            elif arm == "raw":
-                groups = [build_groups(policy, b) for b in batches]
-                secs, decisions = raw_run(policy, groups), sum(map(len, batches))
-            elif arm == "game":
-                secs, decisions = game_run(game, range(r * args.games, (r + 1) * args.games))
-            elif arm == "loop":
-                secs, decisions = loop_run(policy, game, loop_seeds)
-            else:
-                secs, decisions = loop2_run(pool, loop_seeds)
-            rates[arm].append(decisions / secs)
+    # The heap alive now left out of the collector's passes, as the loop leaves it.
+    with heap_frozen():
+        for r in range(args.repeats):
+            arms = ["engine", "raw"] if r % 2 == 0 or not batches else ["raw", "engine"]
+            if game.spec.openspiel_name:  # the game alone: OpenSpiel games
+                arms += ["game", "records"]
+            if args.loop_games:
+                arms += ["loop", "loop2"] if r % 2 == 0 else ["loop2", "loop"]
+            for arm in arms:
+                if arm == "engine":
+                    secs, batches, episodes = engine_run(
+                        policy, game, args.games, seed=r * args.games
+                    )
+                    decisions = sum(map(len, batches))
+                elif arm == "records":
+                    secs, decisions = records_run(episodes)
+                elif arm == "raw":
+                    groups = [build_groups(policy, b) for b in batches]
+                    secs, decisions = raw_run(policy, groups), sum(map(len, batches))
+                elif arm == "game":
+                    secs, decisions = game_run(game, range(r * args.games, (r + 1) * args.games))
+                elif arm == "loop":
+                    secs, decisions = loop_run(policy, game, loop_seeds)
+                else:
+                    secs, decisions = loop2_run(pool, loop_seeds)
+                rates[arm].append(decisions / secs)
     if pool is not None:
         pool.close()
     med = {arm: statistics.median(v) for arm, v in rates.items() if v}
