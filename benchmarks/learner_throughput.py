@@ -15,7 +15,10 @@ with the heap alive at the start frozen as the training loop freezes it
 
 Choice mode (every bundled preset's). Printed: both medians and learner / raw (of the
 medians, and the median of each repeat's own ratio: "paired");
-``--json`` writes them.
+``--json`` writes them. ``--split`` also times, inside each arm, the model's forward
+passes, the backward passes and the optimizer's steps, and prints their medians and
+the rest: each arm's own work around the model (the learner's advantages, samples,
+losses and metrics; the raw arm's log-softmax, loss and clipping).
 
     python benchmarks/learner_throughput.py --preset kuhn-selfplay --repeats 5
     python benchmarks/learner_throughput.py --preset kuhn-selfplay model.tiny.hidden_size=256
@@ -27,12 +30,14 @@ the learner's own time per update does not grow with the model, so learner / raw
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +118,46 @@ def raw_update(learner: Learner, plan, reference_groups) -> None:
     model.eval()
 
 
+class Parts:
+    """``--split``: seconds spent in the model's forward passes (the reference's too),
+    in backward passes and in the optimizer's steps since the last ``take``."""
+
+    KINDS = ("forward", "backward", "step")
+
+    def __init__(self) -> None:
+        self.now = dict.fromkeys(self.KINDS, 0.0)
+
+    def _timed(self, kind, fn):
+        @functools.wraps(fn)
+        def run(*a, **k):
+            start = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.now[kind] += time.perf_counter() - start
+
+        return run
+
+    @contextmanager
+    def watching(self, model, optimizer) -> Iterator[None]:
+        """Time ``model``'s class forward, every tensor's backward and ``optimizer``'s
+        steps while inside."""
+        cls = type(model)
+        saved = cls.forward, torch.Tensor.backward
+        cls.forward = self._timed("forward", cls.forward)
+        torch.Tensor.backward = self._timed("backward", torch.Tensor.backward)
+        optimizer.step = self._timed("step", optimizer.step)
+        try:
+            yield
+        finally:
+            cls.forward, torch.Tensor.backward = saved
+            del optimizer.step  # the instance's wrapper: the class's method again
+
+    def take(self) -> dict[str, float]:
+        out, self.now = self.now, dict.fromkeys(self.KINDS, 0.0)
+        return out
+
+
 def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     cfg = args.config
@@ -141,18 +186,25 @@ def measure(args: argparse.Namespace) -> dict:
             ]
         trainee.learn(episodes, run.rng)  # warm-up
         secs: dict[str, list[float]] = {"learner": [], "raw": []}
+        parts = Parts()
+        split: dict[str, list[dict[str, float]]] = {"learner": [], "raw": []}
+        watching = parts.watching(learner.policy.model, learner.optimizer)
         # The heap alive now left out of the collector's passes, as the loop leaves it.
-        with heap_frozen():
+        with heap_frozen(), watching if args.split else nullcontext():
             for r in range(args.repeats):
                 for arm in ("learner", "raw") if r % 2 == 0 else ("raw", "learner"):
                     if arm == "raw":
                         built = prepare(learner, samples, r, learner.epochs)
+                        parts.take()
                         start = time.perf_counter()
                         raw_update(learner, built, reference)
                     else:
+                        parts.take()
                         start = time.perf_counter()
                         trainee.learn(episodes, run.rng)
                     secs[arm].append(time.perf_counter() - start)
+                    took = parts.take()
+                    split[arm].append(took | {"rest": secs[arm][-1] - sum(took.values())})
     med = {arm: statistics.median(v) for arm, v in secs.items()}
     n = len(samples) * learner.epochs
     return {
@@ -170,17 +222,27 @@ def measure(args: argparse.Namespace) -> dict:
             r / a for r, a in zip(secs["raw"], secs["learner"], strict=True)
         ),
         "seconds": secs,
+        "split_s": split if args.split else None,
+        "split_median_s": {
+            arm: {k: statistics.median(x[k] for x in rows) for k in rows[0]}
+            for arm, rows in split.items()
+        }
+        if args.split
+        else None,
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="kuhn-selfplay")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--split", action="store_true", help="time forward, backward, step and the rest"
+    )
     ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="as in coplay train")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     try:
         args.config = build_config(preset=args.preset, overrides=args.overrides)
     except ConfigError as err:
@@ -190,8 +252,11 @@ def main() -> None:
         print(f"{arm:8s} {rate:9.1f} decisions/s ({result['median_s'][arm]:.3f} s median)")
     print(f"learner/raw {result['learner/raw']:.3f}")
     print(f"paired learner/raw {result['paired learner/raw']:.3f}")
+    for arm, part in (result["split_median_s"] or {}).items():
+        print(f"{arm:8s} " + "  ".join(f"{k} {1e3 * v:.2f} ms" for k, v in part.items()))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":
