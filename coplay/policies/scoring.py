@@ -141,10 +141,7 @@ class Prompts:
 
     def shared(self) -> int:
         """``shared_prefix_len`` of these prompts."""
-        shortest = int(self.lens.min())
-        head = self.tokens[:, : shortest - 1]
-        agree = (head == head[:1]).all(axis=0)  # column by column
-        return int(agree.argmin()) if not agree.all() else head.shape[1]
+        return _leading_agreement(self.tokens[:, : int(self.lens.min()) - 1])
 
     def right_padded(self, n: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
         """Each prompt past its first ``n`` tokens, left-padded with ``pad_id`` to the
@@ -229,7 +226,12 @@ def shared_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     """
     shortest = min(len(s) for s in seqs)
     head, _ = _packed([s[: shortest - 1] for s in seqs], 0, align="left")
-    agree = (head == head[:1]).all(axis=0)  # (shortest - 1,) column by column
+    return _leading_agreement(head)
+
+
+def _leading_agreement(head: np.ndarray) -> int:
+    """How many leading columns of ``head`` (B, W) hold one value in every row."""
+    agree = (head == head[:1]).all(axis=0)  # column by column
     return int(agree.argmin()) if not agree.all() else head.shape[1]
 
 
