@@ -6,12 +6,13 @@ collector through ``gc.callbacks``, apart for passes inside the loop (``run_loop
 and outside it (setup, the first evaluation, the final checkpoint). Printed per
 generation: passes and seconds inside and outside the loop, the loop's seconds, the
 collector's share of them, and how many objects the loop left out of its passes
-(``gc.get_freeze_count`` read after each update). ``--no-freeze`` runs the loop
-without ``heap_frozen``, as it ran before it froze the heap; run both, one after the
-other, to compare. ``--json`` writes the numbers.
+(``gc.get_freeze_count`` read after each update). A loop of ``FROZEN_FROM``
+iterations or more freezes its heap (``coplay.train.loop.heap_frozen``); ``--no-freeze``
+runs it without, as it ran before; run both, one after the other, to compare.
+``--json`` writes the numbers.
 
-    OMP_NUM_THREADS=1 python benchmarks/collector.py --preset tictactoe-selfplay --iterations 20
-    OMP_NUM_THREADS=1 python benchmarks/collector.py --preset tictactoe-selfplay --iterations 20 --no-freeze
+    OMP_NUM_THREADS=1 python benchmarks/collector.py --preset tictactoe-selfplay --iterations 60
+    OMP_NUM_THREADS=1 python benchmarks/collector.py --preset tictactoe-selfplay --iterations 60 --no-freeze
 
 Overrides after the options (``KEY=VALUE``, as in ``coplay train``) change the preset.
 """
@@ -109,7 +110,7 @@ def measure(args: argparse.Namespace) -> dict:
         "preset": args.preset,
         "iterations": args.iterations,
         "overrides": args.overrides,
-        "frozen": not args.no_freeze,
+        "frozen": not args.no_freeze and args.iterations >= loop.FROZEN_FROM,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)",
         "wall_s": wall,
         "loop_s": sum(loop_s),
@@ -122,7 +123,7 @@ def measure(args: argparse.Namespace) -> dict:
 def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = print) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="tictactoe-selfplay")
-    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--iterations", type=int, default=60)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-freeze", action="store_true", help="the loop without heap_frozen")
     ap.add_argument("--json", type=Path, help="also write the result here")

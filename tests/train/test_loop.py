@@ -10,6 +10,7 @@ from coplay.backends import BACKENDS, HFBackend
 from coplay.models.loading import load_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
+from coplay.train import loop
 from coplay.train.config import build_config
 from coplay.train.hooks import Hook
 from coplay.train.loop import make_plan, run_loop
@@ -121,13 +122,15 @@ class Frozen(Hook):
         return {}
 
 
-def test_the_heap_alive_at_the_start_is_frozen_for_the_loop_and_thawed_after(tmp_path):
+def test_a_long_loop_freezes_the_heap_alive_at_its_start_and_thaws_it_after(tmp_path, monkeypatch):
     run = setup(build_config(overrides=TINY), tmp_path)
     hook = Frozen()
-    assert gc.get_freeze_count() == 0
-    run_loop(run, [hook], start=0, end=2)
+    run_loop(run, [hook], start=0, end=2)  # short: left as it is
+    assert hook.counts == [0, 0]
+    monkeypatch.setattr(loop, "FROZEN_FROM", 2)
+    run_loop(run, [hook], start=2, end=4)
     # the model, the libraries and the run's parts: well over the run's own records
-    assert len(hook.counts) == 2 and min(hook.counts) > 10_000
+    assert len(hook.counts) == 4 and min(hook.counts[2:]) > 10_000
     assert gc.get_freeze_count() == 0
 
 
