@@ -2,6 +2,7 @@
 
     python benchmarks/prefix_plan.py --presets tictactoe-perfect kuhn-selfplay
     python benchmarks/prefix_plan.py --call-tokens 64 192 512 1024 --json plans.json
+    python benchmarks/prefix_plan.py --presets kuhn-selfplay -- model.tiny.hidden_size=256
 
 For each preset, one iteration's episodes are played; the trainee's decisions are
 shuffled and the distinct choice items of the first ``--sizes`` of them form a batch.
@@ -12,7 +13,9 @@ split points gives (``prefix_plan`` with each allowed number of groups). Then, f
 each value of ``--call-tokens``, the plan the cost model would pick (the fewest tokens
 run, padding included, plus that many tokens per model call) and its time against
 the fastest plan's. Printed: each batch's plans (tokens run, calls, milliseconds) and
-per value the summed excess over the fastest and the batches it misses.
+per value the summed excess over the fastest and the batches it misses. Overrides
+after ``--`` (``KEY=VALUE``, as in ``coplay train``) change every preset, such as the
+model's size: a call's fixed cost is the same, a token's grows with the model.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from coplay.policies import scoring
-from coplay.train.config import build_config
+from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import make_plan
 from coplay.train.trainer import setup
 
@@ -79,8 +83,10 @@ def timed(model, items, groups, grad: bool, repeats: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def batches(preset: str, sizes: list[int], repeats: int) -> list[dict]:
-    cfg = build_config(preset=preset)
+def batches(
+    preset: str, sizes: list[int], repeats: int, overrides: Sequence[str] = ()
+) -> list[dict]:
+    cfg = build_config(preset=preset, overrides=list(overrides))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         run = setup(cfg, Path(tmp))
@@ -139,9 +145,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="as in coplay train")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = [r for p in args.presets for r in batches(p, args.sizes, args.repeats)]
+    try:
+        for preset in args.presets:  # every config checked before any is timed
+            build_config(preset=preset, overrides=args.overrides)
+    except ConfigError as err:
+        ap.error(str(err))
+    rows = [r for p in args.presets for r in batches(p, args.sizes, args.repeats, args.overrides)]
     verdicts = {}
     for cost in args.call_tokens:
         excess, missed = 0.0, []

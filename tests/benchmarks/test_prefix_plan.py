@@ -24,3 +24,28 @@ def test_a_short_run_times_every_plan_and_judges_each_cost(monkeypatch):
         plain = batch["plans"][0]
         assert all(p["tokens"] < plain["tokens"] for p in batch["plans"][1:])
     assert set(out["call_tokens"]) == {0, 100000}
+
+
+def _load(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("prefix_plan", ROOT / "benchmarks/prefix_plan.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_overrides_shape_the_model_and_a_bad_one_is_one_error_line(monkeypatch, capsys):
+    bench = _load(monkeypatch)
+    out = bench.main(
+        ["--presets", "kuhn-selfplay", "--sizes", "16", "--repeats", "1", "--call-tokens", "0"]
+        + ["--", "model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
+    )
+    assert len(out["batches"]) == 2
+    try:
+        bench.main(["--presets", "kuhn-selfplay", "--", "model.tiny.hidden_size=wide"])
+    except SystemExit:
+        pass
+    else:
+        raise AssertionError("a bad override must stop the benchmark")
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error:" in last and "model.tiny.hidden_size" in last
