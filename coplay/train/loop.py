@@ -93,8 +93,9 @@ def run_loop(run: Run, hooks: Sequence[Hook], *, start: int, end: int) -> None:
 
 FROZEN_FROM = 50
 """Iterations from which a loop freezes the heap it starts with (``heap_frozen``).
-Thawing it at the end costs one full pass of the collector soon after (the thawed
-objects count as new), which a short loop does not win back: 20 tic-tac-toe
+Thawing it at the end costs one full pass of the collector soon after (its count of
+long-lived objects leaves the thawed ones out, so a full pass comes due early and walks
+them all), which a short loop does not win back: 20 tic-tac-toe
 iterations saved 0.45 s inside the loop and spent 0.3 s after it, and a test suite of
 many one-iteration loops ran 9% longer (``benchmarks/collector.py``)."""
 
