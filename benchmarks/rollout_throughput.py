@@ -35,8 +35,8 @@ training loop leaves it (``coplay.train.loop.heap_frozen``):
 Printed: each arm's median, the ratios engine / raw, engine / loop and engine / loop2
 (of the medians, and the median of each repeat's own ratio: "paired"), the two bounds
 on engine / raw, the engine's own time per decision (``own us/decision``: its time
-beyond the raw arm's, which does not depend on the model's size), and (``--json``)
-all of it as one JSON object.
+beyond the raw arm's, which does not depend on the model's size), each paired figure
+with its lowest and highest repeat, and (``--json``) all of it as one JSON object.
 
 The model is the tiny default unless ``model.*`` overrides shape it, as in a run's
 config: engine / raw grows with the model's work per decision, since the engine's own
@@ -379,13 +379,12 @@ def measure(args: argparse.Namespace) -> dict:
     # The machine's speed drifts between repeats (a shared host): the median of each
     # repeat's own ratio, its arms run back to back, cancels what a ratio of medians
     # taken at different moments does not.
-    ratios |= {
-        f"paired engine/{arm}": statistics.median(
-            e / a for e, a in zip(rates["engine"], rates[arm], strict=True)
-        )
+    paired = {
+        f"paired engine/{arm}": [e / a for e, a in zip(rates["engine"], rates[arm], strict=True)]
         for arm in med
         if arm not in bounds
     }
+    ratios |= {name: statistics.median(v) for name, v in paired.items()}
     # Per decision the engine spends at least the raw arm's model time plus the game's,
     # and, returning its records, their building too.
     if "game" in med:
@@ -399,9 +398,8 @@ def measure(args: argparse.Namespace) -> dict:
         )
     # What the engine adds to the model's time, per decision: the same whatever the
     # model's size, so it says for which models engine / raw reaches a given ratio.
-    own = statistics.median(
-        1e6 / e - 1e6 / w for e, w in zip(rates["engine"], rates["raw"], strict=True)
-    )
+    owns = [1e6 / e - 1e6 / w for e, w in zip(rates["engine"], rates["raw"], strict=True)]
+    paired["own us/decision"] = owns
     return {
         "game": args.game,
         "games": args.games,
@@ -411,7 +409,10 @@ def measure(args: argparse.Namespace) -> dict:
         "model": args.model.model_dump(),
         "median_decisions_per_s": med,
         "ratios": ratios,
-        "own_us_per_decision": own,
+        "own_us_per_decision": statistics.median(owns),
+        # The lowest and highest repeat of each paired figure: how far one repeat can
+        # stray on this machine, against which a change between runs is read.
+        "spread": {name: [min(v), max(v)] for name, v in paired.items()},
         "decisions_per_s": rates,
     }
 
@@ -452,9 +453,12 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
     result = measure(args)
     for arm, rate in result["median_decisions_per_s"].items():
         report(f"{arm:7s} {rate:10.1f} decisions/s (median of {args.repeats})")
+    spread = result["spread"]
     for name, ratio in result["ratios"].items():
-        report(f"{name:20s} {ratio:.3f}")
-    report(f"own us/decision      {result['own_us_per_decision']:.1f}")
+        lo_hi = f" (repeats {spread[name][0]:.3f}-{spread[name][1]:.3f})" if name in spread else ""
+        report(f"{name:20s} {ratio:.3f}{lo_hi}")
+    lo, hi = spread["own us/decision"]
+    report(f"own us/decision      {result['own_us_per_decision']:.1f} (repeats {lo:.1f}-{hi:.1f})")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return result

@@ -70,3 +70,18 @@ def test_model_overrides_shape_the_model_and_bad_ones_get_one_line(bench, capsys
     with pytest.raises(SystemExit):
         bench.main(["--game", "no_such_game"])
     assert "unknown game 'no_such_game'" in capsys.readouterr().err
+
+
+def test_each_paired_figure_comes_with_its_lowest_and_highest_repeat(bench):
+    lines = []
+    out = bench.main(
+        ["--game", "kuhn_poker", "--games", "8", "--loop-games", "0", "--repeats", "3"],
+        report=lines.append,
+    )
+    engine, raw = out["decisions_per_s"]["engine"], out["decisions_per_s"]["raw"]
+    ratios = [e / w for e, w in zip(engine, raw, strict=True)]
+    assert out["spread"]["paired engine/raw"] == [min(ratios), max(ratios)]
+    lo, hi = out["spread"]["own us/decision"]
+    assert lo <= out["own_us_per_decision"] <= hi
+    assert "paired engine/raw" in out["spread"] and "bound engine/raw" not in out["spread"]
+    assert any(line.startswith("paired engine/raw") and "(repeats" in line for line in lines)
