@@ -6,7 +6,7 @@ collector through ``gc.callbacks``, apart for passes inside the loop (``run_loop
 and outside it (setup, the first evaluation, the final checkpoint). Printed per
 generation: passes and seconds inside and outside the loop, the loop's seconds, the
 collector's share of them, and how many objects the loop left out of its passes
-(``gc.get_freeze_count`` read after each update). A loop of ``FROZEN_FROM``
+(``gc.get_freeze_count`` read as the loop freezes). A loop of ``FROZEN_FROM``
 iterations or more freezes its heap (``coplay.train.loop.heap_frozen``); ``--no-freeze``
 runs it without, as it ran before; run both, one after the other, to compare.
 ``--json`` writes the numbers.
@@ -62,40 +62,30 @@ class Passes:
         return out
 
 
-class FreezeCount:
-    """A hook that reads how many objects the collector leaves alone after each update."""
-
-    def __init__(self) -> None:
-        self.counts: list[int] = []
-
-    def before(self, run, it):
-        return {}
-
-    def after(self, run, it, batch, metrics):
-        self.counts.append(gc.get_freeze_count())
-        return {}
-
-
 def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
-    passes, frozen = Passes(), FreezeCount()
-    real_loop = trainer.run_loop
-    loop_s = []
+    passes = Passes()
+    real_loop, real_frozen = trainer.run_loop, loop.heap_frozen
+    loop_s, frozen = [], []
+
+    @contextlib.contextmanager
+    def counted_frozen():
+        with real_frozen():
+            frozen.append(gc.get_freeze_count())  # what the loop leaves alone
+            yield
 
     def timed_loop(run, hooks, *, start, end):
         passes.in_loop = True
         began = time.perf_counter()
         try:
-            return real_loop(run, [*hooks, frozen], start=start, end=end)
+            return real_loop(run, hooks, start=start, end=end)
         finally:
             loop_s.append(time.perf_counter() - began)
             passes.in_loop = False
 
     gc.callbacks.append(passes)
-    saved = trainer.run_loop, loop.heap_frozen
     trainer.run_loop = timed_loop
-    if args.no_freeze:
-        loop.heap_frozen = contextlib.nullcontext
+    loop.heap_frozen = contextlib.nullcontext if args.no_freeze else counted_frozen
     try:
         with tempfile.TemporaryDirectory() as tmp:
             began = time.perf_counter()
@@ -103,7 +93,7 @@ def measure(args: argparse.Namespace) -> dict:
             wall = time.perf_counter() - began
     finally:
         gc.callbacks.remove(passes)
-        trainer.run_loop, loop.heap_frozen = saved
+        trainer.run_loop, loop.heap_frozen = real_loop, real_frozen
     table = passes.table()
     in_loop = sum(s for _, s in table["loop"].values())
     return {
@@ -116,7 +106,7 @@ def measure(args: argparse.Namespace) -> dict:
         "loop_s": sum(loop_s),
         "passes": table,
         "loop_gc_share": in_loop / sum(loop_s),
-        "frozen_objects": max(frozen.counts, default=0),
+        "frozen_objects": max(frozen, default=0),
     }
 
 
