@@ -123,6 +123,7 @@ class KL(Term):
 
 @torch.no_grad()
 def move_magnet(magnet: torch.nn.Module, policy: torch.nn.Module, ema: float) -> None:
-    """magnet <- magnet + ema * (policy - magnet), parameter by parameter."""
-    for m, p in zip(magnet.parameters(), policy.parameters(), strict=True):
-        m.lerp_(p, ema)
+    """magnet <- magnet + ema * (policy - magnet), every parameter in one call (one op
+    per parameter, as a loop of ``lerp_`` computes it, without a Python step each)."""
+    pairs = list(zip(magnet.parameters(), policy.parameters(), strict=True))
+    torch._foreach_lerp_([m for m, _ in pairs], [p for _, p in pairs], ema)

@@ -134,6 +134,17 @@ def test_move_magnet_is_a_lerp():
     assert magnet.weight.item() == 1.5
 
 
+def test_move_magnet_equals_a_lerp_per_parameter_bit_for_bit():
+    torch.manual_seed(0)
+    magnet, policy = torch.nn.Linear(7, 5), torch.nn.Linear(7, 5)
+    expected = [
+        m.detach().clone().lerp_(p.detach(), 0.05)
+        for m, p in zip(magnet.parameters(), policy.parameters(), strict=True)
+    ]
+    move_magnet(magnet, policy, 0.05)
+    assert all(torch.equal(m, e) for m, e in zip(magnet.parameters(), expected, strict=True))
+
+
 def test_the_state_is_the_reference_weights_when_the_term_owns_them():
     setup = _setup(ema=0.5)
     term = KL.build(None, setup)
