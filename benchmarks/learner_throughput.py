@@ -158,14 +158,20 @@ class Parts:
         return out
 
 
+@contextmanager
+def one_rollout(cfg) -> Iterator[tuple]:
+    """A run of ``cfg`` set up in a scratch folder, its first trainee and the episodes
+    of its first rollout: what an update is timed on."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run = setup(cfg, Path(tmp))
+        plan, _ = make_plan(run, 1)
+        yield run, run.trainees[0], run.source.play(plan, run.policies).episodes
+
+
 def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     cfg = args.config
-    with tempfile.TemporaryDirectory() as tmp:
-        run = setup(cfg, Path(tmp))
-        trainee = run.trainees[0]
-        plan, _ = make_plan(run, 1)
-        episodes = run.source.play(plan, run.policies).episodes
+    with one_rollout(cfg) as (run, trainee, episodes):
         samples = samples_of(trainee, episodes)
         learner = trainee.learner
         pad = learner.policy.tokenizer.pad_token_id or 0

@@ -32,21 +32,21 @@ import functools
 import importlib
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import torch
+from learner_throughput import one_rollout
 from rollout_throughput import engine_run, model_config
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_env import UnknownGameError
 from coplay.models.loading import build_policy
 from coplay.train.config import ConfigError, build_config
-from coplay.train.loop import heap_frozen, make_plan
-from coplay.train.trainer import game_text, setup
+from coplay.train.loop import heap_frozen
+from coplay.train.trainer import game_text
 
 ENGINE = {
     "coplay.rollout.engine": [
@@ -224,12 +224,7 @@ def engine_parts(args: argparse.Namespace) -> dict:
 
 
 def learner_parts(args: argparse.Namespace) -> dict:
-    cfg = args.config
-    with tempfile.TemporaryDirectory() as tmp:
-        run = setup(cfg, Path(tmp))
-        trainee = run.trainees[0]
-        plan, _ = make_plan(run, 1)
-        episodes = run.source.play(plan, run.policies).episodes
+    with one_rollout(args.config) as (run, trainee, episodes):
         trainee.learn(episodes, run.rng)  # warm-up
         learner = trainee.learner
         clock = Clock()
