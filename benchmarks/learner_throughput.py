@@ -30,20 +30,20 @@ the learner's own time per update does not grow with the model, so learner / raw
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import platform
 import statistics
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from rollout_throughput import group_table, item_groups
+from timers import Clock, patched
 
 from coplay.policies.scoring import distinct_items, prefix_groups
 from coplay.train.config import ConfigError, build_config
@@ -125,36 +125,22 @@ class Parts:
     KINDS = ("forward", "backward", "step")
 
     def __init__(self) -> None:
-        self.now = dict.fromkeys(self.KINDS, 0.0)
-
-    def _timed(self, kind, fn):
-        @functools.wraps(fn)
-        def run(*a, **k):
-            start = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                self.now[kind] += time.perf_counter() - start
-
-        return run
+        self.clock = Clock()
 
     @contextmanager
     def watching(self, model, optimizer) -> Iterator[None]:
         """Time ``model``'s class forward, every tensor's backward and ``optimizer``'s
-        steps while inside."""
-        cls = type(model)
-        saved = cls.forward, torch.Tensor.backward
-        cls.forward = self._timed("forward", cls.forward)
-        torch.Tensor.backward = self._timed("backward", torch.Tensor.backward)
-        optimizer.step = self._timed("step", optimizer.step)
-        try:
+        steps while inside (none runs inside another, so their exclusive times are
+        their whole times)."""
+        with ExitStack() as stack:
+            stack.enter_context(patched(type(model), "forward", self.clock, "forward"))
+            stack.enter_context(patched(torch.Tensor, "backward", self.clock, "backward"))
+            stack.enter_context(patched(optimizer, "step", self.clock, "step"))
             yield
-        finally:
-            cls.forward, torch.Tensor.backward = saved
-            del optimizer.step  # the instance's wrapper: the class's method again
 
     def take(self) -> dict[str, float]:
-        out, self.now = self.now, dict.fromkeys(self.KINDS, 0.0)
+        out = {kind: self.clock.secs[kind] for kind in self.KINDS}
+        self.clock.reset()
         return out
 
 

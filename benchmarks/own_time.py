@@ -27,19 +27,17 @@ decision read a little high; the total is timed outside every wrapper.
 from __future__ import annotations
 
 import argparse
-import collections
-import functools
 import importlib
 import json
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
 from learner_throughput import one_rollout
 from rollout_throughput import engine_run, model_config
+from timers import Clock, patched
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_env import UnknownGameError
@@ -93,77 +91,6 @@ LEARNER = {
     "coplay.policies.scoring": ["distinct_items", "choice_inputs", "_choice_group"],
 }
 TERM_METHODS = ["begin_update", "prepare", "loss", "after_update"]
-
-
-class Clock:
-    """Exclusive seconds and calls per label of the functions it wraps."""
-
-    def __init__(self) -> None:
-        self.secs: dict[str, float] = collections.defaultdict(float)
-        self.calls: collections.Counter[str] = collections.Counter()
-        self._inner: list[float] = []  # per open call: its wrapped callees' seconds
-
-    def wrap(self, fn: Callable, label: str) -> Callable:
-        @functools.wraps(fn)
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            self._inner.append(0.0)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                took = time.perf_counter() - start
-                self.secs[label] += took - self._inner.pop()
-                self.calls[label] += 1
-                if self._inner:
-                    self._inner[-1] += took
-
-        return timed
-
-    def reset(self) -> None:
-        self.secs.clear()
-        self.calls.clear()
-
-    def overhead(self, n: int = 20_000) -> float:
-        """Seconds one wrapper adds to its caller (an empty function, wrapped)."""
-        plain, timed = (lambda: None), self.wrap(lambda: None, "")
-        out = []
-        for fn in (plain, timed):
-            start = time.perf_counter()
-            for _ in range(n):
-                fn()
-            out.append(time.perf_counter() - start)
-        self.reset()
-        return max(0.0, (out[1] - out[0]) / n)
-
-
-@contextmanager
-def patched(owner: object, name: str, clock: Clock, label: str) -> Iterator[None]:
-    """``owner.name`` wrapped by ``clock`` while inside; for a module function, every
-    module that imported it by name too (each calls its own reference)."""
-    original = getattr(owner, name)
-    timed = clock.wrap(original, label)
-    holders = [owner]
-    if isinstance(owner, type(sys)):
-        # Read from each module's own namespace: a lazy module's ``getattr`` imports.
-        holders += [
-            m
-            for m in list(sys.modules.values())
-            if m is not owner and getattr(m, "__dict__", {}).get(name) is original
-        ]
-    saved = [(h, h.__dict__.get(name, _MISSING)) for h in holders]
-    for h in holders:
-        setattr(h, name, timed)
-    try:
-        yield
-    finally:
-        for h, before in saved:
-            if before is _MISSING:
-                delattr(h, name)
-            else:
-                setattr(h, name, before)
-
-
-_MISSING = object()
 
 
 def _modules(stack: ExitStack, clock: Clock, names: dict[str, list[str]]) -> None:
