@@ -81,7 +81,11 @@ FUSED_FROM = 20_000_000
 """Trainable parameters above which AdamW runs fused by default: the one-tensor-at-a-time
 step makes temporaries as large as the largest tensor (a 150k-token embedding: 300 MB
 at 0.1B parameters), where the fused kernel makes none and is faster. Smaller models
-keep the unfused step, whose float rounding their reproduced results were taken with."""
+keep the unfused step, whose float rounding their reproduced results were taken with.
+Below it the unfused step runs as one ``foreach`` call per operation over all the
+parameters: the same arithmetic tensor by tensor, bit for bit, without a Python step per
+parameter (torch picks it by itself on GPUs only); its temporaries, as large as all the
+parameters together, stay under 80 MB there."""
 
 
 def count(params: Iterable[torch.nn.Parameter]) -> int:
@@ -130,9 +134,9 @@ def make_learner(
     checkpointing = optim.activation_checkpointing
     if checkpointing:
         enable_checkpointing(policy.model)
-    opt = torch.optim.AdamW(
-        params, lr=optim.lr, weight_decay=optim.weight_decay, fused=True if fused else None
-    )
+    small = count(params) <= FUSED_FROM
+    step = {"fused": True} if fused else {"foreach": True if small else None}
+    opt = torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay, **step)
     sections = {name: getattr(loss, name, None) for name in type(loss).model_fields}
     setup = Setup(policy, reference, reference_ema, iterations)
     terms, idle = build_terms({**sections, "target": target}, setup)
@@ -432,7 +436,11 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     # One (B, T) mask of every own sample's units: the denominators count the same
     # units and rows as one mask per sample would, without a tensor per sample.
     units = [max(1, len(s.decision.logprobs)) for s in own]
-    masks = [_pad([(1.0,) * n for n in units], max(units))] if own else []
+    widest = max(units, default=0)
+    if widest == 1:  # one unit a row (choices): nothing to pad
+        masks = [torch.ones(len(units), 1)]
+    else:
+        masks = [_pad([(1.0,) * n for n in units], widest)] if own else []
     denom = global_denom(learner.loss.aggregation, masks) if masks else 1.0
     # Each term's context under the weights of this very step (e.g. the signalling
     # marginals), held fixed for its micro-batches.

@@ -573,3 +573,22 @@ def test_a_minibatch_in_several_passes_scores_each_state_in_one(kl, monkeypatch)
     assert len(scored) > 2
     # No state scored in two passes: the policy's, and the reference's where a KL has one.
     assert sum(map(len, scored)) == len(states) * (2 if kl else 1)
+
+
+def test_the_small_model_step_runs_foreach_and_equals_the_per_parameter_step_bit_for_bit():
+    policy = _policy()
+    optim = OptimConfig(lr=1e-2, lr_schedule="linear", weight_decay=0.1, epochs=2, minibatch_size=4)
+    learners = [
+        make_learner(copy.deepcopy(policy), LossConfig(), optim, iterations=3) for _ in "ab"
+    ]
+    assert learners[0].optimizer.defaults["foreach"] is True
+    learners[1].optimizer.param_groups[0]["foreach"] = False  # the one-tensor-at-a-time step
+    samples = _samples(policy)
+    for learner in learners:
+        for _ in range(3):
+            update(learner, samples, np.random.default_rng(0))
+    for a, b in zip(*(lr.policy.model.parameters() for lr in learners), strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(
+        next(policy.model.parameters()), next(learners[0].policy.model.parameters())
+    )

@@ -101,9 +101,10 @@ class KL(Term):
         if self.cfg is None or not micro.rows:
             return None, {}
         width = micro.logp.shape[1]
-        # Own samples come first in the minibatch's order, so row r is own sample start + r.
-        index = torch.tensor(micro.rows, device=context.device) + micro.start
-        ref_logp = F.pad(context[index, :width], (0, max(0, width - context.shape[1])))
+        # Own samples come first in the minibatch's order and in each micro-batch, so
+        # the micro-batch's own rows are the context's rows from its start on: a slice.
+        rows = context[micro.start : micro.start + len(micro.rows), :width]
+        ref_logp = F.pad(rows, (0, max(0, width - context.shape[1])))
         per_unit = kl_penalty(micro.logp, ref_logp, estimator=self.cfg.estimator)
         kl = micro.aggregate(per_unit, micro.mask, denom=micro.denom)
         return self.cfg.coef * kl, {"loss/kl": kl.item()}
