@@ -540,6 +540,8 @@ def _distinct_table(
         model, items, temperature=temperature, pad_id=pad_id
     )  # (N,) over all items' actions, flattened
     sizes = [len(cs) for _, cs in items]
+    if min(sizes) == max(sizes):  # as many actions each (Kuhn's two): rows as they come
+        return F.log_softmax(seq_lp.view(len(items), sizes[0]), dim=1)
     rows, cols = _table_cells(sizes)
     table = seq_lp.new_full((len(items), max(sizes)), -math.inf)
     table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)

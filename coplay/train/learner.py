@@ -301,15 +301,18 @@ def _micro_step(
     scored = learner.policy.scorer.score([s.decision for s in batch])  # (B, T) each
     rows = [i for i, s in enumerate(batch) if not s.replay]
     # Without replays every row is the objective's: no copy (and backward node) to take.
-    own = slice(None) if len(rows) == len(batch) else rows
+    logp, mask, entropy = (
+        t if len(rows) == len(batch) else t[rows]
+        for t in (scored.logp, scored.mask, scored.entropy)
+    )
     micro = Micro(
         batch=batch,
         start=start,
         scored=scored,
         rows=rows,
-        logp=scored.logp[own],
-        mask=scored.mask[own],
-        entropy=scored.entropy[own],
+        logp=logp,
+        mask=mask,
+        entropy=entropy,
         aggregate=AGGREGATIONS[learner.loss.aggregation],
         denom=denom,
         size=size,

@@ -141,6 +141,19 @@ def test_a_kv_cache_is_built_only_where_a_longer_action_continues(
     assert bool(writes) == (len(actions[0]) > 1 or batching == "grouped")
 
 
+@pytest.mark.parametrize("game", ["kuhn_poker", "tic_tac_toe"])  # as many actions each, or not
+def test_a_choice_table_row_is_its_items_actions_renormalised_then_minus_infinity(tiny, game):
+    model, tok = tiny
+    items = _items(LMPolicy(model, tok), game, 8)
+    assert (len({len(cs) for _, cs in items}) == 1) == (game == "kuhn_poker")
+    with torch.no_grad():
+        table = scoring.choice_table(model, items, temperature=0.7, pad_id=0)
+        for row, (prompt, cands) in zip(table, items, strict=True):
+            scores = sequence_logps(model, [(prompt, c) for c in cands], temperature=0.7)
+            assert torch.allclose(row[: len(cands)], scores.log_softmax(0), atol=1e-5)
+            assert torch.isneginf(row[len(cands) :]).all()
+
+
 def test_choice_rows_read_each_items_actions_from_the_distinct_table():
     two, three, one = ((1,), ((2,), (3,))), ((4,), ((5,), (6,), (7,))), ((8,), ((9,),))
     # The distinct items' table, padded; the batch repeats the three-action item.
