@@ -131,7 +131,8 @@ class OptimConfig(_Strict):
     """Most turns per forward/backward pass; gradients accumulate exactly across them."""
     fused: bool | None = None
     """Run AdamW's fused kernel (no temporaries, faster; float rounding differs from the
-    plain step); None: fused for models over 20M trainable parameters."""
+    plain step); None: fused for models over 20M trainable parameters. The plain step of
+    smaller models runs as one foreach call per operation (bit for bit the same)."""
     micro_batch_tokens: int | None = Field(None, gt=0)
     """Most padded tokens per forward/backward pass (a scored position's vocabulary
     counted as tokens too); None: as many as fit about 256 MiB of activations by the
