@@ -85,6 +85,12 @@ class Backend(Protocol):
         """Run ``state_dict``'s weights from now on, as version ``version``."""
         ...
 
+    def runs(self, model: Any) -> bool:
+        """Whether it samples from ``model``'s own tensors (in this process, the very
+        module the learner trains in place): a new version of them then needs no
+        ``load_weights``, only the new ``version``."""
+        ...
+
 
 class BackendFactory(Protocol):
     """Builds a backend over a Hugging Face model and tokenizer (its first weights); a

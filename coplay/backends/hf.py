@@ -90,11 +90,16 @@ class HFBackend:
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         """Run ``state_dict``'s weights as ``version``: copied into the model (every key
-        must match) unless they are the model's own tensors already, as they are when
-        the learner trained this model in place; then nothing is copied or changed."""
+        must match) unless they are the model's own tensors already; then nothing is
+        copied or changed. (The learner's policy, training this model in place, does
+        not call it: ``runs``.)"""
         if not _holds(self.model, state_dict):
             self.model.load_state_dict(state_dict)
         self.version = version
+
+    def runs(self, model: torch.nn.Module) -> bool:
+        """Whether ``model`` is the very module it samples from."""
+        return model is self.model
 
 
 def _holds(model: PreTrainedModel, state_dict: Mapping[str, torch.Tensor]) -> bool:

@@ -184,6 +184,10 @@ class VLLMBackend(HFBackend):
         self.sync_seconds = time.perf_counter() - start
         super().load_weights(state_dict, version)
 
+    def runs(self, model: Any) -> bool:
+        """Never: the engine holds its own copy of the weights (``load_weights``)."""
+        return False
+
 
 def _check_model(model: Any, vllm) -> None:
     """Refuse models the engine cannot run, with the fix: LoRA-wrapped models (the

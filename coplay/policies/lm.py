@@ -162,7 +162,10 @@ class LMPolicy:
         the next one): after every update, and on resume with the restored version.
         An in-process backend that already runs these tensors copies nothing."""
         version = self.version + 1 if version is None else version
-        self.backend.load_weights(self.model.state_dict(), version)
+        if self.backend.runs(self.model):  # trained in place: only the version is new
+            self.backend.version = version
+        else:
+            self.backend.load_weights(self.model.state_dict(), version)
 
     @property
     def explore(self) -> float:

@@ -157,3 +157,21 @@ def test_publish_hands_the_trained_weights_over_as_the_next_version(tiny, observ
     assert (policy.version, view.act(observations[:1])[0].policy_version) == (1, 1)
     policy.publish(7)  # a resumed run: the version its weights were saved at
     assert view.version == 7
+
+
+def test_publish_copies_nothing_where_the_backend_runs_the_trained_module(tiny, monkeypatch):
+    model, tok = tiny
+    policy = LMPolicy(copy.deepcopy(model), tok)
+    assert policy.backend.runs(policy.model) and not policy.backend.runs(model)
+    with monkeypatch.context() as m:
+        m.setattr(policy.backend, "load_weights", lambda sd, v: pytest.fail("weights pushed"))
+        m.setattr(policy.model, "state_dict", lambda: pytest.fail("a state dict built"))
+        policy.publish()
+    assert policy.version == 1
+    # A backend that holds its own copy (vLLM's engine) is handed the weights.
+    pushed = []
+    monkeypatch.setattr(policy.backend, "runs", lambda model: False)
+    monkeypatch.setattr(policy.backend, "load_weights", lambda sd, v: pushed.append((sd, v)))
+    policy.publish()
+    ((weights, version),) = pushed
+    assert version == 2 and weights.keys() == policy.model.state_dict().keys()

@@ -226,10 +226,14 @@ def test_resume_equals_uninterrupted(tmp_path, extra):
 
 
 class Recording(HFBackend):
-    """An in-process backend that logs every weight push: the version, whether the
-    tensors were its model's own (same memory), and the sum of their values."""
+    """A backend that asks for every version's weights, as one holding its own copy does
+    (vLLM's engine), and logs each push: the version, whether the tensors were its
+    model's own (same memory), and the sum of their values."""
 
     pushes: ClassVar[list[tuple[int, bool, float]]] = []
+
+    def runs(self, model):
+        return False
 
     def load_weights(self, state_dict, version):
         own = _pointers(state_dict) == _pointers(self.model.state_dict())
