@@ -22,8 +22,9 @@ with the heap alive at the start frozen as the training loop freezes it
   It writes out PPO-clip, the entropy and the KL aggregated by ``token_mean``; a preset
   with another term or setting is one error line.
 
-Choice mode (every bundled preset's). Printed: both medians and learner / raw (of the
-medians, and the median of each repeat's own ratio: "paired");
+Choice mode (every bundled preset's). Printed: each arm's median and the ratios
+learner / raw (with ``--plain`` also learner / plain and plain / raw), of the medians
+and as the median of each repeat's own ratio ("paired");
 ``--json`` writes them. ``--split`` also times, inside each arm, the model's forward
 passes, the backward passes and the optimizer's steps, and prints their medians and
 the rest: each arm's own work around the model (the learner's advantages, samples,
