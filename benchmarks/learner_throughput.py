@@ -146,11 +146,15 @@ def reference_plan(learner: Learner, samples: Sequence[Sample]) -> tuple[list, t
     return passes, torch.from_numpy(rows)
 
 
-def stacked_table(model, groups: Sequence, temperature: float) -> torch.Tensor:
-    """(U, K) action log-probs of the groups' rows, one table, -inf past a row's last."""
-    tables = [group_table(model, g, temperature) for g in groups]  # (B_g, K_g) each
+def stacked(tables: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(B_i, K_i) action tables as one (sum B_i, max K_i), -inf past a row's last."""
     width = max(t.shape[1] for t in tables)
     return torch.cat([F.pad(t, (0, width - t.shape[1]), value=-torch.inf) for t in tables])
+
+
+def stacked_table(model, groups: Sequence, temperature: float) -> torch.Tensor:
+    """(U, K) action log-probs of the groups' rows, one table."""
+    return stacked([group_table(model, g, temperature) for g in groups])
 
 
 def raw_update(learner: Learner, plan, reference) -> None:
@@ -241,11 +245,7 @@ def plain_update(learner: Learner, plan, reference, goal: Objective) -> list[dic
     ref_table = None
     if goal.kl is not None:
         with torch.no_grad():
-            tables = [stacked_table(goal.reference, groups, temp) for groups in reference[0]]
-            width = max(t.shape[1] for t in tables)
-            ref_table = torch.cat(
-                [F.pad(t, (0, width - t.shape[1]), value=-torch.inf) for t in tables]
-            )
+            ref_table = stacked([stacked_table(goal.reference, g, temp) for g in reference[0]])
     model.train()
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]
     seen: list[dict[str, float]] = []

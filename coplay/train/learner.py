@@ -130,11 +130,11 @@ def make_learner(
     builds the reference (default: a frozen copy). ``tis_cap`` reweights turns sampled
     by an exploring behaviour policy (``policy_loss``)."""
     params = list(policy.model.parameters() if params is None else params)
-    fused = optim.fused if optim.fused is not None else count(params) > FUSED_FROM
+    small = count(params) <= FUSED_FROM
+    fused = optim.fused if optim.fused is not None else not small
     checkpointing = optim.activation_checkpointing
     if checkpointing:
         enable_checkpointing(policy.model)
-    small = count(params) <= FUSED_FROM
     step = {"fused": True} if fused else {"foreach": True if small else None}
     opt = torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay, **step)
     sections = {name: getattr(loss, name, None) for name in type(loss).model_fields}
@@ -438,12 +438,8 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     size = len(own) or len(replays)
     # One (B, T) mask of every own sample's units: the denominators count the same
     # units and rows as one mask per sample would, without a tensor per sample.
-    units = [max(1, len(s.decision.logprobs)) for s in own]
-    widest = max(units, default=0)
-    if widest == 1:  # one unit a row (choices): nothing to pad
-        masks = [torch.ones(len(units), 1)]
-    else:
-        masks = [_pad([(1.0,) * n for n in units], widest)] if own else []
+    units = torch.tensor([max(1, len(s.decision.logprobs)) for s in own])
+    masks = [(torch.arange(int(units.max()))[None, :] < units[:, None]).float()] if own else []
     denom = global_denom(learner.loss.aggregation, masks) if masks else 1.0
     # Each term's context under the weights of this very step (e.g. the signalling
     # marginals), held fixed for its micro-batches.
