@@ -207,6 +207,7 @@ def test_a_killed_worker_is_restarted_and_its_groups_replayed(pool):
 RESUMED = [*KUHN, "train.iterations=4", "train.save_every=1", "rollout.workers=1"]
 """A CLI run of 4 iterations with one synchronous worker, saving its state each one;
 half a CPU for its worker fits beside the pool's."""
+KILL_ATTEMPTS = 3
 
 
 def test_a_learner_killed_mid_update_resumes_to_the_uninterrupted_run(pool, tmp_path):
@@ -214,13 +215,27 @@ def test_a_learner_killed_mid_update_resumes_to_the_uninterrupted_run(pool, tmp_
     assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
     gc.collect()  # the run's worker goes with its source
     # The killed run is a process of its own on the same cluster; its worker dies with it.
-    part, address = tmp_path / "part", ray.get_runtime_context().gcs_address
-    cmd = [sys.executable, "-m", "coplay.cli", *argv, "--out", str(part), f"ray.address={address}"]
+    address = ray.get_runtime_context().gcs_address
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    # the pool's (asked: one may still be starting) and any the first run left
-    earlier = {*ray.get([w.pid.remote() for w in pool]), *(w.pid for w in rollout_workers())}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert kill_in_update(proc, part, after=2, earlier=earlier), proc.communicate()[1].decode()
+    # The update the kill must land in lasts tens of milliseconds; a watcher that the
+    # busy machine does not schedule for that long kills too late. Such a run is not
+    # a failure of the code, so it is played again, in a directory of its own.
+    for attempt in range(KILL_ATTEMPTS):
+        part = tmp_path / f"part{attempt}"
+        cmd = [sys.executable, "-m", "coplay.cli", *argv, "--out", str(part)]
+        # the pool's (asked: one may still be starting) and any earlier run left
+        earlier = {*ray.get([w.pid.remote() for w in pool]), *(w.pid for w in rollout_workers())}
+        proc = subprocess.Popen(
+            [*cmd, f"ray.address={address}"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert kill_in_update(proc, part, after=2, earlier=earlier), proc.communicate()[1].decode()
+        if logged(part) == 3:
+            break
+    else:
+        pytest.fail(f"every one of {KILL_ATTEMPTS} kills landed after iteration 3's update")
     # Killed in iteration 3 after its games came back: rows 0-2 and the state of 2.
     assert [r["iteration"] for r in rows(part / "metrics.jsonl")] == [0, 1, 2]
     assert main(["train", "--quiet", "--resume", str(part)]) == 0
