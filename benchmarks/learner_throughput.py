@@ -25,7 +25,7 @@ with the heap alive at the start frozen as the training loop freezes it
 Choice mode (every bundled preset's). Printed: each arm's median and the ratios
 learner / raw (with ``--plain`` also learner / plain and plain / raw), of the medians
 and as the median of each repeat's own ratio ("paired");
-``--json`` writes them. ``--split`` also times, inside each arm, the model's forward
+``--json`` writes them. ``--split`` (CPU only) also times, inside each arm, the model's forward
 passes, the backward passes and the optimizer's steps, and prints their medians and
 the rest: each arm's own work around the model (the learner's advantages, samples,
 losses and metrics; the raw arm's log-softmax, loss and clipping).
@@ -36,6 +36,8 @@ losses and metrics; the raw arm's log-softmax, loss and clipping).
 
 Overrides after the options (``KEY=VALUE``, as in ``coplay train``) change the preset:
 the learner's own time per update does not grow with the model, so learner / raw does.
+``model.device=cuda`` runs every arm on a GPU: the raw and plain arms' tensors are
+moved there before their clocks start, and each arm's clock stops once the GPU is done.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from rollout_throughput import group_table, item_groups
+from rollout_throughput import device_of, group_table, item_groups, synchronize
 from timers import Clock, patched
 
 from coplay.algos.losses.regularizers import KLConfig, kl_penalty
@@ -85,20 +87,21 @@ class Micro(NamedTuple):
     which: torch.Tensor  # (B,) each sample's index among the update's samples
 
 
-def grouped(items: Sequence[tuple], pad: int) -> tuple[list, torch.Tensor]:
-    """``items``' distinct entries as scoring groups, and each item's row in the
-    groups' tables stacked."""
+def grouped(items: Sequence[tuple], pad: int, device) -> tuple[list, torch.Tensor]:
+    """``items``' distinct entries as scoring groups on ``device``, and each item's row
+    in the groups' tables stacked (on the CPU)."""
     unique, inverse = distinct_items(items)
     split = prefix_groups([p for p, _ in unique])
     stacked = [i for g in split for i in g]
     at = np.empty(len(unique), dtype=np.int64)
     at[stacked] = np.arange(len(stacked))
-    return item_groups([unique[i] for i in stacked], pad), torch.from_numpy(at[inverse])
+    return item_groups([unique[i] for i in stacked], pad, device), torch.from_numpy(at[inverse])
 
 
 def prepare(learner: Learner, samples: Sequence[Sample], rng_seed: int, epochs: int):
-    """Per epoch and minibatch, as the learner cuts them: its ``Micro`` s and size."""
-    pad = learner.policy.tokenizer.pad_token_id or 0
+    """Per epoch and minibatch, as the learner cuts them: its ``Micro`` s (on the
+    model's device) and size."""
+    pad, device = learner.policy.tokenizer.pad_token_id or 0, device_of(learner.policy.model)
     rng = np.random.default_rng(rng_seed)
     plan = []
     for _ in range(epochs):
@@ -114,18 +117,16 @@ def prepare(learner: Learner, samples: Sequence[Sample], rng_seed: int, epochs: 
             for s, e in cuts:
                 part = [samples[i] for i in minibatch[s:e]]
                 groups, rows = grouped(
-                    [(x.decision.prompt_ids, x.decision.choice_ids) for x in part], pad
+                    [(x.decision.prompt_ids, x.decision.choice_ids) for x in part], pad, device
                 )
-                micros.append(
-                    Micro(
-                        groups,
-                        rows,
-                        torch.tensor([x.decision.choice_index for x in part]),
-                        torch.tensor([x.advantage for x in part]),
-                        torch.tensor([x.decision.logprobs[0] for x in part]),
-                        torch.tensor(minibatch[s:e]),
-                    )
+                tensors = (
+                    rows,
+                    torch.tensor([x.decision.choice_index for x in part]),
+                    torch.tensor([x.advantage for x in part]),
+                    torch.tensor([x.decision.logprobs[0] for x in part]),
+                    torch.tensor(minibatch[s:e]),
                 )
+                micros.append(Micro(groups, *(t.to(device) for t in tensors)))
             plan.append((micros, len(minibatch)))
     return plan
 
@@ -134,16 +135,16 @@ def reference_plan(learner: Learner, samples: Sequence[Sample]) -> tuple[list, t
     """The KL reference's no-grad passes over the update's samples, as the learner cuts
     them (``learner_passes``): each pass's groups, and each sample's row in all the
     passes' tables stacked."""
-    pad = learner.policy.tokenizer.pad_token_id or 0
+    pad, device = learner.policy.tokenizer.pad_token_id or 0, device_of(learner.policy.model)
     rows = np.empty(len(samples), dtype=np.int64)
     passes, first = [], 0
     for part in learner_passes(learner, [s.decision for s in samples]):
         items = [(samples[i].decision.prompt_ids, samples[i].decision.choice_ids) for i in part]
-        groups, at = grouped(items, pad)
+        groups, at = grouped(items, pad, device)
         rows[part] = at.numpy() + first
         first += sum(g.shape[0] for g in groups)
         passes.append(groups)
-    return passes, torch.from_numpy(rows)
+    return passes, torch.from_numpy(rows).to(device)
 
 
 def stacked(tables: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -361,6 +362,7 @@ def measure(args: argparse.Namespace) -> dict:
                             raw_update(learner, built, reference)
                         else:
                             plain_update(learner, built, reference, goal)
+                    synchronize(learner.policy.model)  # a GPU's queued kernels count
                     secs[arm].append(time.perf_counter() - start)
                     took = parts.take()
                     split[arm].append(took | {"rest": secs[arm][-1] - sum(took.values())})
@@ -415,6 +417,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
         args.config = build_config(preset=args.preset, overrides=args.overrides)
     except ConfigError as err:
         ap.error(str(err))
+    if args.split and args.config.model.device != "cpu":
+        # Timed by the CPU's clock, a GPU's forward or backward call reads its launches.
+        ap.error(
+            f"--split times parts on the CPU only, not with model.device={args.config.model.device}"
+        )
     try:
         result = measure(args)
     except Unsupported as err:

@@ -40,11 +40,15 @@ with its lowest and highest repeat, and (``--json``) all of it as one JSON objec
 
 The model is the tiny default unless ``model.*`` overrides shape it, as in a run's
 config: engine / raw grows with the model's work per decision, since the engine's own
-time does not.
+time does not. ``model.device=cuda`` runs the engine and the raw arm on a GPU: the
+raw arm's tensors are moved there before its clock starts, and it waits for each
+batch's results before the next batch, as the engine must; the loop arms need
+``--loop-games 0`` there.
 
     python benchmarks/rollout_throughput.py --game kuhn_poker --games 512 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe model.tiny.hidden_size=256
+    python benchmarks/rollout_throughput.py --game tic_tac_toe --loop-games 0 model.device=cuda
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyspiel
@@ -132,12 +136,13 @@ def build_groups(policy: LMPolicy, batch: Sequence[Observation]) -> list[Group]:
     """Tokenise and group one batch exactly as the engine's scoring does: the distinct
     items only (``choice_table`` runs a repeated item once)."""
     items, _ = distinct_items([policy._choice_item(o) for o in batch])
-    return item_groups(items, policy.tokenizer.pad_token_id or 0)
+    return item_groups(items, policy.tokenizer.pad_token_id or 0, device_of(policy.model))
 
 
-def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
-    """Choice items (prompt ids, action ids) as the scoring groups them, as tensors:
-    prefix groups, or one plain batch where the scoring runs one (``prefix_plan``)."""
+def item_groups(items: Sequence[tuple], pad: int, device: str = "cpu") -> list[Group]:
+    """Choice items (prompt ids, action ids) as the scoring groups them, as tensors on
+    ``device``: prefix groups, or one plain batch where the scoring runs one
+    (``prefix_plan``)."""
     out = []
     plan = prefix_plan([p for p, _ in items])
     plain = plan is None
@@ -168,7 +173,17 @@ def item_groups(items: Sequence[tuple], pad: int) -> list[Group]:
                 shape=(len(part), max(len(cs) for _, cs in part)),
             )
         )
-    return out
+    return [moved(g, device) for g in out]
+
+
+def moved(g: Group, device: str) -> Group:
+    """``g`` with its tensors on ``device`` (built on the CPU, moved before any clock)."""
+    if str(device) == "cpu":
+        return g
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+    fields = {k: on(getattr(g, k)) for k in ("prefix", "ids", "attn", "pos", "first", "owner")}
+    fields |= {"cands": on(g.cands), "cand_mask": on(g.cand_mask)}
+    return replace(g, **fields, table_index=tuple(on(t) for t in g.table_index))
 
 
 @torch.no_grad()
@@ -199,7 +214,9 @@ def group_table(model, g: Group, temperature: float) -> torch.Tensor:
         more = model(
             input_ids=g.cands[:, :-1],
             attention_mask=torch.cat([g.attn[g.owner], g.cand_mask[:, :-1]], dim=1),
-            position_ids=g.pos[g.owner, -1:] + 1 + torch.arange(g.cands.shape[1] - 1),
+            position_ids=g.pos[g.owner, -1:]
+            + 1
+            + torch.arange(g.cands.shape[1] - 1, device=g.pos.device),
             past_key_values=cache,
         )
         lp = F.log_softmax(more.logits.float() / temperature, dim=-1)  # (N, C - 1, V)
@@ -214,7 +231,22 @@ def raw_run(policy: LMPolicy, groups: Sequence[Sequence[Group]]) -> float:
     for batch in groups:
         for g in batch:
             raw_group(policy.model, g, policy.temperature)
+        # On a GPU each batch's results are waited for, as an engine waits for them:
+        # the next round's prompts follow from the actions drawn. Queued back to back
+        # instead, the CPU would launch a batch while the GPU runs the one before.
+        synchronize(policy.model)
     return time.perf_counter() - start
+
+
+def device_of(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def synchronize(model) -> None:
+    """Wait for the kernels queued on ``model``'s GPU (none on a CPU), so a clock read
+    after it counts their time: the engine's records read every result back anyway."""
+    if device_of(model).type == "cuda":
+        torch.cuda.synchronize()
 
 
 # ------------------------------------------------------------------ one game at a time
@@ -449,6 +481,11 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
         _ = GameRef(args.game).spec  # an unknown game: one line, before a model is built
     except (ConfigError, UnknownGameError) as err:
         ap.error(str(err))
+    if args.loop_games and args.model.device != "cpu":
+        # loop2's processes are forked from this one, and CUDA does not survive a fork.
+        ap.error(
+            f"model.device={args.model.device}: the loop arms run on the CPU only; add --loop-games 0"
+        )
     torch.set_num_threads(args.threads)
     result = measure(args)
     for arm, rate in result["median_decisions_per_s"].items():

@@ -14,6 +14,7 @@ vocabulary), randomly initialised; nothing is downloaded.
 
     OMP_NUM_THREADS=2 python benchmarks/text_generation.py --repeats 5
     python benchmarks/text_generation.py --quick   # smoke run, seconds
+    python benchmarks/text_generation.py --device cuda --repeats 5   # on a GPU
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def ours(model: PreTrainedModel, prompts: Sequence[Sequence[int]], new: int) -> 
 def theirs(model: PreTrainedModel, prompts: Sequence[Sequence[int]], new: int) -> int:
     """Hugging Face ``generate`` on the same left-padded prompts; new tokens."""
     ids, attn, _ = left_pad(prompts, 0)
+    device = next(model.parameters()).device
+    ids, attn = ids.to(device), attn.to(device)
     out = model.generate(
         input_ids=ids,
         attention_mask=attn,
@@ -107,6 +110,8 @@ def theirs(model: PreTrainedModel, prompts: Sequence[Sequence[int]], new: int) -
 def timed(fn: Callable[[], int]) -> tuple[float, int]:
     start = time.perf_counter()
     n = fn()
+    if torch.cuda.is_initialized():  # generate's last kernels may still be queued
+        torch.cuda.synchronize()
     return time.perf_counter() - start, n
 
 
@@ -140,21 +145,26 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     ap.add_argument("--new-tokens", nargs="+", type=int, default=[32, 128])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--device", default="cpu", help="torch device of both models, e.g. cuda")
     ap.add_argument("--quick", action="store_true", help="smoke run: batch 4, 4 tokens, 1 repeat")
     args = ap.parse_args(argv)
     if args.quick:
         args.batches, args.new_tokens, args.repeats = [4], [4], 1
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        ap.error(f"--device {args.device}: only cpu and cuda are measured")
+    if args.device != "cpu" and not torch.cuda.is_available():
+        ap.error(f"--device {args.device}: torch sees no GPU here")
     policy = kuhn_policy()
-    models = {"tiny": policy.model.eval(), "qwen2": None}
+    models = {"tiny": policy.model.eval().to(args.device), "qwen2": None}
     prompts = kuhn_prompts(policy, max(args.batches))
     rows = []
     print(
         f"{'model':6} {'batch':>5} {'new':>4} {'sample_text s':>13} {'generate s':>10} {'ratio':>6}"
     )
     for name in args.models:
-        model = models[name] or qwen2_model()
+        model = models[name] or qwen2_model().to(args.device)
         for batch in args.batches:
             for new in args.new_tokens:
                 row = {"model": name, "batch": batch, "new_tokens": new}
@@ -167,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
                     flush=True,
                 )
     machine = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)"
+    if args.device != "cpu":
+        machine += f", {torch.cuda.get_device_name(args.device)}"
     print(json.dumps({"machine": machine, "repeats": args.repeats, "rows": rows}, indent=2))
     return rows
 

@@ -40,10 +40,15 @@ def test_the_plain_arm_is_timed_beside_the_others_with_its_ratios(bench, capsys)
     assert "learner/plain" in out and "plain/raw" in out
 
 
-def test_the_plain_arm_makes_the_learners_update(bench, monkeypatch):
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_the_plain_arm_makes_the_learners_update(bench, monkeypatch, device):
     """Same samples, minibatches and starting state: the plain arm reads what the
-    learner reports of each step, and leaves the same weights and magnet."""
-    cfg = build_config(preset="kuhn-selfplay", overrides=TINY)
+    learner reports of each step, and leaves the same weights and magnet (on a GPU
+    too, its tensors moved there)."""
+    cfg = build_config(preset="kuhn-selfplay", overrides=[*TINY, f"model.device={device}"])
     with bench.one_rollout(cfg) as (_, trainee, episodes):
         learner = trainee.learner
         samples = bench.samples_of(trainee, episodes)
@@ -90,3 +95,10 @@ def test_an_unknown_preset_is_one_error_line(bench, capsys):
         bench.main(["--preset", "no-such-preset"])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "error:" in last and "no-such-preset" in last
+
+
+def test_split_on_a_gpu_model_is_one_error_line(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--preset", "kuhn-selfplay", "--split", "model.device=cuda"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error:" in last and "--split" in last and "model.device=cuda" in last

@@ -1,6 +1,7 @@
 """Smoke test of the rollout benchmark: every arm, and the game-alone bound."""
 
 import pytest
+import torch
 
 from coplay.envs.gameref import GameRef
 
@@ -85,3 +86,24 @@ def test_each_paired_figure_comes_with_its_lowest_and_highest_repeat(bench):
     assert lo <= out["own_us_per_decision"] <= hi
     assert "paired engine/raw" in out["spread"] and "bound engine/raw" not in out["spread"]
     assert any(line.startswith("paired engine/raw") and "(repeats" in line for line in lines)
+
+
+def test_loop_arms_on_a_gpu_model_are_one_error_line(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--repeats", "1", "model.device=cuda"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--loop-games 0" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_the_raw_arms_tensors_moved_to_a_gpu_give_the_cpus_tables(bench):
+    cfg = bench.ModelConfig()
+    policy = bench.build_policy(cfg, corpus=["Action: [Pass] [Bet]"] * 4, seed=0)
+    _, batches, _ = bench.engine_run(policy, GameRef("tic_tac_toe"), 8, seed=0)
+    cpu = [bench.raw_group(policy.model, g, 1.0) for g in bench.build_groups(policy, batches[1])]
+    policy.model.to("cuda")
+    groups = bench.build_groups(policy, batches[1])
+    assert all(g.ids.is_cuda and g.table_index[0].is_cuda for g in groups)
+    gpu = [bench.raw_group(policy.model, g, 1.0) for g in groups]
+    for a, b in zip(cpu, gpu, strict=True):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-4, atol=1e-5)

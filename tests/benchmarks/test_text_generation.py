@@ -3,6 +3,9 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+import torch
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,3 +30,19 @@ def test_quick_run_times_both_arms_on_both_models(capsys):
         assert all(s > 0 for s in r["median_s"].values())
         assert r["ratio"] == r["median_s"]["generate"] / r["median_s"]["sample_text"]
     assert "ratio" in capsys.readouterr().out
+
+
+def test_a_device_it_does_not_measure_is_one_error_line(capsys):
+    bad = ["xla"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        with pytest.raises(SystemExit):
+            _bench().main(["--quick", "--device", device])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"--device {device}" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_quick_run_on_a_gpu(capsys):
+    rows = _bench().main(["--quick", "--device", "cuda"])
+    assert all(r["ratio"] > 0 for r in rows)
+    assert "NVIDIA" in capsys.readouterr().out or torch.version.hip
