@@ -341,6 +341,7 @@ def measure(args: argparse.Namespace) -> dict:
         reference = reference_plan(learner, samples) if has_kl else None
         trainee.learn(episodes, run.rng)  # warm-up
         arms = ("learner", "raw", "plain") if args.plain else ("learner", "raw")
+        device = device_of(learner.policy.model)
         secs: dict[str, list[float]] = {arm: [] for arm in arms}
         parts = Parts()
         split: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
@@ -362,7 +363,7 @@ def measure(args: argparse.Namespace) -> dict:
                             raw_update(learner, built, reference)
                         else:
                             plain_update(learner, built, reference, goal)
-                    synchronize(learner.policy.model)  # a GPU's queued kernels count
+                    synchronize(device)  # a GPU's queued kernels count
                     secs[arm].append(time.perf_counter() - start)
                     took = parts.take()
                     split[arm].append(took | {"rest": secs[arm][-1] - sum(took.values())})

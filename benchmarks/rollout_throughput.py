@@ -61,7 +61,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pyspiel
@@ -180,10 +180,13 @@ def moved(g: Group, device: str) -> Group:
     """``g`` with its tensors on ``device`` (built on the CPU, moved before any clock)."""
     if str(device) == "cpu":
         return g
-    on = lambda t: None if t is None else t.to(device)  # noqa: E731
-    fields = {k: on(getattr(g, k)) for k in ("prefix", "ids", "attn", "pos", "first", "owner")}
-    fields |= {"cands": on(g.cands), "cand_mask": on(g.cand_mask)}
-    return replace(g, **fields, table_index=tuple(on(t) for t in g.table_index))
+
+    def on(value):
+        if isinstance(value, torch.Tensor):
+            return value.to(device)
+        return tuple(map(on, value)) if isinstance(value, tuple) else value
+
+    return Group(**{f.name: on(getattr(g, f.name)) for f in fields(g)})
 
 
 @torch.no_grad()
@@ -227,6 +230,7 @@ def group_table(model, g: Group, temperature: float) -> torch.Tensor:
 
 
 def raw_run(policy: LMPolicy, groups: Sequence[Sequence[Group]]) -> float:
+    device = device_of(policy.model)
     start = time.perf_counter()
     for batch in groups:
         for g in batch:
@@ -234,7 +238,7 @@ def raw_run(policy: LMPolicy, groups: Sequence[Sequence[Group]]) -> float:
         # On a GPU each batch's results are waited for, as an engine waits for them:
         # the next round's prompts follow from the actions drawn. Queued back to back
         # instead, the CPU would launch a batch while the GPU runs the one before.
-        synchronize(policy.model)
+        synchronize(device)
     return time.perf_counter() - start
 
 
@@ -242,11 +246,11 @@ def device_of(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def synchronize(model) -> None:
-    """Wait for the kernels queued on ``model``'s GPU (none on a CPU), so a clock read
-    after it counts their time: the engine's records read every result back anyway."""
-    if device_of(model).type == "cuda":
-        torch.cuda.synchronize()
+def synchronize(device: torch.device) -> None:
+    """Wait for the kernels queued on ``device`` (none on a CPU), so a clock read after
+    it counts their time: the engine's records read every result back anyway."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 # ------------------------------------------------------------------ one game at a time

@@ -215,22 +215,17 @@ def test_a_learner_killed_mid_update_resumes_to_the_uninterrupted_run(pool, tmp_
     assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
     gc.collect()  # the run's worker goes with its source
     # The killed run is a process of its own on the same cluster; its worker dies with it.
-    address = ray.get_runtime_context().gcs_address
+    address = f"ray.address={ray.get_runtime_context().gcs_address}"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     # The update the kill must land in lasts tens of milliseconds; a watcher that the
     # busy machine does not schedule for that long kills too late. Such a run is not
     # a failure of the code, so it is played again, in a directory of its own.
     for attempt in range(KILL_ATTEMPTS):
         part = tmp_path / f"part{attempt}"
-        cmd = [sys.executable, "-m", "coplay.cli", *argv, "--out", str(part)]
+        cmd = [sys.executable, "-m", "coplay.cli", *argv, "--out", str(part), address]
         # the pool's (asked: one may still be starting) and any earlier run left
         earlier = {*ray.get([w.pid.remote() for w in pool]), *(w.pid for w in rollout_workers())}
-        proc = subprocess.Popen(
-            [*cmd, f"ray.address={address}"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert kill_in_update(proc, part, after=2, earlier=earlier), proc.communicate()[1].decode()
         if logged(part) == 3:
             break
