@@ -3,8 +3,8 @@
 A backend is named by a key of ``BACKENDS``; ``make_backend`` builds one over a
 Hugging Face model and tokenizer. Adding an engine (say vLLM) is one class that
 follows the ``Backend`` protocol and one entry here: the policy, the rollout and the
-learner do not change. ``"vllm"`` (``coplay.backends.vllm``) is imported only when
-chosen, so coplay runs without vLLM installed.
+learner do not change. ``"vllm"`` (``coplay.backends.vllm``) imports the ``vllm``
+package only when chosen, so coplay runs without vLLM installed.
 
 A backend that starts an engine has settings (``model.engine`` in a config), checked
 when the config loads by the record ``ENGINE_SETTINGS`` names for it and handed to its

@@ -85,7 +85,7 @@ def action_surprisal(
 
 class KLConfig(BaseModel):
     """``loss.kl``: a KL penalty to the reference policy (a frozen copy of the initial
-    policy, or a magnet that trails the learner: ``reference.ema``)."""
+    policy, or a magnet that trails the learner: ``magnet.ema``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
