@@ -203,6 +203,9 @@ class Episode:
     returns: tuple[float, ...]
     truncated: bool = False
     forfeited_by: int | None = None
+    """The seat whose forfeit ended the game; where several forfeited in one round of
+    simultaneous moves, the lowest (each one's last turn has the ``forfeit`` treatment,
+    and each got the minimum return)."""
     num_steps: int = 0
     prefix: tuple[JointAction, ...] = ()
     """Joint actions replayed after ``reset(seed)`` before play began (a restart);

@@ -118,7 +118,8 @@ class _Live:
     carry: list[float] = field(default_factory=list)
     """Reward earned before a player's first turn, credited to that turn."""
     penalties: list[float] = field(default_factory=list)
-    forfeited_by: int | None = None
+    forfeits: list[int] = field(default_factory=list)
+    """Players who forfeited: one, or several in one round of simultaneous moves."""
     truncated: bool = False
     done: bool = False
     prefix: tuple[JointAction, ...] = ()
@@ -436,13 +437,17 @@ def _resolve(
     # Forfeit (also the only option when the game lists no legal actions to pick from).
     turn.treatment = "forfeit"
     game.trajectories[player].turns.append(turn)
-    game.forfeited_by = player
+    game.forfeits.append(player)
 
 
 def _advance(game: _Live, max_turns: int | None) -> None:
     """Step the game once every acting player has a resolved turn; handle the end."""
-    if game.forfeited_by is not None:
-        _end(game, forfeit_returns(game.env.spec, game.forfeited_by))
+    if game.forfeits:
+        # The other players of a simultaneous round chose too: their turns are kept,
+        # a penalty's reward with its turn, though the game applies none of the moves.
+        for p in sorted(game.resolved):
+            game.trajectories[p].turns.append(game.resolved[p])
+        _end(game, forfeit_returns(game.env.spec, *game.forfeits))
         return
     acting = game.env.players_to_act()
     if any(p not in game.resolved for p in acting):
@@ -493,7 +498,7 @@ def _finish(game: _Live) -> Episode:
         trajectories=tuple(game.trajectories),
         returns=tuple(t.ret for t in game.trajectories),
         truncated=game.truncated,
-        forfeited_by=game.forfeited_by,
+        forfeited_by=min(game.forfeits) if game.forfeits else None,
         num_steps=game.step,
         prefix=game.prefix,
         opening=game.opening,

@@ -4,7 +4,8 @@ Three treatments, composable: a *retry* allowance (the policy is asked again, ea
 rejected answer kept on the turn), then, once retries are spent, either a *penalty*
 (a negative reward to the offender and a uniformly random legal action is played in
 its place) or a *forfeit* (the game ends; the offender gets the game's minimum
-return). Every treatment is recorded on the turn.
+return, and so does each of several players who forfeit in one round of simultaneous
+moves). Every treatment is recorded on the turn.
 """
 
 from __future__ import annotations
@@ -30,18 +31,22 @@ class InvalidActionConfig(BaseModel):
     )
 
 
-def forfeit_returns(spec: GameSpec, offender: int) -> list[float]:
-    """Returns when ``offender`` forfeits: it gets the minimum, the others share the loss.
+def forfeit_returns(spec: GameSpec, *offenders: int) -> list[float]:
+    """Returns when ``offenders`` forfeit: each gets the minimum, the others share the loss.
 
-    Zero-sum games stay zero-sum (the others split what the offender loses);
-    general-sum and cooperative games give the others 0.
+    Zero-sum games stay zero-sum while someone is left to pay (the others split what
+    the offenders lose); general-sum and cooperative games give the others 0. Several
+    offenders are players who all forfeit in one round of simultaneous moves: each is
+    charged as a lone offender would be, so none of them is paid for the other's
+    forfeit, and where every player forfeits, every player gets the minimum.
     """
-    n = spec.num_players
-    out = [0.0] * n
-    out[offender] = spec.min_return
-    if spec.kind is GameKind.ZERO_SUM and n > 1:
-        share = -spec.min_return / (n - 1)
-        for p in range(n):
-            if p != offender:
-                out[p] = share
+    if not offenders:
+        raise ValueError("forfeit_returns needs at least one offender")
+    charged = set(offenders)
+    out = [spec.min_return if p in charged else 0.0 for p in range(spec.num_players)]
+    others = [p for p in range(spec.num_players) if p not in charged]
+    if spec.kind is GameKind.ZERO_SUM and others:
+        share = -spec.min_return * len(charged) / len(others)
+        for p in others:
+            out[p] = share
     return out

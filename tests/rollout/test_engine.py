@@ -162,6 +162,72 @@ def test_forfeit_ends_the_game_with_minimum_return():
         assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
 
 
+def goofspiel():
+    return make_env("openspiel:goofspiel")  # zero-sum, simultaneous moves
+
+
+def test_both_players_forfeiting_one_round_are_both_charged():
+    bad = Scripted(["no idea"], policy_id="bad")
+    ep = play_episodes(goofspiel, [[bad, bad]], [0])[0]
+    low = goofspiel().spec.min_return
+    assert ep.forfeited_by == 0 and ep.returns == (low, low)
+    for traj in ep.trajectories:
+        assert [t.treatment for t in traj.turns] == ["forfeit"]
+        assert traj.turns[0].reward == traj.ret == low
+
+
+class Call:
+    """One round of simultaneous moves: seat 0 calls heads or tails while seat 1 writes
+    a free-text message (an empty one is not one); zero-sum, seat 0 wins on heads."""
+
+    spec = GameSpec(
+        name="call",
+        num_players=2,
+        kind=GameKind.ZERO_SUM,
+        max_turns=1,
+        perfect_information=False,
+        min_return=-1.0,
+        max_return=1.0,
+    )
+
+    def reset(self, seed):
+        self.done = False
+        self.heads = False
+
+    def players_to_act(self):
+        return [] if self.done else [0, 1]
+
+    def observe(self, player):
+        legal = ("heads", "tails") if player == 0 else None
+        return Observation(game="call", player=player, text="Go.", legal_actions=legal)
+
+    def parse_action(self, player, text):
+        return text.strip() or None
+
+    def step(self, actions):
+        self.done, self.heads = True, actions[0] == "heads"
+        return {0: 0.0, 1: 0.0}
+
+    def is_terminal(self):
+        return self.done
+
+    def returns(self):
+        return [1.0, -1.0] if self.heads else [-1.0, 1.0]
+
+
+def test_a_penalty_beside_a_forfeit_stays_on_its_turn():
+    # Seat 0's bad call is penalised (it has legal moves to pick from); seat 1's empty
+    # message can only forfeit. Both happen in one round.
+    cfg = InvalidActionConfig(on_fail="penalty", penalty=-0.5)
+    caller = Scripted(["nonsense"], policy_id="caller")
+    ep = play_episodes(Call, [[caller, Writer([""])]], [0], invalid=cfg)[0]
+    assert ep.forfeited_by == 1 and ep.returns == (0.5, -1.0)
+    (penalised,) = ep.trajectories[0].turns
+    assert penalised.treatment == "penalty" and penalised.reward == 0.5  # -0.5 + the win
+    for traj in ep.trajectories:
+        assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
+
+
 def test_simultaneous_moves_collect_every_player():
     r = RandomPolicy(seed=1)
     make = lambda: make_env("openspiel:matrix_pd")  # noqa: E731

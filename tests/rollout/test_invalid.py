@@ -24,6 +24,18 @@ def test_other_games_give_others_nothing(kind):
     assert forfeit_returns(_spec(3, kind), 2) == [0.0, 0.0, -2.0]
 
 
+def test_several_offenders_are_each_charged():
+    # Forfeits in one round of simultaneous moves: no offender is paid for another's.
+    assert forfeit_returns(_spec(3, GameKind.ZERO_SUM), 0, 2) == [-2.0, 4.0, -2.0]
+    assert forfeit_returns(_spec(2, GameKind.ZERO_SUM), 1, 0) == [-2.0, -2.0]
+    assert forfeit_returns(_spec(3, GameKind.GENERAL_SUM), 2, 0) == [-2.0, 0.0, -2.0]
+
+
+def test_a_forfeit_needs_an_offender():
+    with pytest.raises(ValueError, match="at least one offender"):
+        forfeit_returns(_spec(2, GameKind.ZERO_SUM))
+
+
 @pytest.mark.parametrize(
     "bad", [{"retries": -1}, {"penalty": 0.5}, {"on_fail": "ignore"}, {"typo": 1}]
 )
