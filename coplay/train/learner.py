@@ -293,7 +293,7 @@ def _micro_step(
     denom: float,
     size: int,
     contexts: Mapping[str, Any],
-) -> Metrics:
+) -> _Part:
     """Forward and backward of one micro-batch; gradients accumulate on the weights.
 
     Replayed targets (``Sample.replay``) are scored in the same forward pass, but only
@@ -317,23 +317,25 @@ def _micro_step(
         denom=denom,
         size=size,
     )
-    total, metrics = torch.zeros((), device=scored.logp.device), {}
+    total, per_unit, units = torch.zeros((), device=scored.logp.device), {}, 0.0
     if rows:
-        total, metrics = _own_loss(learner, micro, contexts)
+        total, per_unit, units = _own_loss(learner, micro, contexts)
+    others: Metrics = {}
     for name, term in learner.terms.items():
         if not term.per_unit:
             value, term_metrics = term.loss(contexts[name], micro)
             total = total if value is None else total + value
-            metrics |= term_metrics
+            others |= term_metrics
     total.backward()
-    return metrics
+    return _Part(size=len(batch), units=units, per_unit=per_unit, others=others)
 
 
 def _own_loss(
     learner: Learner, micro: Micro, contexts: Mapping[str, Any]
-) -> tuple[torch.Tensor, Metrics]:
-    """The objective over the micro-batch's own samples plus the per-unit terms, and
-    their metrics (``loss/total`` is this sum, not the per-decision terms)."""
+) -> tuple[torch.Tensor, Metrics, float]:
+    """The objective over the micro-batch's own samples plus the per-unit terms, their
+    metrics (``loss/total`` is this sum, not the per-decision terms) and the own units
+    the metrics' means are over."""
     decisions = [s.decision for s in micro.own]
     width, device = micro.logp.shape[1], micro.logp.device
     total, metrics = policy_loss(
@@ -359,8 +361,9 @@ def _own_loss(
             total = total if value is None else total + value
             metrics |= term_metrics
     metrics["loss/total"] = total.item()
-    metrics["loss/entropy"] = float((micro.entropy.detach() * micro.mask).sum() / micro.mask.sum())
-    return total, metrics
+    units = micro.mask.sum()
+    metrics["loss/entropy"] = float((micro.entropy.detach() * micro.mask).sum() / units)
+    return total, metrics, float(units)
 
 
 def update(
@@ -456,7 +459,7 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     with in_place:
         for start, end in cuts:
             micro = ordered[start:end]
-            parts.append((len(micro), _micro_step(learner, micro, start, denom, size, contexts)))
+            parts.append(_micro_step(learner, micro, start, denom, size, contexts))
     # The optimizer's own parameters: LoRA roles share one model, and another role's
     # leftover gradients must not count toward (or be clipped with) this one's norm.
     params = [p for group in learner.optimizer.param_groups for p in group["params"]]
@@ -467,14 +470,47 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     return metrics | prepared
 
 
-def _combine(parts: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
-    """Aggregated loss terms add up over micro-batches; means are weighted by size,
-    over the micro-batches that report them (replayed targets report only their own)."""
-    additive = {"loss/policy", "loss/kl", "loss/total"}
-    keys = {k for _, m in parts for k in m}
-    return {
-        k: sum(m.get(k, 0.0) for _, m in parts)
-        if k in additive
-        else sum(n * m[k] for n, m in parts if k in m) / sum(n for n, m in parts if k in m)
-        for k in keys
-    }
+@dataclass(frozen=True)
+class _Part:
+    """One micro-batch's metrics, with what their means are over."""
+
+    size: int
+    """Its samples, replays included."""
+    units: float
+    """Its own samples' units (decisions or tokens): what the objective's means are over."""
+    per_unit: Metrics
+    """The objective's and the per-unit terms' metrics."""
+    others: Metrics
+    """The other terms' metrics."""
+
+
+ADDED = frozenset({"loss/policy", "loss/kl", "loss/total"})
+"""Metrics that are a micro-batch's share of the minibatch's aggregate (a global
+denominator): they add up."""
+EXTREMA: dict[str, Callable[[Iterable[float]], float]] = {
+    "loss/ratio_min": min,
+    "loss/ratio_max": max,
+}
+"""Metrics that are an extreme over the micro-batch's units: the minibatch's is the
+most extreme of its micro-batches', not their mean."""
+
+
+def _combine(parts: Sequence[_Part]) -> Metrics:
+    """A minibatch's metrics from its micro-batches': shares added, extremes taken, and
+    means weighted by what each micro-batch averaged over (the objective's by its own
+    units, the other terms' by its size), over the micro-batches that report them
+    (replayed targets report only their own), so that no metric depends on the cuts."""
+    out: Metrics = {}
+    for field_name, weight in (("per_unit", "units"), ("others", "size")):
+        reports: dict[str, list[tuple[float, float]]] = {}
+        for part in parts:
+            for key, value in getattr(part, field_name).items():
+                reports.setdefault(key, []).append((getattr(part, weight), value))
+        for key, pairs in reports.items():
+            if key in ADDED:
+                out[key] = sum(v for _, v in pairs)
+            elif key in EXTREMA:
+                out[key] = EXTREMA[key](v for _, v in pairs)
+            else:
+                out[key] = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)
+    return out

@@ -485,6 +485,37 @@ def test_token_budget_micro_batches_equal_one_batch(mode, tokens):
     assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_the_update_metrics_do_not_depend_on_the_micro_batches(mode):
+    # Weights moved off the sampling policy, so ratios differ from 1 and from row to row.
+    base = _policy(mode)
+    samples = _samples(base)
+    if mode == "text":  # answers of 1 to 6 tokens: per-token means weigh them unequally
+        samples = [
+            replace(s, decision=replace(s.decision, response_ids=ids, logprobs=lps))
+            for i, s in enumerate(samples)
+            for ids, lps in [
+                (s.decision.response_ids[: 1 + i % 6], s.decision.logprobs[: 1 + i % 6])
+            ]
+        ]
+    with torch.no_grad():
+        for p in base.model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    runs = []
+    for budget in (10**9, 1):  # one pass; every decision alone
+        optim = OptimConfig(lr=1e-3, epochs=1, minibatch_size=8, micro_batch_tokens=budget)
+        loss = LossConfig(entropy=EntropyConfig(coef=0.01), kl=KLConfig(coef=0.1))
+        runs.append(
+            update(
+                make_learner(copy.deepcopy(base), loss, optim), samples, np.random.default_rng(0)
+            )
+        )
+    one, split = runs
+    assert one["loss/ratio_min"] < 1 < one["loss/ratio_max"]
+    for key in ("ratio_min", "ratio_max", "clip_frac", "approx_kl", "entropy", "policy", "kl"):
+        assert split[f"loss/{key}"] == pytest.approx(one[f"loss/{key}"], rel=1e-5, abs=1e-7), key
+
+
 def test_the_default_token_budget_follows_the_model_size():
     tiny = make_learner(_policy(), LossConfig(), OptimConfig())
     wide = _policy()
