@@ -111,6 +111,18 @@ def test_beta_zero_is_the_base_estimator():
     assert got.metrics["adv/alignment_abs"] == 0.0
 
 
+def test_its_summary_metrics_describe_the_aligned_advantages():
+    episodes = random_reward_episodes(random.Random(3), 20, values=[-1.0, 1.0, 3.0])
+    out = estimate(episodes, base="mars", beta=1.0)
+    flat = [a for ep in out.advantages for seat in ep for a in seat]
+    assert out.metrics["adv/mean"] == pytest.approx(sum(flat) / len(flat))
+    assert out.metrics["adv/num_turns"] == len(flat)
+    base = make_estimator("mars")
+    assert out.metrics["adv/mean"] != pytest.approx(
+        base.estimate(episodes, base.init()).metrics["adv/mean"]
+    )  # the shaping moved them
+
+
 def test_inherits_state_critic_and_groups_from_the_base():
     assert make_estimator("alignment").needs_values  # GAE by default
     assert make_estimator("alignment", base="grpo").needs_groups

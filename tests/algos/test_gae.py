@@ -82,6 +82,14 @@ def test_normalised_advantages_are_whitened():
     assert out.metrics["adv/std"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_equal_advantages_whiten_to_zero_even_without_eps():
+    # One turn (or all alike): nothing to scale; eps = 0 must not divide by zero.
+    ep = with_values(make_episode([[1.0], []]), [[0.25], []])
+    est = make_estimator("gae", eps=0.0)
+    out = est.estimate([ep], est.init())
+    assert out.advantages == (((0.0,), ()),)
+
+
 def test_permutation_equivariant_and_pure():
     rng = random.Random(2)
     est = make_estimator("gae", normalize=False)

@@ -23,6 +23,13 @@ def _exact_bonus(logits, beta):
     return _entropy(p.mean(0)) - beta * _entropy(p).mean()
 
 
+def test_an_action_of_probability_zero_adds_no_nan_to_the_gradient():
+    logdist = torch.tensor([0.0, -math.inf], requires_grad=True)
+    half = torch.tensor([0.5, 0.5]).log()
+    signalling_bonus(logdist, half, beta=1.0).backward()
+    assert torch.isfinite(logdist.grad).all() and logdist.grad[1] == 0
+
+
 @pytest.mark.parametrize("beta", [0.0, 0.5, 1.0])
 def test_surrogate_has_the_value_and_gradient_of_the_bonus(beta):
     torch.manual_seed(0)

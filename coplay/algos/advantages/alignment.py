@@ -36,6 +36,7 @@ from coplay.algos.advantages.base import (
     make_estimator,
     mean,
     register,
+    summary_metrics,
 )
 from coplay.types import Episode
 
@@ -114,7 +115,10 @@ def alignment(
             for seat_al, seat_adv in zip(ep_al, ep_adv, strict=True)
             for x, a in zip(seat_al, seat_adv, strict=True)
         ]
-        metrics = {**out.metrics, "adv/alignment_abs": mean(shaping)}
+        # The summary describes the advantages trained on, the aligned ones; the
+        # base's other metrics (its baselines, its groups) stand.
+        summary = summary_metrics(aligned)
+        metrics = {**out.metrics, **summary, "adv/alignment_abs": mean(shaping)}
         return Estimate(aligned, out.state, metrics, out.value_targets)
 
     return Estimator(inner.init, estimate, inner.needs_values, inner.needs_groups)

@@ -102,11 +102,13 @@ def explained_variance(values: Sequence[float], targets: Sequence[float]) -> flo
 
 
 def whiten(advantages: Advantages, eps: float) -> Advantages:
-    """``(A - mean A) / (std A + eps)`` over every turn of the batch."""
+    """``(A - mean A) / (std A + eps)`` over every turn of the batch; all 0 where every
+    advantage is the same and ``eps`` is 0 (nothing to scale, and no division by 0)."""
     flat = [a for ep in advantages for seat in ep for a in seat]
-    mu, sigma = mean(flat), std(flat)
+    mu, scale = mean(flat), std(flat) + eps
     return tuple(
-        tuple(tuple((a - mu) / (sigma + eps) for a in seat) for seat in ep) for ep in advantages
+        tuple(tuple((a - mu) / scale if scale else 0.0 for a in seat) for seat in ep)
+        for ep in advantages
     )
 
 

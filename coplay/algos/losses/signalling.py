@@ -112,8 +112,9 @@ def signalling_bonus(logdist: Tensor, marginal_log: Tensor, beta: float = 1.0) -
     0.6931
     """
     p = logdist.exp()
-    # 0 * log 0 is 0: an action the policy never takes adds nothing.
-    plogp = torch.where(p > 0, p * logdist, 0.0)
+    # 0 * log 0 is 0: an action the policy never takes adds nothing. The log is
+    # zeroed before the product, so its gradient is 0 there too, not 0 * -inf = NaN.
+    plogp = p * logdist.masked_fill(p == 0, 0.0)
     return -(p * marginal_log.detach()).sum() + beta * plogp.sum()
 
 
