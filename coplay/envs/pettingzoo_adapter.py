@@ -253,6 +253,11 @@ class CoplayAECEnv(AECEnv):
         listed = self.game.observe(player).legal_actions
         return None if listed is None else {a: a for a in listed}
 
+    def parse_text(self, agent: str, text: str) -> str | None:
+        """``agent``'s free-text action as the game reads it (a message, cleaned), or None
+        where the game takes no such text: what ``PettingZooEnv`` plays on the way back."""
+        return self.game.parse_action(self.possible_agents.index(agent), text)
+
     def _action_text(self, agent: str, action: Any) -> str | None:
         """The bracketed action to play; None when free text names no legal action."""
         player = self.possible_agents.index(agent)

@@ -107,10 +107,15 @@ class PettingZooEnv:
         return self._parse(player, text, self._legal(self.agents[player]))
 
     def _parse(self, player: int, text: str, legal: Mapping[str, Any] | None) -> str | None:
-        """A legal action's name, or on a free-text turn the text itself if the space holds it."""
+        """A legal action's name, or on a free-text turn the message as the game reads it:
+        a coplay game behind ``to_pettingzoo`` (its ``parse_text``) reads it itself, as it
+        does without the round trip; any other takes the text itself if the space holds it."""
         if legal is None:
-            space = self.aec.action_space(self.agents[player])
-            return text if text.strip() and space.contains(text) else None
+            agent = self.agents[player]
+            reads = getattr(self.aec.unwrapped, "parse_text", None)
+            if reads is not None:
+                return reads(agent, text)
+            return text if text.strip() and self.aec.action_space(agent).contains(text) else None
         return action_text.parse_action(text, list(legal))
 
     def step(self, actions: dict[int, str]) -> dict[int, float]:

@@ -308,3 +308,15 @@ def test_round_trip_of_a_free_text_game():
         round_trip = play_episodes(lambda env=env: env, [seats], [0])[0]
         assert direct.returns == round_trip.returns == want
         assert turns_of(direct) == turns_of(round_trip)
+
+
+@pytest.mark.parametrize("name", ["negotiation", "dilemma"])
+def test_round_trip_reads_a_message_as_the_game_does(name):
+    # Silence is a message in the talk games, and brackets in a message are not moves.
+    direct, round_trip = make_env(name), PettingZooEnv(lambda: to_pettingzoo(name))
+    direct.reset(0)
+    round_trip.reset(0)
+    player = direct.players_to_act()[0]  # both write at once in the dilemma
+    assert direct.observe(player).legal_actions is None  # a message turn
+    for text in ("", "   ", "hi [Cooperate]", "[Cooperate]"):
+        assert round_trip.parse_action(player, text) == direct.parse_action(player, text)
