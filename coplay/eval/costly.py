@@ -30,8 +30,7 @@ import pyspiel
 from coplay.envs.renderers import legal_action_map
 from coplay.eval.exact import env_state, solvable_game
 from coplay.eval.exact_match import MAX_NODES, Oracle
-from coplay.eval.forfeits import forfeit_share
-from coplay.rollout.invalid import forfeit_returns
+from coplay.eval.forfeits import forfeit_share, round_forfeits
 from coplay.types import TabularQueryable
 
 
@@ -91,6 +90,11 @@ def tree(
     than its parent's, so one backward sweep fills the values."""
     nodes = [_Node(reach=1.0)]
     frontier: list[tuple[int, pyspiel.State]] = [(0, game.new_initial_state())]
+
+    def share(node: pyspiel.State) -> float:
+        """The forfeit share of whoever moves at ``node`` (``round_forfeits``)."""
+        return forfeit_share((mine if node.current_player() == seat else theirs)([node])[0])
+
     while frontier:
         nxt: list[tuple[int, pyspiel.State]] = []
         grow = partial(_grow, nodes, nxt)
@@ -108,7 +112,7 @@ def tree(
             for a, p in probs.items():
                 if p > 0:
                     grow(idx, state, a, p)
-            _forfeit(nodes, idx, state, probs, mine.env.spec, seat)
+            _forfeit(nodes, idx, state, probs, mine.env.spec, seat, share)
         own = movers[True]
         states = [s for _, s in own]
         for (idx, state), probs, obs in zip(own, mine(states), mine.observe(states), strict=True):
@@ -117,7 +121,7 @@ def tree(
             for name, a in names.items():
                 if probs.get(a, 0.0) > 0 or nodes[idx].reach > 0:
                     grow(idx, state, a, probs.get(a, 0.0), name)
-            _forfeit(nodes, idx, state, probs, mine.env.spec, seat)
+            _forfeit(nodes, idx, state, probs, mine.env.spec, seat, share)
         if len(nodes) > max_nodes:
             raise ValueError(
                 f"finding the costly positions of {game} visits over {max_nodes:,} histories"
@@ -148,11 +152,14 @@ FORFEIT = "(forfeit)"
 """The name of a sampled text policy's forfeit among a position's answers."""
 
 
-def _forfeit(nodes, parent: int, state, probs, spec, seat: int) -> None:
+def _forfeit(nodes, parent: int, state, probs, spec, seat: int, share) -> None:
     """A terminal child for the share of ``probs`` that forfeits (a sampled text
-    policy's invalid answers under the forfeit treatment), if any."""
+    policy's invalid answers under the forfeit treatment), if any; its value counts the
+    forfeits of the players after it in a round of simultaneous moves (``share``:
+    their forfeit shares; ``round_forfeits``). Their answers on that branch are folded
+    into the value, not positions of their own: no gain is counted for changing them."""
     if left := forfeit_share(probs):
-        value = forfeit_returns(spec, state.current_player())[seat]
+        value = sum(p * r[seat] for p, r in round_forfeits(state, spec, share))
         nodes.append(_Node(reach=nodes[parent].reach * left, value=value))
         nodes[parent].children.append((len(nodes) - 1, left, FORFEIT))
 

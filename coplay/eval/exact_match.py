@@ -27,9 +27,8 @@ import pyspiel
 from coplay.envs.openspiel_env import observation_for_state
 from coplay.envs.renderers import legal_action_map
 from coplay.eval.exact import QUERY_BATCH, env_state, solvable_game, tree_size
-from coplay.eval.forfeits import forfeit_share
+from coplay.eval.forfeits import forfeit_share, round_forfeits
 from coplay.eval.matches import outcome
-from coplay.rollout.invalid import forfeit_returns
 from coplay.types import GameSpec, Observation, TabularQueryable
 
 MAX_NODES = 2_000_000
@@ -156,6 +155,12 @@ def walk(
     """Sum the outcome over every history reachable with positive probability, one
     depth at a time so that each side is asked once per depth."""
     totals = np.zeros(4)  # win, draw, loss, return
+
+    def share(node: pyspiel.State) -> float:
+        """The forfeit share of whoever moves at ``node`` (later in a round of
+        simultaneous moves than a forfeit; ``round_forfeits``)."""
+        return forfeit_share((mine if node.current_player() == seat else theirs)([node])[0])
+
     nodes = 0
     frontier: list[tuple[pyspiel.State, float]] = [(game.new_initial_state(), 1.0)]
     while frontier:
@@ -182,9 +187,9 @@ def walk(
                 for (state, reach), probs in zip(group, answers, strict=True):
                     nxt.extend((state.child(a), reach * p) for a, p in probs.items() if p > 0)
                     if left := forfeit_share(probs):  # a sampled text policy's forfeits
-                        returns = forfeit_returns(mine.env.spec, state.current_player())
-                        totals[1 - outcome(returns, seat)] += reach * left
-                        totals[3] += reach * left * returns[seat]
+                        for p, returns in round_forfeits(state, mine.env.spec, share):
+                            totals[1 - outcome(returns, seat)] += reach * left * p
+                            totals[3] += reach * left * p * returns[seat]
         frontier = nxt
     win, draw, loss, ret = totals
     return ExactOutcome(seat, float(win), float(draw), float(loss), float(ret), nodes)

@@ -13,7 +13,9 @@ Where no row has a deficit this equals OpenSpiel's ``nash_conv`` (tested).
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 import pyspiel
@@ -38,13 +40,58 @@ def has_forfeits(tab: os_policy.TabularPolicy) -> bool:
     return bool(np.any(1.0 - tab.action_probability_array.sum(axis=1) > FORFEIT_TOL))
 
 
+TURN_BASED = "turn_based_simultaneous_game"
+"""OpenSpiel's transform of a simultaneous-move game, which exact evaluation walks."""
+
+
+def round_forfeits(
+    state: pyspiel.State, spec: GameSpec, share: Callable[[pyspiel.State], float]
+) -> list[tuple[float, list[float]]]:
+    """The outcomes of a forfeit by the player to move at ``state``: (probability,
+    returns) pairs, the probabilities summing to 1.
+
+    In a turn-based game the forfeit ends it there: one outcome. In a round of
+    simultaneous moves (OpenSpiel's turn-based transform) the players after it in the
+    round still answer, as they do in play, and may forfeit too, each with its own
+    ``share(state)`` at its own node (which does not show the offender's move); every
+    player who forfeits in the round is charged (``forfeit_returns``), as the rollout
+    engine charges them.
+    """
+    offender = state.current_player()
+    rest = _rest_of_round(state)
+    out = []
+    for forfeits in itertools.product((False, True), repeat=len(rest)):
+        p = 1.0
+        for later, forfeited in zip(rest, forfeits, strict=True):
+            q = share(later)
+            p *= q if forfeited else 1.0 - q
+        if p > 0:
+            late = [s.current_player() for s, f in zip(rest, forfeits, strict=True) if f]
+            out.append((p, forfeit_returns(spec, offender, *late)))
+    return out
+
+
+def _rest_of_round(state: pyspiel.State) -> list[pyspiel.State]:
+    """The nodes of the players who move after ``state``'s in its round of simultaneous
+    moves (none outside OpenSpiel's turn-based transform). Any move leads there: a
+    player's view in the round does not show the moves made before it."""
+    if state.get_game().get_type().short_name != TURN_BASED:
+        return []
+    played = len(state.simultaneous_game_state().history())
+    rest, node = [], state
+    while True:
+        node = node.child(node.legal_actions()[0])
+        if node.is_terminal() or len(node.simultaneous_game_state().history()) != played:
+            return rest
+        rest.append(node)
+
+
 class _Tree:
     """Values of one tabular profile, every seat playing ``tab``."""
 
     def __init__(self, game: pyspiel.Game, tab: os_policy.TabularPolicy, spec: GameSpec) -> None:
         self.game, self.tab, self.spec = game, tab, spec
         self.n = game.num_players()
-        self.forfeit = {p: np.asarray(forfeit_returns(spec, p), dtype=float) for p in range(self.n)}
 
     def policy(self, state: pyspiel.State) -> tuple[list[tuple[int, float]], float]:
         """(action, probability) pairs at ``state`` and the forfeit share there."""
@@ -59,10 +106,19 @@ class _Tree:
         if state.is_chance_node():
             return sum(p * self.values(state.child(a)) for a, p in state.chance_outcomes())
         moves, left = self.policy(state)
-        out = left * self.forfeit[state.current_player()]
+        out = np.zeros(self.n)
+        if left:
+            out += left * self.forfeited(state, lambda node: self.policy(node)[1])
         for a, p in moves:
             out = out + p * self.values(state.child(a))
         return out
+
+    def forfeited(self, state: pyspiel.State, share: Callable[[pyspiel.State], float]):
+        """Every seat's expected return when the player to move at ``state`` forfeits
+        (``round_forfeits``; the others' forfeit shares read through ``share``)."""
+        return sum(
+            p * np.asarray(r, dtype=float) for p, r in round_forfeits(state, self.spec, share)
+        )
 
     def best_response_value(self, player: int) -> float:
         """What ``player`` gets best-responding to the profile in the other seats."""
@@ -70,6 +126,9 @@ class _Tree:
         self._collect(self.game.new_initial_state(), 1.0, player, infosets)
         best: dict[str, int] = {}
         memo: dict[str, float] = {}
+
+        def others_share(node: pyspiel.State) -> float:
+            return 0.0 if node.current_player() == player else self.policy(node)[1]
 
         def value(state: pyspiel.State) -> float:
             key = state.history_str()
@@ -83,7 +142,8 @@ class _Tree:
                 v = value(state.child(choose(state.information_state_string(player))))
             else:
                 moves, left = self.policy(state)
-                v = left * self.forfeit[state.current_player()][player]
+                # the best responder never forfeits: the minimum is never better than a move
+                v = left * self.forfeited(state, others_share)[player] if left else 0.0
                 v += sum(p * value(state.child(a)) for a, p in moves)
             memo[key] = v
             return v

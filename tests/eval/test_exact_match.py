@@ -126,3 +126,17 @@ def test_sampled_and_greedy_together_ask_each_observation_once():
     got = sampled_and_greedy_outcomes(both, NashPolicy(), "kuhn_poker")
     assert got == (sampled, greedy)
     assert both.asked == asked_alone / 2 == 12  # Kuhn's information states
+
+
+def test_a_simultaneous_round_charges_every_player_who_forfeits():
+    class HalfForfeits:  # each row sums to 1/2: forfeits half the time
+        def action_probs(self, observations):
+            return [
+                dict.fromkeys(o.legal_actions, 0.5 / len(o.legal_actions)) for o in observations
+            ]
+
+    # Both forfeit 1/4 (-1 each: a draw), one alone 1/4 each, neither 1/4 (uniform
+    # rock-paper-scissors: a third each of win, draw and loss).
+    for o in exact_outcomes(HalfForfeits(), HalfForfeits(), "openspiel:matrix_rps"):
+        assert o.mean_return == pytest.approx(-0.25)
+        assert (o.win, o.draw, o.loss) == pytest.approx((1 / 3, 1 / 3, 1 / 3))

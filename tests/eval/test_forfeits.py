@@ -64,3 +64,24 @@ def test_a_policy_that_always_forfeits():
 def test_forfeit_share():
     assert forfeit_share({"a": 0.25, "b": 0.5}) == pytest.approx(0.25)
     assert forfeit_share({"a": 0.5, "b": 0.5 - 1e-12}) == 0.0
+
+
+class HalfForfeits:
+    """Forfeits half the time, else plays uniformly (each row sums to 1/2)."""
+
+    def action_probs(self, observations):
+        return [dict.fromkeys(o.legal_actions, 0.5 / len(o.legal_actions)) for o in observations]
+
+
+def test_players_forfeiting_in_one_simultaneous_round_are_each_charged():
+    # Rock-paper-scissors (zero-sum, minimum -1). Both forfeit with probability 1/4 and
+    # each gets -1; one alone with 1/4 each (-1 to it, +1 to the other); otherwise 0.
+    # So each seat gets -1/4. A best responder never forfeits: it wins the half where
+    # the other forfeits and draws on average otherwise, 1/2. NashConv = 2 * 3/4.
+    name = "openspiel:matrix_rps"
+    _, game = solvable_game(name, None)
+    tab = to_table(HalfForfeits(), name)
+    res = forfeit_exploitability(game, tab, make_env(name).spec)
+    assert res.on_policy_values == pytest.approx((-0.25, -0.25))
+    assert res.best_response_values == pytest.approx((0.5, 0.5))
+    assert res.nash_conv == pytest.approx(1.5)
