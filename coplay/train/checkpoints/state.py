@@ -15,7 +15,7 @@ from it; a missing, corrupt or mismatched file is one ``StateError`` naming the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,10 +110,8 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], sour
         module.load_state_dict(weights)
 
 
-def sampler_states(run: Run) -> dict[str, Any]:
-    """The sampling generator of every policy that has one (learners, opponents,
-    pool members, evaluation opponents), by policy id."""
-    policies = {**run.eval_opponents, **run.policies}
+def sampler_states(policies: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling generator of every policy of ``policies`` that has one, by key."""
     return {k: p.sampler_state() for k, p in policies.items() if hasattr(p, "sampler_state")}
 
 
@@ -138,7 +136,10 @@ def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
         "trainees": {t.name: t.state() for t in run.trainees},
         "planning": dict(run.plan_states),
         "hooks": {h.name: h.state() for h in hooks if h.name},
-        "samplers": sampler_states(run),
+        # Apart: an evaluation opponent may share its name with a policy that plays
+        # in training (a training bot "random" beside the evaluation's "random").
+        "samplers": sampler_states(run.policies),
+        "eval_samplers": sampler_states(run.eval_opponents),
         "rngs": {"numpy": run.rng.bit_generator.state, "torch": torch.get_rng_state()},
     }
     with atomic_dir(run.out / STATE_DIR) as tmp:
@@ -171,9 +172,16 @@ def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path)
     for hook in hooks:
         if hook.name and hook.name in tree["hooks"]:
             hook.load(tree["hooks"][hook.name], run)
-    policies = {**run.eval_opponents, **run.policies}
-    for pid, state in tree["samplers"].items():
-        if pid in policies:
-            policies[pid].load_sampler_state(state)
+    if "eval_samplers" in tree:
+        _load_samplers(run.policies, tree["samplers"])
+        _load_samplers(run.eval_opponents, tree["eval_samplers"])
+    else:  # a state saved before the two were kept apart: one dict, by name
+        _load_samplers({**run.eval_opponents, **run.policies}, tree["samplers"])
     run.rng.bit_generator.state = tree["rngs"]["numpy"]
     torch.set_rng_state(tree["rngs"]["torch"])
+
+
+def _load_samplers(policies: Mapping[str, Any], states: Mapping[str, Any]) -> None:
+    for key, state in states.items():
+        if key in policies:
+            policies[key].load_sampler_state(state)

@@ -56,6 +56,7 @@ def test_a_state_holds_no_pickle(finished_run):
     assert files == ["run.json", "run.safetensors"]
     tree = json.loads((state / "run.json").read_text())["tree"]
     assert sorted(tree) == [
+        "eval_samplers",
         "hooks",
         "iteration",
         "models",
@@ -68,6 +69,22 @@ def test_a_state_holds_no_pickle(finished_run):
     for path in state.rglob("*"):
         if path.is_file():  # pickles start with PROTO 0x80, torch.save's zip with PK
             assert path.read_bytes()[:2] not in (b"PK",) and path.read_bytes()[:1] != b"\x80"
+
+
+def _rows(run):
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
+
+
+def test_a_training_bot_and_an_evaluation_opponent_of_one_name_both_resume(tmp_path):
+    # The opponent in training and the evaluation opponent are both "random": each
+    # keeps its own generator, so the resumed run evaluates as the whole one does.
+    args = [*TINY, "train.opponent=random", "train.save_every=1", "train.eval_episodes=20"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(["train", "--quiet", "--out", str(whole), *args, "train.iterations=2"]) == 0
+    assert main(["train", "--quiet", "--out", str(part), *args]) == 0
+    assert main(["train", "--quiet", "--resume", str(part), "train.iterations=2"]) == 0
+    assert _rows(part) == _rows(whole)
 
 
 def test_resume_needs_no_pickle(run, monkeypatch):
