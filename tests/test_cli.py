@@ -212,6 +212,24 @@ def test_resume_of_a_directory_without_a_run_fails_cleanly(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize("driver", ["league", "psro"])
+def test_train_resume_refuses_a_league_or_psro_run(kuhn_run, tmp_path, capsys, driver):
+    # Resumed as a plain run it would train on without the league and overwrite its state.
+    import shutil
+
+    run = tmp_path / driver
+    shutil.copytree(kuhn_run, run)
+    (run / f"{driver}.yaml").write_text("{}\n")
+    before = (run / "metrics.jsonl").read_bytes()
+    assert main(["train", "--quiet", "--resume", str(run), "train.iterations=3"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"coplay train: error: {run} is a {driver} run; "
+        f"resume it with coplay {driver} --resume {run}\n"
+    )
+    assert (run / "metrics.jsonl").read_bytes() == before
+
+
 def test_tournament_prints_matrix_and_ratings_and_writes_json(tmp_path, capsys):
     out = tmp_path / "t.json"
     argv = ["tournament", "--game", "kuhn_poker", "--players", "random", "nash"]

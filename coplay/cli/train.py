@@ -62,6 +62,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
             )
+        for driver in ("league", "psro"):  # their state is theirs to resume
+            if (out / f"{driver}.yaml").is_file():
+                raise ConfigError(
+                    f"{out} is a {driver} run; resume it with coplay {driver} --resume {out}"
+                )
         overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
         cfg = build_config(file=out / "config.yaml", overrides=overrides)
     else:
