@@ -349,6 +349,19 @@ def member_metrics(
     return out
 
 
+def _check_distinct(specs: Sequence[str], bots: Sequence[Policy]) -> None:
+    """Games are seated by policy id, so two bots of one id would be one player (the
+    last): checkpoints from folders of one name load as one ``frozen:<folder>``."""
+    seen: dict[str, str] = {}
+    for spec, bot in zip(specs, bots, strict=True):
+        if bot.policy_id in seen:
+            raise ValueError(
+                f"bots {seen[bot.policy_id]!r} and {spec!r} both play as {bot.policy_id!r}; "
+                "each bot needs its own (copy a checkpoint to a folder of another name)"
+            )
+        seen[bot.policy_id] = spec
+
+
 def settings_yaml(cfg: LeagueConfig) -> str:
     """The league's own settings (``league.yaml``); the trainer's are in ``config.yaml``."""
     return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"run"}), sort_keys=False)
@@ -380,12 +393,13 @@ def run_league(
     seat_weights = league_seats(cfg)  # before anything is written
     if resume:
         rundir.check_resume(cfg.run, out)
-    run = setup(cfg.run, out, fresh=not resume)
     g = cfg.run.game
     bots = [
         build_opponent(b, g.name, seed=cfg.run.train.seed + 7 + i, params=g.params)
         for i, b in enumerate(cfg.bots)
     ]
+    _check_distinct(cfg.bots, bots)  # before the run's directory is written
+    run = setup(cfg.run, out, fresh=not resume)
     league = _League(bots, [], Tally.empty(len(bots)), Tally.empty(len(bots)))
     run.policies.update({b.policy_id: b for b in bots})
     pool = OpponentPool(list(league.members), self_play=cfg.self_play)

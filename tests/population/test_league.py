@@ -189,6 +189,19 @@ def test_bad_league_settings_are_refused(kwargs, match):
         league_cfg(**kwargs)
 
 
+def test_two_checkpoint_bots_of_one_folder_name_are_refused(tiny_policy, tmp_path):
+    # Both would play as frozen:final, and games are seated by id: one bot, not two.
+    from coplay.models.loading import save_policy
+
+    for run in ("a", "b"):
+        save_policy(tiny_policy, tmp_path / run / "final")
+    bots = [str(tmp_path / "a" / "final"), str(tmp_path / "b" / "final")]
+    out = tmp_path / "league"
+    with pytest.raises(ValueError, match="both play as 'frozen:final'"):
+        run_league(league_cfg(bots=bots), out)
+    assert not out.exists()  # refused before the run's directory is written
+
+
 def test_snapshot_member_keeps_its_weights_while_the_learner_trains(tmp_path):
     from coplay.population.league import _add_snapshot, _League
     from coplay.train.loop import make_plan
