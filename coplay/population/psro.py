@@ -375,7 +375,9 @@ def _outer_loop(
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
         loggers.log(k, _step_metrics(step, members) | fallback)
-        sinks.write_metagame(out / "metagame.json", [m.policy_id for m in members], payoffs)
+        # The members the payoffs cover: the response just added joins the next ones.
+        solved = [m.policy_id for m in members[: step.members]]
+        sinks.write_metagame(out / "metagame.json", solved, payoffs)
         save_outer(out, _Outer(members, payoffs, steps))
         if progress:
             progress(step)

@@ -245,6 +245,17 @@ def test_exact_oracle_drives_kuhn_mixture_to_equilibrium(tmp_path):
     np.testing.assert_allclose(metagame["payoffs"], res.payoffs)
 
 
+def test_the_metagame_file_names_the_members_its_payoffs_cover_at_every_step(tmp_path):
+    seen = []
+
+    def check(step):
+        metagame = json.loads((tmp_path / "metagame.json").read_text())
+        seen.append((len(metagame["members"]), np.shape(metagame["payoffs"])))
+
+    run_psro(tiny_psro(iterations=2, initial="random", oracle="exact"), tmp_path, progress=check)
+    assert seen == [(n, (2, n, n)) for n in (1, 2, 3)]
+
+
 def test_exact_best_response_beats_always_bet_by_one_third():
     game = pyspiel.load_game("kuhn_poker")
     bet = RandomPolicy()
