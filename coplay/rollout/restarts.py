@@ -93,7 +93,8 @@ def lost_starts(
     """
     starts = []
     for ep in episodes:
-        if fresh_only and ep.prefix:
+        # A restart from the initial state replays no prefix but has an assigned move.
+        if fresh_only and (ep.prefix or ep.opening is not None):
             continue
         for seat, traj in enumerate(ep.trajectories):
             if traj.policy_id not in learners or not traj.turns or not lost(ep, seat, best):

@@ -142,7 +142,10 @@ def filter_samples(
         total = sum(len(e.returns) for e in episodes)
         metrics["adv/flat_group_dropped_frac"] = 1.0 - len(keep) / max(1, total)
     if algo.filter_zero_advantage:
-        mask = nonzero_advantage_mask([s.advantage for s in samples])
+        # A sample with a policy-iteration target stays: its cross-entropy pull does not
+        # depend on the advantage, and the memory replays no position with a fresh target.
+        targets = np.fromiter((s.target is not None for s in samples), bool, len(samples))
+        mask = nonzero_advantage_mask([s.advantage for s in samples]) | targets
         metrics |= filter_metrics(zero_adv=mask)
         samples = [s for s, k in zip(samples, mask, strict=True) if k]
     return samples, metrics

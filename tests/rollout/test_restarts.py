@@ -153,6 +153,20 @@ def test_lost_starts_skip_restarted_games_unless_asked_for_them():
     assert len(mixed) == sum(e.returns[0] < e.returns[1] for e in fresh)
 
 
+def test_a_restart_from_the_initial_state_is_not_a_fresh_game():
+    # Its prefix is empty, but its first move was assigned (exploring starts).
+    from dataclasses import replace as copy_with
+
+    fresh = random_episodes("tic_tac_toe", n=30)
+    for ep in fresh:
+        ep.trajectories[0].policy_id = "me"
+    restarted = [copy_with(ep, opening=Opening(player=0, index=1)) for ep in fresh]
+    rng = np.random.default_rng
+    assert lost_starts(restarted, {"me"}, best=1.0, rng=rng(0)) == []
+    kept = lost_starts(restarted, {"me"}, best=1.0, rng=rng(0), fresh_only=False)
+    assert kept == lost_starts(fresh, {"me"}, best=1.0, rng=rng(0)) and kept
+
+
 def test_the_buffer_keeps_the_latest_and_draws_without_replacement_when_it_can():
     starts = [Start(seed=i, seat=0, prefix=()) for i in range(10)]
     assert remember(starts[:6], starts[6:], capacity=5) == starts[5:]

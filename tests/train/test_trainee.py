@@ -117,6 +117,17 @@ def test_filter_samples_drops_zero_advantages_and_reports_both_filters():
     assert filter_samples(algo, samples, None, episodes) == (samples, {})
 
 
+def test_the_zero_advantage_filter_keeps_samples_with_a_target():
+    # A policy-iteration target pulls whatever the advantage; the memory replays no
+    # position that has a fresh target, so dropping it would lose the pull.
+    samples = [sample(0.0), sample(1.0), sample(0.0)]
+    samples[0] = Sample(samples[0].decision, 0.0, 0, (1.0,))
+    algo = SimpleNamespace(filter_zero_advantage=True)
+    kept, metrics = filter_samples(algo, samples, None, [episode(0, (1.0, -1.0))])
+    assert kept == samples[:2]
+    assert metrics["adv/zero_adv_dropped_frac"] == pytest.approx(1 / 3)
+
+
 def test_learner_turns_pair_the_learners_turns_with_their_targets(tmp_path):
     run = setup(build_config(overrides=[*TINY, "train.opponent=random"]), tmp_path)
     me = run.learner_ids[0]
