@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -103,7 +103,7 @@ class LMPolicy:
         self._prompter: Prompter | None = None
         self._explore = 0.0
         self.generator = torch.Generator().manual_seed(seed)
-        self._prompt_cache: dict[str, tuple[int, ...]] = {}
+        self._prompt_cache: dict[Hashable, tuple[int, ...]] = {}
         self._action_cache: dict[str, tuple[int, ...]] = {}
         self._item_cache: dict[tuple, ChoiceItem] = {}
         """Folded prompt and actions by (text, messages, legal actions): what a choice
@@ -207,7 +207,7 @@ class LMPolicy:
         conversation so far."""
         if self.mode == "text":
             return self.prompter.prompt(obs)
-        key = obs.text
+        key = _prompt_key(obs)
         if key not in self._prompt_cache:
             self._prompt_cache[key] = tuple(self._encode_prompt(obs))
         return self._prompt_cache[key]
@@ -243,12 +243,13 @@ class LMPolicy:
     def _encode_new_prompts(self, observations: Sequence[Observation]) -> None:
         """Tokenise the prompts not cached yet in one call (``encode_texts``): a game with
         many positions (tic-tac-toe) meets new ones all run."""
-        todo = list({o.text: o for o in observations if o.text not in self._prompt_cache}.values())
+        new = {_prompt_key(o): o for o in observations}
+        todo = {k: o for k, o in new.items() if k not in self._prompt_cache}
         if len(todo) < 2:
             return
-        texts, head = self._prompt_texts(todo)
-        for obs, ids in zip(todo, encode_texts(self.tokenizer, texts), strict=True):
-            self._prompt_cache[obs.text] = tuple(head + list(ids))
+        texts, head = self._prompt_texts(list(todo.values()))
+        for key, ids in zip(todo, encode_texts(self.tokenizer, texts), strict=True):
+            self._prompt_cache[key] = tuple(head + list(ids))
 
     def action_ids(self, action: str) -> tuple[int, ...]:
         """Token ids of an action string as the continuation of a prompt."""
@@ -559,3 +560,9 @@ def _merge(
     """Interleave the two kinds of decisions back into observation order."""
     it_choice, it_text = iter(choices), iter(texts)
     return [next(it_choice) if c else next(it_text) for c in listed]
+
+
+def _prompt_key(obs: Observation) -> Hashable:
+    """What a choice prompt is built from: the text, or with a chat template the
+    observation's messages where it has them (its text alone otherwise)."""
+    return obs.text if not obs.messages else (obs.text, obs.messages)

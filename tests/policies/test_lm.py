@@ -239,6 +239,25 @@ def test_chat_template_is_used_when_present(tiny):
     assert text.startswith("<user>") and text.endswith("<assistant>")
 
 
+def test_a_choice_prompt_follows_the_observations_messages_not_its_text_alone(tiny):
+    model, tok = tiny
+    tok = tok.__class__.from_pretrained(_save(tok))
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+    )
+    base = _observations(1)[0]
+    hello, bye = (replace(base, messages=(("user", word),)) for word in ("hello", "bye"))
+    policy = LMPolicy(model, tok)
+    policy.prompt_ids(hello)  # one text, two conversations: not one prompt
+    assert tok.decode(policy.prompt_ids(bye)) == tok.decode(LMPolicy(model, tok).prompt_ids(bye))
+    assert "bye" in tok.decode(policy.prompt_ids(bye))
+    together = LMPolicy(model, tok)
+    together._encode_new_prompts([hello, bye])
+    assert [together.prompt_ids(o) for o in (hello, bye)] == [
+        policy.prompt_ids(o) for o in (hello, bye)
+    ]
+
+
 def test_new_prompts_encoded_together_equal_one_by_one(tiny):
     model, tok = tiny
     together, alone = LMPolicy(model, tok), LMPolicy(model, tok)
