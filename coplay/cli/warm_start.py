@@ -38,6 +38,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
     cfg = build_sft_config(preset=preset, file=args.config, overrides=args.overrides)
     total = steps_total(len(read_conversations(args.data)), cfg.sft)
     out = Path(args.out)
+    if args.force and Path(args.data).resolve().is_relative_to(out.resolve()):
+        raise ValueError(
+            f"the dataset {args.data} is inside {out}, which --force would move aside; "
+            "put it elsewhere or train into another --out"
+        )
     claim_run(out, args.force, resumable=False)
     console.print(f"[bold]coplay sft[/] {args.data} -> {out}")
     with track("sft", total, "steps", console=console, quiet=args.quiet) as advance:
@@ -80,10 +85,12 @@ def _demos_arguments(dm: argparse.ArgumentParser) -> None:
 
 
 def cmd_demos(args: argparse.Namespace) -> int:
+    from coplay.policies.answer import check_format
     from coplay.sft.demos import write_demos
 
     if args.games <= 0:
         raise ValueError(f"--games must be positive, got {args.games}")
+    check_format(args.answer)  # before --force moves anything
     out = Path(args.out)
     claim_file(out, args.force)
     count = write_demos(

@@ -45,8 +45,12 @@ def read_conversations(path: str | Path) -> list[Conversation]:
     if not path.is_file():
         raise FileNotFoundError(f"no dataset at {path} (expected a chat-format JSONL file)")
     out = []
-    with path.open(encoding="utf-8") as f:
-        for number, raw in enumerate(f, start=1):
+    with path.open("rb") as f:  # decoded line by line, so a bad byte names its line
+        for number, line in enumerate(f, start=1):
+            try:
+                raw = line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(f"{path}:{number}: not UTF-8 text ({err.reason})") from None
             if raw.strip():
                 out.append(parse_line(raw, path, number))
     if not out:
@@ -61,12 +65,17 @@ def parse_line(raw: str, path: Path, number: int) -> Conversation:
         record = json.loads(raw)
     except json.JSONDecodeError as err:
         raise DataError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise DataError(f"{where}: JSON nested too deeply to read") from None
     messages = record.get("messages") if isinstance(record, dict) else None
     if not isinstance(messages, list) or not messages:
         raise DataError(f'{where}: expected an object with a non-empty "messages" list')
     parsed = tuple(_message(m, where, i) for i, m in enumerate(messages))
     if not any(m.role == "assistant" for m in parsed):
         raise DataError(f"{where}: no assistant message (nothing to learn from)")
+    if parsed[0].role == "assistant":
+        # A template renders no prompt before it: there is nothing the turn answers.
+        raise DataError(f"{where}: the conversation opens with an assistant message")
     return Conversation(parsed, number)
 
 

@@ -64,9 +64,12 @@ def encode(conv: Conversation, tokenizer: PreTrainedTokenizerBase, source: str =
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
-        start = len(_ids(tokenizer, messages[:i], generation_prompt=True))
+        prompt = _ids(tokenizer, messages[:i], generation_prompt=True)
         upto = _ids(tokenizer, messages[: i + 1], generation_prompt=False)
-        if ids[: len(upto)] != upto or start > len(upto):
+        start = len(prompt)
+        # Both renderings must be prefixes of the whole: a generation prompt that ends
+        # in a space the answer's first token absorbs would shift the mask by a token.
+        if ids[: len(upto)] != upto or start > len(upto) or upto[:start] != prompt:
             raise DataError(
                 f"{source}:{conv.line}: the chat template does not render message {i} as an "
                 "extension of the messages before it; cannot tell its tokens apart"

@@ -35,6 +35,16 @@ def test_reads_conversations_and_skips_blank_lines(tmp_path):
             {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": " "}]},
             "message 1 is an empty assistant turn",
         ),
+        (
+            {
+                "messages": [
+                    {"role": "assistant", "content": "hi"},
+                    {"role": "user", "content": "x"},
+                ]
+            },
+            "opens with an assistant message",
+        ),
+        ("[" * 100_000, "nested too deeply"),
     ],
 )
 def test_a_bad_line_is_named_with_its_number(tmp_path, bad, says):
@@ -52,3 +62,10 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "e.jsonl").write_text("\n\n")
     with pytest.raises(DataError, match="holds no conversations"):
         read_conversations(tmp_path / "e.jsonl")
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b'{"messages": "\xff"}\n')
+    with pytest.raises(DataError, match=rf"^{path}:2: not UTF-8 text"):
+        read_conversations(path)

@@ -110,6 +110,23 @@ def test_cli_demos_then_sft(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["steps"] >= 1
 
 
+def test_force_moves_nothing_before_the_arguments_are_checked(tmp_path, capsys):
+    demos = tmp_path / "d.jsonl"
+    argv = ["demos", "--game", "kuhn_poker", "--games", "4", "--out", str(demos)]
+    assert main(argv) == 0
+    assert main([*argv, "--answer", "bogus", "--force"]) == 2
+    assert "unknown answer format 'bogus'" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["d.jsonl"]  # not moved aside
+    # A dataset inside the run directory --force would move is refused, not lost.
+    run = tmp_path / "sft"
+    tiny = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "sft.epochs=1"]
+    assert main(["sft", "--quiet", "--data", str(demos), "--out", str(run), *tiny]) == 0
+    inside = run / "demos.jsonl"
+    inside.write_bytes(demos.read_bytes())
+    assert main(["sft", "--quiet", "--force", "--data", str(inside), "--out", str(run), *tiny]) == 2
+    assert "inside" in capsys.readouterr().err and inside.is_file()
+
+
 def _negotiation_chats(tmp_path, games=6, **kw):
     path = tmp_path / "neg.jsonl"
     params = {"max_actions": 4}

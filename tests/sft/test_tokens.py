@@ -79,3 +79,25 @@ def test_a_template_that_is_not_prefix_stable_is_refused(tokenizer):
     )
     with pytest.raises(DataError, match=r"^data.jsonl:7: the chat template does not render"):
         encode(CONV, tok, "data.jsonl")
+
+
+def test_a_generation_prompt_the_answer_absorbs_is_refused():
+    # The generation prompt ends in a space, which BPE merges into the answer's first
+    # token (" Bet"): counting the prompt's tokens would start the mask one token late.
+    conv = Conversation(
+        (
+            Message("user", "Your card: King. Pass or Bet?"),
+            Message("assistant", "Bet because King wins."),
+            Message("user", "They passed."),
+            Message("assistant", "Pass now."),
+        ),
+        3,
+    )
+    texts = [m.content for m in conv.messages] * 20 + ["User: Assistant: "] * 20
+    tok = train_tokenizer(texts, vocab_size=400)
+    tok.chat_template = (
+        "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}"
+    )
+    with pytest.raises(DataError, match=r"^data.jsonl:3: the chat template does not render"):
+        encode(conv, tok, "data.jsonl")
