@@ -230,6 +230,50 @@ def test_train_resume_refuses_a_league_or_psro_run(kuhn_run, tmp_path, capsys, d
     assert (run / "metrics.jsonl").read_bytes() == before
 
 
+def test_a_metrics_row_that_is_not_an_object_is_named_on_resume(kuhn_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(kuhn_run, run)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    (run / "metrics.jsonl").write_text("\n".join([lines[0], "[1, 2]", *lines[2:]]) + "\n")
+    assert main(["train", "--quiet", "--resume", str(run), "train.iterations=3"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"coplay train: error: {run / 'metrics.jsonl'}:2 is not a JSON object with an iteration\n"
+    )
+
+
+def test_report_replaces_its_own_report_but_no_other_file(kuhn_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(kuhn_run, run)
+    before = (run / "metrics.jsonl").read_bytes()
+    assert main(["report", str(run), "--out", str(run / "metrics.jsonl")]) == 2
+    assert "exists and is not a coplay report" in capsys.readouterr().err
+    assert (run / "metrics.jsonl").read_bytes() == before
+    assert main(["report", str(run)]) == 0
+    assert main(["report", str(run)]) == 0  # its own report, written again
+
+
+def test_a_broken_roster_file_is_one_error_line(tmp_path, capsys):
+    roster = tmp_path / "r.yaml"
+    roster.write_text("policies: [\n")
+    assert main(["train", "--roster", str(roster), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"coplay train: error: roster file {roster} is not valid YAML"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_port_out_of_range_is_one_error_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["play", "random", "--game", "kuhn_poker", "--web", "--port", "99999"])
+    assert "a port is 0 to 65535, got 99999" in capsys.readouterr().err
+
+
 def test_tournament_prints_matrix_and_ratings_and_writes_json(tmp_path, capsys):
     out = tmp_path / "t.json"
     argv = ["tournament", "--game", "kuhn_poker", "--players", "random", "nash"]

@@ -9,6 +9,14 @@ from pathlib import Path
 from coplay.cli.common import Command, build_player, game_params, players_game
 
 
+def port(text: str) -> int:
+    """A TCP port number, 0 to 65535 (argparse's type: its error is one line)."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
 def _play_arguments(pl: argparse.ArgumentParser) -> None:
     pl.add_argument(
         "agent",
@@ -26,7 +34,7 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
     )
     pl.add_argument("--web", action="store_true", help="play in a local web page instead")
     pl.add_argument("--host", default="127.0.0.1", help="address the web page is served on")
-    pl.add_argument("--port", type=int, default=8765, help="port of the web page (0: any free)")
+    pl.add_argument("--port", type=port, default=8765, help="port of the web page (0: any free)")
     pl.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 
 

@@ -142,9 +142,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default
     if out.is_dir():
         raise ValueError(f"--out {out} is a directory; name an .html file")
+    if out.is_file() and not _is_report(out):
+        # A report replaces the one it wrote before, never another file (a run's
+        # metrics.jsonl named by mistake would be lost).
+        raise ValueError(f"--out {out} exists and is not a coplay report; name another file")
     written = write_report(args.runs, out, games=args.games)
     console.print(f"written: {written} ({written.stat().st_size / 1024:.0f} kB)")
     return 0
+
+
+def _is_report(path: Path) -> bool:
+    """Whether ``path`` holds a report this command wrote (its data block's id)."""
+    data = path.read_bytes()
+    return data.startswith(b"<!doctype html>") and b'id="coplay-data"' in data
 
 
 def _show_arguments(sh: argparse.ArgumentParser) -> None:

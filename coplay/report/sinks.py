@@ -34,16 +34,33 @@ def append_metrics(path: Path, iteration: int, metrics: Mapping[str, float]) -> 
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Every row of a metrics.jsonl file."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Every row of a metrics.jsonl file; a ValueError naming the file and line for a
+    row that is not a JSON object with an iteration."""
+    return [row for _, row in _rows(path)]
+
+
+def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Each non-blank line of a JSONL file of iteration rows, with its parsed row."""
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number} is not valid JSON ({err.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("iteration"), int):
+            raise ValueError(f"{path}:{number} is not a JSON object with an iteration")
+        out.append((line, row))
+    return out
 
 
 def keep_until(path: Path, iteration: int) -> None:
     """Drop rows of a JSONL file logged after ``iteration`` (used when resuming)."""
     if not path.is_file():
         return
-    rows = [line for line in path.read_text().splitlines() if line.strip()]
-    kept = [line for line in rows if json.loads(line)["iteration"] <= iteration]
+    rows = _rows(path)
+    kept = [line for line, row in rows if row["iteration"] <= iteration]
     if len(kept) < len(rows):
         write_text(path, "".join(line + "\n" for line in kept))
 

@@ -304,9 +304,13 @@ class RunConfig(_Strict):
                 section, _, key = old.partition(".")
                 if isinstance(data.get(section), dict) and key in data[section]:
                     raise ValueError(f"{old} is now {new}")
-            if (data.get("train") or {}).get("opponent") == "self":
+            train, rollout = data.get("train"), data.get("rollout")
+            # Not mappings: the sections' own validation names them in one line.
+            train = train if isinstance(train, dict) else {}
+            rollout = rollout if isinstance(rollout, dict) else {}
+            if train.get("opponent") == "self":
                 raise ValueError("train.opponent: self-play is now the default: leave it unset")
-            explore = (data.get("rollout") or {}).get("explore")
+            explore = rollout.get("explore")
             if explore in (0, 0.0):
                 raise ValueError("rollout.explore is now a section: leave it unset to turn it off")
             if isinstance(explore, int | float) and not isinstance(explore, bool):
@@ -406,20 +410,39 @@ def load_preset(name: str) -> dict[str, Any]:
     return yaml.safe_load(_preset_text(name)) or {}
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML mapping from a file, with a clear error if it is not one."""
+def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """A YAML mapping from a file, with a clear error if it is not one (``what`` names
+    the file's kind in it)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+        raise ConfigError(f"{what} {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeys)  # noqa: S506
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}".splitlines()[0]) from err
+        raise ConfigError(f"{what} {path} is not valid YAML: {err}".splitlines()[0]) from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{what} {path} is not UTF-8 text ({err.reason})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
+        raise ConfigError(f"{what} {path} must hold a mapping, not {type(data).__name__}")
     return data
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: the plain loader
+    keeps the last, so a second ``train:`` block would drop the first without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        keys = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"found the key {key!r} twice", key_node.start_mark
+                )
+            keys.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -472,8 +495,13 @@ def apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
     parts, value = split_override(item)
     out = dict(data)
     node = out
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1], start=1):
         child = node.get(part)
+        if child is not None and not isinstance(child, dict):
+            # Replacing it with a mapping would drop the value without a word (a file's
+            # game: leduc_poker and game.max_turns=50 would train the default game).
+            key = ".".join(parts[:depth])
+            raise ConfigError(f"{item}: {key} is {child!r}, not a section with keys")
         node[part] = dict(child) if isinstance(child, dict) else {}
         node = node[part]
     node[parts[-1]] = value

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -32,6 +31,7 @@ from coplay.train.config import (
     ConfigError,
     OptimConfig,
     format_validation_error,
+    load_yaml,
 )
 from coplay.train.parts.sections import open_loss
 
@@ -167,10 +167,4 @@ def validate_roster(data: dict[str, Any]) -> RosterConfig:
 
 def load_roster(path: str | Path) -> RosterConfig:
     """A roster from a YAML file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"roster file {path} does not exist")
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict):
-        raise ConfigError(f"roster file {path} must hold a mapping")
-    return validate_roster(data)
+    return validate_roster(load_yaml(path, "roster file"))

@@ -187,3 +187,24 @@ def test_the_text_section_takes_its_settings_from_overrides():
     assert (cfg.model.text.answer, cfg.model.text.top_k) == ("think-boxed", 5)
     with pytest.raises(ConfigError, match="unknown answer format 'xml'"):
         build_config(overrides=["model.mode=text", "model.text.answer=xml"])
+
+
+@pytest.mark.parametrize("bad", ["train=5", "rollout=abc", "rollout=[1]"])
+def test_a_section_that_is_not_a_mapping_is_one_error(bad):
+    with pytest.raises(ConfigError, match=r"^invalid config: (train|rollout): Input should be"):
+        build_config(overrides=[bad])
+
+
+def test_a_dotted_key_under_a_value_is_refused_not_dropped(tmp_path):
+    # Replacing the file's game with a mapping would train the default game instead.
+    path = tmp_path / "c.yaml"
+    path.write_text("game: leduc_poker\n")
+    with pytest.raises(ConfigError, match="game is 'leduc_poker', not a section with keys"):
+        build_config(file=path, overrides=["game.max_turns=50"])
+
+
+def test_a_key_given_twice_in_a_file_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train: {iterations: 1, seed: 7}\ntrain: {eval_episodes: 8}\n")
+    with pytest.raises(ConfigError, match="not valid YAML: found the key 'train' twice"):
+        build_config(file=path)
