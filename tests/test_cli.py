@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -266,6 +267,16 @@ def test_a_broken_roster_file_is_one_error_line(tmp_path, capsys):
         f"coplay train: error: roster file {roster} is not valid YAML"
     )
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for a machine without a GPU")
+def test_a_gpu_device_without_a_gpu_is_one_error_line(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["train", "--quiet", "--out", str(out), *TINY, "model.device=cuda"]) == 2
+    assert capsys.readouterr().err == (
+        "coplay train: error: model.device is cuda, but torch sees no GPU here\n"
+    )
+    assert not out.exists()
 
 
 def test_a_port_out_of_range_is_one_error_line(capsys):

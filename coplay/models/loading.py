@@ -10,11 +10,13 @@ the game it was trained on (``game``, ``game_params``) and its prompt format, so
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -70,6 +72,13 @@ class ModelConfig(BaseModel):
         description="Text mode: answer format, sampling, chat context and format reward.",
     )
 
+    @field_validator("device")
+    @classmethod
+    def _a_device(cls, device: str) -> str:
+        if not re.fullmatch(r"cpu|mps|(cuda|xpu)(:\d+)?", device):
+            raise ValueError("expected cpu, cuda, cuda:N, mps or xpu")
+        return device
+
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
@@ -110,6 +119,8 @@ def build_policy(
         text = cfg.mode == "text"  # a tokenizer that can write, with a chat template
         tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size, actions=actions, text=text)
         model = build_tiny_model(cfg.tiny, vocab_size=len(tok), seed=seed)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"model.device is {cfg.device}, but torch sees no GPU here")
     model.to(cfg.device)
     return LMPolicy(
         model,

@@ -208,3 +208,9 @@ def test_a_key_given_twice_in_a_file_is_refused(tmp_path):
     path.write_text("train: {iterations: 1, seed: 7}\ntrain: {eval_episodes: 8}\n")
     with pytest.raises(ConfigError, match="not valid YAML: found the key 'train' twice"):
         build_config(file=path)
+
+
+@pytest.mark.parametrize("device", ["bogus", "meta", "cuda:x"])
+def test_an_unknown_device_is_one_config_error(device):
+    with pytest.raises(ConfigError, match=r"^invalid config: model.device: expected cpu, cuda"):
+        build_config(overrides=[f"model.device={device}"])
