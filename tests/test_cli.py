@@ -285,6 +285,14 @@ def test_a_port_out_of_range_is_one_error_line(capsys):
     assert "a port is 0 to 65535, got 99999" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option", [["--preset", "leduc-selfplay"], ["--config", "c.yaml"], ["--out", "x"]]
+)
+def test_resume_refuses_options_it_would_ignore(kuhn_run, capsys, option):
+    assert main(["train", "--quiet", "--resume", str(kuhn_run), *option]) == 2
+    assert f"{option[0]} cannot go with --resume" in capsys.readouterr().err
+
+
 def test_tournament_prints_matrix_and_ratings_and_writes_json(tmp_path, capsys):
     out = tmp_path / "t.json"
     argv = ["tournament", "--game", "kuhn_poker", "--players", "random", "nash"]

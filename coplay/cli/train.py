@@ -57,6 +57,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if args.force:
             raise ValueError("--force starts a new run; it cannot go with --resume")
+        for option in ("preset", "config", "out"):  # ignored, they would mislead
+            if getattr(args, option):
+                raise ValueError(
+                    f"--{option} cannot go with --resume: a resumed run keeps its own "
+                    "config.yaml and directory (change settings with key=value overrides)"
+                )
         out = Path(args.resume)
         if not (out / "config.yaml").is_file():
             raise ConfigError(

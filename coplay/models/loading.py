@@ -305,7 +305,11 @@ def checkpoint_game(folder: str | Path) -> PlayedGame | None:
     meta = read_meta(folder)
     if "game" not in meta:
         return None
-    return PlayedGame(meta["game"], meta.get("game_params") or {})
+    game, params = meta["game"], meta.get("game_params") or {}
+    if not isinstance(game, str) or not isinstance(params, dict):
+        file = Path(folder) / POLICY_FILE
+        raise CheckpointError(f"{file}: game must be a name and game_params a mapping")
+    return PlayedGame(game, params)
 
 
 def resolve_checkpoint(path: str | Path) -> Path:

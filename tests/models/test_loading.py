@@ -172,6 +172,19 @@ def test_eval_of_a_bad_checkpoint_is_one_error_line(checkpoint, tmp_path, capsys
     assert len(err.splitlines()) == 1
 
 
+def test_a_recorded_game_that_is_not_a_name_is_one_error_line(checkpoint, tmp_path, capsys):
+    folder = tmp_path / "final"
+    shutil.copytree(checkpoint, folder)
+    meta = json.loads((folder / "coplay_policy.json").read_text())
+    (folder / "coplay_policy.json").write_text(json.dumps({**meta, "game": 5}))
+    assert main(["eval", str(folder), "--episodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"coplay eval: error: {folder}/coplay_policy.json: game must be a name and "
+        "game_params a mapping\n"
+    )
+
+
 def test_a_bad_checkpoint_in_a_run_directory_names_the_file(checkpoint, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(checkpoint, run / "checkpoints" / "final")
