@@ -57,7 +57,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     built = {
         spec: build_player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(specs)
     }
-    seats = seating(specs, make_env().spec.num_players, seat=None if args.watch else args.seat)
+    num_players = make_env().spec.num_players
+    if args.watch and len(specs) > num_players:
+        raise ValueError(f"--watch names {len(specs)} policies but {game} has {num_players} seats")
+    seats = seating(specs, num_players, seat=None if args.watch else args.seat)
     return play(
         make_env,
         {name: None if spec is None else built[spec] for name, spec in seats.items()},

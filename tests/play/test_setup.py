@@ -47,6 +47,10 @@ def test_the_agent_takes_every_seat_but_the_persons():
             ["play", "random", "--game", "kuhn_poker", "--games", "0"],
             "--games must be positive, got 0",
         ),
+        (
+            ["play", "--game", "kuhn_poker", "--watch", "random", "random", "nash"],
+            "--watch names 3 policies but kuhn_poker has 2 seats",
+        ),
     ],
 )
 def test_user_errors_end_in_one_line(argv, line, capsys):
