@@ -279,6 +279,13 @@ def test_a_gpu_device_without_a_gpu_is_one_error_line(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", [["eval", "nash"], ["tournament", "random", "nash"]])
+def test_a_seed_out_of_range_is_one_error_line(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--game", "kuhn_poker", "--seed", "-1"])
+    assert "argument --seed: a seed is 0 to 2147483647, got -1" in capsys.readouterr().err
+
+
 def test_a_port_out_of_range_is_one_error_line(capsys):
     with pytest.raises(SystemExit):
         main(["play", "random", "--game", "kuhn_poker", "--web", "--port", "99999"])

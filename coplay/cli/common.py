@@ -46,6 +46,19 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
+MAX_SEED = 2**31 - 1
+"""Largest seed a command or config takes: episode seeds are derived from it by
+multiplying, and must stay within the generators' integers."""
+
+
+def seed(text: str) -> int:
+    """A seed, 0 to ``MAX_SEED`` (an argparse type: its error is one line)."""
+    value = int(text)
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"a seed is 0 to {MAX_SEED}, got {value}")
+    return value
+
+
 def titled_table(title: str) -> Table:
     """A table whose title stays on one line (wrapped, a long path would break up)."""
     return Table(title=Text(title, no_wrap=True, overflow="ignore"))

@@ -6,7 +6,7 @@ import argparse
 
 from rich.table import Table
 
-from coplay.cli.common import Command, check_workers, console, titled_table
+from coplay.cli.common import Command, check_workers, console, seed, titled_table
 from coplay.report.progress import track
 
 
@@ -21,7 +21,7 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--opponent", default="random", help="random, nash, perfect, optimal or a path")
     e.add_argument("--episodes", type=int, default=1000)
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=seed, default=0)
     e.add_argument(
         "--exact",
         action="store_true",

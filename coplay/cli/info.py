@@ -13,6 +13,7 @@ from coplay.cli.common import (
     console,
     game_params,
     no_arguments,
+    seed,
     titled_table,
 )
 
@@ -44,7 +45,7 @@ def _check_env_arguments(ce: argparse.ArgumentParser) -> None:
         "game", help="registered game, openspiel:<name>, or package.module:factory (your own)"
     )
     ce.add_argument("--episodes", type=int, default=20, help="random episodes per check")
-    ce.add_argument("--seed", type=int, default=0, help="first episode seed")
+    ce.add_argument("--seed", type=seed, default=0, help="first episode seed")
     ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coplay.cli.common import Command, build_player, game_params, players_game
+from coplay.cli.common import Command, build_player, game_params, players_game, seed
 
 
 def port(text: str) -> int:
@@ -28,7 +28,7 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
     pl.add_argument("--watch", nargs="+", metavar="POLICY", help="watch these play, one a seat")
     pl.add_argument("--seat", default="0", help="your seat: a number, or 'alternate' (default 0)")
     pl.add_argument("--games", type=int, default=1, help="games to play in the terminal")
-    pl.add_argument("--seed", type=int, default=0, help="seed of the first deal")
+    pl.add_argument("--seed", type=seed, default=0, help="seed of the first deal")
     pl.add_argument(
         "--show-probs", action="store_true", help="show each agent move's distribution and text"
     )

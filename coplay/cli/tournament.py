@@ -16,6 +16,7 @@ from coplay.cli.common import (
     claim_file,
     console,
     players_game,
+    seed,
     titled_table,
 )
 from coplay.report.progress import track
@@ -37,7 +38,7 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
         "from ENV_VAR, and sent over http:// only to localhost)",
     )
     tm.add_argument("--episodes", type=int, default=200, help="games per pairing")
-    tm.add_argument("--seed", type=int, default=0)
+    tm.add_argument("--seed", type=seed, default=0)
     tm.add_argument(
         "--out",
         default=None,

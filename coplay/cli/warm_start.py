@@ -13,6 +13,7 @@ from coplay.cli.common import (
     claim_run,
     console,
     game_params,
+    seed,
 )
 from coplay.report.progress import track
 
@@ -79,7 +80,7 @@ def _demos_arguments(dm: argparse.ArgumentParser) -> None:
         help="answer format of the written answers (model.text.answer): "
         + ", ".join(sorted(ANSWER_FORMATS)),
     )
-    dm.add_argument("--seed", type=int, default=0)
+    dm.add_argument("--seed", type=seed, default=0)
     dm.add_argument("--force", action="store_true", help="move an existing --out to OUT.old-<time>")
     dm.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 

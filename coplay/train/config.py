@@ -199,8 +199,9 @@ def check_seat_weights(weights: list[float] | None) -> None:
 class TrainConfig(_Strict):
     iterations: int = Field(100, gt=0)
     """Training iterations (collect, learn, maybe evaluate)."""
-    seed: int = 0
-    """Seeds the model initialisation, game deals and sampling."""
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    """Seeds the model initialisation, game deals and sampling (episode seeds are
+    derived from it by multiplying, within the generators' integers)."""
     opponent: OpponentConfig | None = None
     """None (unset) for shared-weight self-play; else the fixed opponent the learner
     trains against: a name (``train.opponent=perfect``) or a section with seat weights

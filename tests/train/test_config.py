@@ -214,3 +214,9 @@ def test_a_key_given_twice_in_a_file_is_refused(tmp_path):
 def test_an_unknown_device_is_one_config_error(device):
     with pytest.raises(ConfigError, match=r"^invalid config: model.device: expected cpu, cuda"):
         build_config(overrides=[f"model.device={device}"])
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**31)])
+def test_a_seed_out_of_range_names_the_key(seed):
+    with pytest.raises(ConfigError, match=r"^invalid config: train.seed: Input should be"):
+        build_config(overrides=[f"train.seed={seed}"])
