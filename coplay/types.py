@@ -28,6 +28,11 @@ class GameKind(StrEnum):
     COOPERATIVE = "cooperative"
 
 
+MAX_SEED = 2**31 - 1
+"""Largest seed a run or a command takes: episode seeds are derived from it by
+multiplying, and must stay within the generators' integers."""
+
+
 @dataclass(frozen=True)
 class GameSpec:
     """Static facts about a game that the engine and evaluation rely on."""

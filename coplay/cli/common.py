@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from coplay.types import MAX_SEED
+
 console = Console()
 PIPED_WIDTH = 1000
 """Console width when stdout is no terminal: wide enough that rich never truncates a
@@ -46,17 +48,22 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-MAX_SEED = 2**31 - 1
-"""Largest seed a command or config takes: episode seeds are derived from it by
-multiplying, and must stay within the generators' integers."""
+def int_in(name: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``, ``name`` in its one-line
+    errors (argparse's own for a text that is no number, the range's otherwise)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"a {name} is {low} to {high}, got {value}")
+        return value
+
+    parse.__name__ = name  # argparse says "invalid <name> value" for a non-number
+    return parse
 
 
-def seed(text: str) -> int:
-    """A seed, 0 to ``MAX_SEED`` (an argparse type: its error is one line)."""
-    value = int(text)
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"a seed is 0 to {MAX_SEED}, got {value}")
-    return value
+seed = int_in("seed", 0, MAX_SEED)
+port = int_in("port", 0, 65535)
 
 
 def titled_table(title: str) -> Table:

@@ -6,15 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from coplay.cli.common import Command, build_player, game_params, players_game, seed
-
-
-def port(text: str) -> int:
-    """A TCP port number, 0 to 65535 (argparse's type: its error is one line)."""
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
-    return value
+from coplay.cli.common import Command, build_player, game_params, players_game, port, seed
 
 
 def _play_arguments(pl: argparse.ArgumentParser) -> None:

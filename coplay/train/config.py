@@ -32,6 +32,7 @@ from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
 from coplay.train.parts.planning import ExploreConfig, RestartsConfig
 from coplay.train.parts.sections import import_plugins, open_loss, open_rollout
+from coplay.types import MAX_SEED
 
 
 class ConfigError(ValueError):
@@ -199,7 +200,7 @@ def check_seat_weights(weights: list[float] | None) -> None:
 class TrainConfig(_Strict):
     iterations: int = Field(100, gt=0)
     """Training iterations (collect, learn, maybe evaluate)."""
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     """Seeds the model initialisation, game deals and sampling (episode seeds are
     derived from it by multiplying, within the generators' integers)."""
     opponent: OpponentConfig | None = None
