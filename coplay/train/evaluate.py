@@ -213,7 +213,7 @@ def evaluate_roster(run: Run) -> dict[str, float]:
         for seat, v in enumerate(res.on_policy_values):
             m[f"eval/value_seat{seat}{tag}"] = v
     for member in run.trainees:
-        if run.exact and (seating.rotate or set(seating.seats) == {member.name}):
+        if run.exact and (seating.rotate or set(seating.order) == {member.name}):
             res = forfeiting_exploitability(views(member.policy), game.name, params=game.params)
             m[f"eval/{member.name}/exploitability{tag}"] = res.exploitability
         for i, (opp_name, opp) in enumerate(run.eval_opponents.items()):
@@ -238,7 +238,7 @@ def exact_values(views: Views, member: Trainee, opp: Policy, opp_name: str) -> d
     with ``opp`` in every other seat: no match noise."""
     run = views.run
     m, game, n = {}, run.cfg.game, run.spec.num_players
-    for seat in sorted({s for s, name in enumerate(run.seating.seats) if name == member.name}):
+    for seat in sorted({s for s, name in enumerate(run.seating.order) if name == member.name}):
         profile = [opp] * n
         profile[seat] = views(member.policy)
         res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)

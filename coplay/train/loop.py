@@ -23,7 +23,7 @@ from coplay.envs.gameref import GameRef
 from coplay.rollout.source import Batch, EpisodeSource, Plan
 from coplay.train.metrics import rollout_metrics, scoped
 from coplay.train.parts.planning import PlanContext, PlanFeature
-from coplay.train.parts.seating import Seating
+from coplay.train.parts.seating import Seating, tally_after
 from coplay.train.trainee import Trainee
 from coplay.types import GameSpec, Policy
 
@@ -146,15 +146,23 @@ def context(run: Run) -> PlanContext:
     return PlanContext(run.learner_ids, run.spec, run.cfg.rollout.group_size, run.rng)
 
 
+SEATED = "seating"
+"""``Run.plan_states`` key of the seating's ``Tally``: the seats are planned too."""
+
+
 def make_plan(run: Run, it: int) -> tuple[Plan, dict[str, float]]:
     """The seating's games (group ``g`` has seed ``base + g``), then every planning
-    part's reshaping in turn; returns the plan and the parts' metrics."""
+    part's reshaping in turn; returns the plan and the parts' metrics. The seating's
+    tally advances by the groups the parts leave as seated, so the seats of the groups
+    actually played follow the seating's sequence across iterations."""
     r = run.cfg.rollout
     base = (run.cfg.train.seed * 1_000_003 + it) * r.games_per_iter
-    rows = run.seating.rows(-(-r.games_per_iter // r.group_size), run.rng)
+    groups = -(-r.games_per_iter // r.group_size)
+    tally = run.plan_states.get(SEATED, ())
+    rows = run.seating.rows(groups, run.rng, tally)
     games = range(r.games_per_iter)
     seeds = tuple(base + i // r.group_size for i in games)
-    plan = Plan(
+    seated = plan = Plan(
         seatings=tuple(rows[i // r.group_size] for i in games),
         seeds=seeds,
         group_ids=seeds,
@@ -166,7 +174,19 @@ def make_plan(run: Run, it: int) -> tuple[Plan, dict[str, float]]:
     for name, part in run.planning.items():
         plan, run.plan_states[name], m = part.plan(run.plan_states[name], plan, context(run))
         metrics |= m
+    kept = -(-kept_games(seated, plan) // r.group_size)
+    seats = run.seating.seats(groups, tally)[:kept]
+    run.plan_states[SEATED] = tally_after(tally, seats, run.spec.num_players)
     return plan, metrics
+
+
+def kept_games(seated: Plan, plan: Plan) -> int:
+    """How many of ``plan``'s first games are still ``seated``'s: planning parts that
+    replace games (restarts) replace the last ones, with seeds of earlier iterations."""
+    for i, (a, b) in enumerate(zip(seated.seeds, plan.seeds, strict=False)):
+        if a != b or plan.prefixes[i] or plan.openings[i] is not None:
+            return i
+    return min(len(seated.seeds), len(plan.seeds))
 
 
 def observe(run: Run, batch: Batch) -> dict[str, float]:

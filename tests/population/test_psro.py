@@ -182,8 +182,8 @@ def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path,
     seen: list[tuple[str, ...]] = []
 
     class Spy(FromPool):
-        def rows(self, groups, rng):
-            out = super().rows(groups, rng)
+        def rows(self, groups, rng, tally=()):
+            out = super().rows(groups, rng, tally)
             seen.extend(out)
             return out
 

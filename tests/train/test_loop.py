@@ -16,7 +16,7 @@ from coplay.train.hooks import Hook
 from coplay.train.loop import make_plan, run_loop
 from coplay.train.parts.seating import Against, FromPool, SelfPlay
 from coplay.train.trainer import setup, train
-from tests.train.runs import RESTARTS, TINY, Capture, iterate, rows
+from tests.train.runs import RESTARTS, TINY, Capture, iterate, play, rows
 
 
 def test_the_games_of_a_group_share_seed_seats_and_id(tmp_path):
@@ -81,6 +81,30 @@ def test_restarts_now_work_with_an_opponent_pool(tmp_path):
     restarted = second.episodes[8:]
     assert all((e.seed, e.seats) in sources for e in restarted)
     assert all(len(e.prefix) % 2 == e.seats.index(me) for e in restarted)  # the learner moves
+
+
+def test_the_seats_go_on_across_iterations(tmp_path):
+    # Three groups an iteration: begun afresh each time, seat 0 would get two every time.
+    over = [*TINY, "train.opponent=random", "rollout.group_size=2", "rollout.games_per_iter=6"]
+    run = setup(build_config(overrides=over), tmp_path)
+    me = run.learner_ids[0]
+    seats = [[row.index(me) for row in make_plan(run, it)[0].seatings[::2]] for it in (1, 2)]
+    assert seats == [[0, 1, 0], [1, 0, 1]]
+
+
+def test_restarted_groups_leave_the_seats_to_the_next_fresh_groups(tmp_path):
+    # Two groups, the last one restarted: its seat passes to the next iteration's fresh
+    # group. Begun afresh each iteration, the learner never started a game in seat 1.
+    run = setup(build_config(overrides=[*RESTARTS, "rollout.games_per_iter=8"]), tmp_path)
+    me = run.learner_ids[0]
+    fresh, restarted = [], []
+    for it in range(1, 6):
+        batch, metrics = play(run, it)
+        fresh.append(batch.episodes[0].seats.index(me))
+        restarted.append(metrics["rollout/restart_groups"])
+    assert restarted == [0, 1, 1, 1, 1]  # the first iteration had no lost game yet
+    assert fresh == [0, 0, 1, 0, 1]
+    assert run.plan_states[loop.SEATED] == (3, 3)
 
 
 class Record(Hook):
@@ -196,6 +220,9 @@ def test_same_seed_gives_the_same_run(tmp_path):
             # assigned first moves draw from the saved rng, and the memory of targets is saved
             "rollout.restarts.exploring_starts.target={coef: 1, memory: 64}",
         ],
+        # The seats go on from the saved tally: (1, 0), (1, 1), then (0, 1), where a
+        # tally begun afresh would seat (1, 0) again.
+        ["train.opponent={name: random, seat_weights: [1, 2]}", "rollout.group_size=4"],
     ],
 )
 def test_resume_equals_uninterrupted(tmp_path, extra):

@@ -7,7 +7,14 @@ import pytest
 
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool
-from coplay.train.parts.seating import Against, Fixed, FromPool, SelfPlay, group_seats
+from coplay.train.parts.seating import (
+    Against,
+    Fixed,
+    FromPool,
+    SelfPlay,
+    group_seats,
+    tally_after,
+)
 
 RNG = np.random.default_rng(0)
 
@@ -92,3 +99,39 @@ def test_a_roster_keeps_its_seats_or_rotates_them_by_one_per_group():
     assert rows == [("x", "y", "z"), ("z", "x", "y"), ("y", "z", "x"), ("x", "y", "z")]
     for g, row in enumerate(rows):  # each member moves one seat on per group
         assert row.index("x") == g % 3
+
+
+@pytest.mark.parametrize(
+    "weights", [None, (1.0, 3.0), (0.3, 0.7), (1.0, 2.0, 7.0), (0.0, 1.0, 1.0)]
+)
+def test_group_seats_go_on_from_a_tally_as_one_sequence(weights):
+    n = len(weights) if weights else 3
+    whole = group_seats(40, n, weights)
+    tally, parts = (), []
+    for size in (3, 1, 7, 0, 5, 24):
+        seats = group_seats(size, n, weights, tally)
+        parts += seats
+        tally = tally_after(tally, seats, n)
+    assert parts == whole
+    assert tally == tuple(whole.count(s) for s in range(n))
+
+
+def test_a_tally_must_count_every_seat():
+    with pytest.raises(ValueError, match="a seat tally of 3 seats for 2 seats"):
+        group_seats(4, 2, None, (1, 1, 1))
+
+
+@pytest.mark.parametrize("weights", [None, (1.0, 3.0)])
+def test_every_seating_goes_on_from_the_tally(weights):
+    bot = RandomPolicy(seed=0, policy_id="bot")
+    for seating in (
+        Against("me", "bot", 2, seat_weights=weights),
+        FromPool("me", OpponentPool([bot], self_play=0.0), 2, seat_weights=weights),
+    ):
+        first = seating.rows(3, RNG)
+        later = seating.rows(5, RNG, tally_after((), seating.seats(3), 2))
+        assert first + later == seating.rows(8, RNG)
+    rotated = Fixed(("x", "y", "z"), rotate=True)
+    assert rotated.rows(2, RNG, (1, 1, 0)) == rotated.rows(4, RNG)[2:]
+    assert Fixed(("x", "y", "z")).rows(2, RNG, (1, 1, 0)) == [("x", "y", "z")] * 2
+    assert SelfPlay("me", 2).rows(1, RNG, (1, 0)) == [("me", "me")]
