@@ -10,7 +10,11 @@ exact evaluation calls on enumerated information states.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,10 +112,38 @@ def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
             f"available: {', '.join(allowed) or 'none'}"
         )
     try:
-        return pyspiel.load_game(openspiel_name, _game_valued(game_type, params))
+        with c_stderr_silenced():
+            return pyspiel.load_game(openspiel_name, _game_valued(game_type, params))
     except pyspiel.SpielError as err:
-        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"bad parameters for game {openspiel_name!r}: {first_line}") from err
+        raise ValueError(
+            f"bad parameters for game {openspiel_name!r}: {spiel_reason(err)}"
+        ) from err
+
+
+def spiel_reason(err: Exception) -> str:
+    """An OpenSpiel error on one line, without the C++ source location it starts with:
+    ``num_players_ <= kGameType.max_num_players (num_players_ = 99, ...)``."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    head = re.sub(r"^\S+\.(cc|h):\d+\s*", "", lines[0])
+    return head + (f" ({'; '.join(lines[1:])})" if lines[1:] else "")
+
+
+@contextmanager
+def c_stderr_silenced() -> Iterator[None]:
+    """The process's stderr closed to C++ code for a moment: OpenSpiel prints every
+    error it raises there first (``OpenSpiel exception: ...``), above the one line the
+    command line gives for it; the exception carries the same text."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def game_spec(game: pyspiel.Game, name: str) -> GameSpec:
@@ -335,7 +367,12 @@ class OpenSpielEnv:
         """Sample chance nodes until a decision or the end."""
         state = self._state
         while state.is_chance_node():
-            outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+            drawn = state.chance_outcomes()
+            if not drawn:  # OpenSpiel builds some degenerate games (goofspiel of 0 cards)
+                raise ValueError(
+                    f"{self.spec.name}: a chance node without outcomes; check the game's parameters"
+                )
+            outcomes, probs = zip(*drawn, strict=True)
             state.apply_action(outcomes[self._chance.choose(probs)])
 
     def _returns_so_far(self) -> np.ndarray:

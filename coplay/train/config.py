@@ -7,6 +7,7 @@ is validated when the config is built; errors name the key and what is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -513,9 +514,42 @@ def apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
 def validate(data: dict[str, Any]) -> RunConfig:
     """Validate a raw mapping, turning pydantic's report into one line per problem."""
     try:
-        return RunConfig.model_validate(data)
+        cfg = RunConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err)) from None
+    refuse_bool_numbers(data, cfg)
+    return cfg
+
+
+def refuse_bool_numbers(data: Any, cfg: BaseModel, what: str = "config") -> None:
+    """Refuse a true or false given where the validated config holds a number.
+
+    pydantic reads a bool as the number 0 or 1, so ``train.iterations=true`` would run
+    one iteration: a slip of the keyboard (or of YAML, which reads ``on`` and ``no`` as
+    bools) taken for a setting."""
+    keys = list(_bool_numbers(data, cfg, ""))
+    if keys:
+        raise ConfigError(
+            f"invalid {what}: "
+            + "; ".join(f"{k}: expected a number, got {str(v).lower()}" for k, v in keys)
+        )
+
+
+def _bool_numbers(raw: Any, value: Any, loc: str) -> Iterator[tuple[str, bool]]:
+    """(key, bool) wherever ``raw`` has a bool that validated into a number."""
+    if isinstance(raw, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            yield loc, raw
+    elif isinstance(raw, dict):
+        for key, item in raw.items():
+            if isinstance(value, BaseModel):
+                child = getattr(value, str(key), None)
+            else:
+                child = value.get(key) if isinstance(value, dict) else None
+            yield from _bool_numbers(item, child, f"{loc}.{key}" if loc else str(key))
+    elif isinstance(raw, list) and isinstance(value, list | tuple) and len(raw) == len(value):
+        for i, (item, child) in enumerate(zip(raw, value, strict=True)):
+            yield from _bool_numbers(item, child, f"{loc}[{i}]")
 
 
 def format_validation_error(err: ValidationError) -> str:

@@ -32,6 +32,7 @@ from coplay.train.config import (
     OptimConfig,
     format_validation_error,
     load_yaml,
+    refuse_bool_numbers,
 )
 from coplay.train.parts.sections import open_loss
 
@@ -123,8 +124,8 @@ def seats_from_roles(roles: dict[str, Sequence[int]]) -> list[str]:
     """``{"a": [0, 2], "b": [1]}`` -> ``["a", "b", "a"]``; every seat exactly once."""
     owner: dict[int, str] = {}
     for name, seats in roles.items():
-        for s in [seats] if isinstance(seats, int) else seats:
-            if not isinstance(s, int) or s < 0:
+        for s in seats if isinstance(seats, list | tuple) else [seats]:
+            if not isinstance(s, int) or isinstance(s, bool) or s < 0:
                 raise ValueError(f"seat {s!r} of policy {name!r} is not a seat index >= 0")
             if s in owner:
                 raise ValueError(f"seat {s} is assigned twice ({owner[s]!r} and {name!r})")
@@ -160,9 +161,11 @@ def check_roster(cfg: RosterConfig) -> None:
 def validate_roster(data: dict[str, Any]) -> RosterConfig:
     """A ``RosterConfig`` from a raw mapping; errors are one line (``ConfigError``)."""
     try:
-        return RosterConfig.model_validate(data)
+        cfg = RosterConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err).replace("config", "roster", 1)) from None
+    refuse_bool_numbers(data, cfg, "roster")
+    return cfg
 
 
 def load_roster(path: str | Path) -> RosterConfig:

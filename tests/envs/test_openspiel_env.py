@@ -224,3 +224,21 @@ def test_a_view_by_observation_is_rendered_once_per_board_with_each_history_its_
     assert first_key != second_key
     for obs, state in ((first, first_state), (second, second_state)):
         assert obs == observation_for_state(state, 1, game_name=obs.game, renderer=renderer)
+
+
+def test_bad_parameters_are_one_line_without_openspiels_own_print(capfd):
+    from coplay.envs.openspiel_env import load_openspiel_game
+
+    with pytest.raises(ValueError) as err:
+        load_openspiel_game("kuhn_poker", {"players": 99})
+    assert str(err.value) == (
+        "bad parameters for game 'kuhn_poker': num_players_ <= kGameType.max_num_players "
+        "(num_players_ = 99, kGameType.max_num_players = 10)"
+    )
+    assert "OpenSpiel exception" not in capfd.readouterr().err  # C++ printed it before
+
+
+def test_a_chance_node_without_outcomes_is_a_clear_error():
+    # OpenSpiel accepts goofspiel of 0 cards, whose first chance node has no outcome.
+    with pytest.raises(ValueError, match="goofspiel: a chance node without outcomes"):
+        make_env("openspiel:goofspiel", num_cards=0).reset(0)

@@ -1,5 +1,7 @@
 """Config building: presets, files, overrides, and one-line errors for bad input."""
 
+import re
+
 import pytest
 
 from coplay.train.config import (
@@ -220,3 +222,28 @@ def test_an_unknown_device_is_one_config_error(device):
 def test_a_seed_out_of_range_names_the_key(seed):
     with pytest.raises(ConfigError, match=r"^invalid config: train.seed: Input should be"):
         build_config(overrides=[f"train.seed={seed}"])
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("train.iterations=true", "train.iterations"),
+        ("model.tiny.hidden_size=on", "model.tiny.hidden_size"),  # YAML reads on as true
+        ("optim.weight_decay=false", "optim.weight_decay"),
+        (
+            "train.opponent={name: perfect, seat_weights: [true, 3]}",
+            "train.opponent.seat_weights[0]",
+        ),
+    ],
+)
+def test_a_bool_where_a_number_belongs_is_refused(override, key):
+    # pydantic alone reads true as 1: train.iterations=true ran one iteration.
+    with pytest.raises(ConfigError, match=rf"^invalid config: {re.escape(key)}: expected a number"):
+        build_config(preset="kuhn-selfplay", overrides=[override])
+
+
+def test_bools_stay_where_bools_belong():
+    cfg = build_config(
+        preset="kuhn-selfplay", overrides=["train.exact=true", "train.exact_matches=false"]
+    )
+    assert cfg.train.exact is True and cfg.train.exact_matches is False

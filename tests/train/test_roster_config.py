@@ -28,6 +28,8 @@ from tests.train.rosters import TWO_ROLES
         ({**TWO_ROLES, "seats": {"first": [0], "second": [0]}}, "seat 0 is assigned twice"),
         ({**TWO_ROLES, "seats": {"first": [0], "second": [2]}}, "seat 1 is not assigned"),
         ({**TWO_ROLES, "seats": []}, "seats is empty"),
+        ({**TWO_ROLES, "seats": {"first": 0, "second": True}}, "seat True of policy 'second'"),
+        ({**TWO_ROLES, "seats": {"first": 0, "second": "1"}}, "seat '1' of policy 'second'"),
         ({**TWO_ROLES, "extra": 1}, "extra: unknown key"),
         (
             {
@@ -36,6 +38,14 @@ from tests.train.rosters import TWO_ROLES
                 "lora": {"rank": 2},
             },
             "LoRA learners share",
+        ),
+        (
+            {
+                "policies": {"me": {"kind": "learner"}},
+                "seats": ["me", "me"],
+                "lora": {"rank": True},
+            },
+            "lora.rank: expected a number, got true",
         ),
         (
             {"policies": {"a": {"kind": "learner"}}, "seats": ["a", "a"], "lora": {}},
