@@ -23,6 +23,7 @@ one share per worker, the policy shipped as for play.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from functools import partial
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayTaskError
 
 from coplay.distributed.config import RayConfig
 from coplay.distributed.staleness import keep_fresh
@@ -46,6 +47,23 @@ RESTART_TIMEOUT_S = 300
 """How long a dead worker may take to come back (it imports coplay and torch anew)."""
 MAX_ATTEMPTS = 5
 """Plays of one task before the run gives up on it (a worker that keeps dying)."""
+
+
+class WorkerLost(ConnectionError):
+    """A rollout worker is gone for good: an error of the cluster, not of the code, so
+    the command line prints it as one line."""
+
+
+def _result(future: Any) -> Any:
+    """``ray.get(future)``, an error raised inside the worker raised as itself: Ray
+    wraps it in a ``RayTaskError`` whose text opens with a banner of the worker's
+    process, which a one-line error would print instead of the message."""
+    try:
+        return ray.get(future)
+    except RayTaskError as err:
+        if isinstance(err.cause, Exception):
+            raise err.cause from None
+        raise
 
 
 def start_ray(cfg: RayConfig, workers: int) -> None:
@@ -63,8 +81,13 @@ def start_ray(cfg: RayConfig, workers: int) -> None:
     else:
         # address="local": a Ray of our own even where another runs on this machine
         # (plain ray.init() would join that one, and refuse num_cpus).
-        cpus = cfg.num_cpus or max(1, int(workers * cfg.worker_cpus))
-        ray.init(address="local", num_cpus=cpus, **quiet)
+        ray.init(address="local", num_cpus=local_cpus(cfg, workers), **quiet)
+
+
+def local_cpus(cfg: RayConfig, workers: int) -> int:
+    """CPUs of a private local Ray: ``ray.num_cpus``, else enough for every worker's
+    share (rounded up: one short, the last worker would never start, and wait forever)."""
+    return cfg.num_cpus or max(1, math.ceil(workers * cfg.worker_cpus))
 
 
 def start_workers(
@@ -122,6 +145,7 @@ class Shipping:
             movable = hasattr(policy, "model") and hasattr(policy, "backend")
             if sent is None or sent.policy is not policy or (version != sent.base and not movable):
                 sent = self.sent[pid] = _Sent(policy, uuid.uuid4().int, version, ray.put(policy))
+                self.weights.pop(pid, None)  # the old object's: not this one's at any version
             out[pid] = Shipment(sent.token, version, sent.ref, self._weights(pid, sent, version))
         return out
 
@@ -200,6 +224,9 @@ class RaySource:
         if not actors:
             raise ValueError(f"a Ray source needs at least one worker, got {len(actors)}")
         self.workers = list(actors)
+        self.max_restarts = (ray_config or RayConfig()).max_restarts if self._owns_workers else None
+        """Ray's restarts of a dead worker: of workers this source started; None when
+        given its workers."""
         self.max_staleness = max_staleness
         self.lookahead = max_staleness
         """Plans the loop may hand over (``submit``) before the one it plays next."""
@@ -247,10 +274,11 @@ class RaySource:
         while todo:
             task = todo.pop(0)
             try:
-                episodes = ray.get(task.future)
+                episodes = _result(task.future)
             except RayActorError:
+                self._check_restarts(task.worker)
                 if task.attempts >= MAX_ATTEMPTS:
-                    raise RuntimeError(
+                    raise WorkerLost(
                         f"rollout worker {task.worker} died {task.attempts} times playing "
                         f"the same {len(task.games)} games; giving up"
                     ) from None
@@ -297,13 +325,22 @@ class RaySource:
         restarted it, up to ``MAX_ATTEMPTS`` calls."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                return ray.get(future)
+                return _result(future)
             except RayActorError:
+                self._check_restarts(worker)
                 if attempt == MAX_ATTEMPTS:
                     break
                 self._await_restart(worker)
                 future = again()
-        raise RuntimeError(f"rollout worker {worker} died {MAX_ATTEMPTS} times on one task")
+        raise WorkerLost(f"rollout worker {worker} died {MAX_ATTEMPTS} times on one task")
+
+    def _check_restarts(self, worker: int) -> None:
+        """A dead worker that Ray will not restart ends the run at once, in one line
+        (rather than after ``RESTART_TIMEOUT_S`` of waiting for it)."""
+        if self.max_restarts == 0:
+            raise WorkerLost(
+                f"rollout worker {worker} died and ray.max_restarts is 0: not restarted"
+            )
 
     def _await_restart(self, worker: int) -> None:
         """Wait until Ray has the dead worker running again (calls made while it
@@ -315,7 +352,7 @@ class RaySource:
                 return
             except RayActorError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
+                    raise WorkerLost(
                         f"rollout worker {worker} died and was not back within "
                         f"{RESTART_TIMEOUT_S} s (ray.max_restarts used up?)"
                     ) from None

@@ -19,6 +19,7 @@ from typing import Any
 import ray
 import torch
 
+from coplay.backends.memory import keep_freed_memory
 from coplay.envs.gameref import GameRef
 from coplay.eval.sampled import Tally, sample_tallies
 from coplay.rollout.invalid import InvalidActionConfig
@@ -48,6 +49,9 @@ class RolloutWorker:
         self, game: GameRef, invalid: InvalidActionConfig | None, max_turns: int | None
     ) -> None:
         torch.set_num_threads(1)  # one core per worker: Ray reserves one for it
+        # This process runs the model's passes; its backends arrive unpickled, which
+        # skips the constructor that would otherwise apply the settings.
+        keep_freed_memory()
         self.source = LocalSource(game, invalid=invalid, max_turns=max_turns)
         self.policies: dict[str, Policy] = {}
         self.tokens: dict[str, int] = {}

@@ -50,6 +50,11 @@ class TextConfig(BaseModel):
     rollout/format_reward, apart from the game's return)."""
     format_penalty: float = Field(0.0, le=0.0)
     """Added for each answer that is not well formed (invalid ones included)."""
+    tis_cap: float | None = Field(None, gt=0.0)
+    """Cap of the truncated importance weights min(pi_old / behaviour, cap) on answers
+    whose recorded log-probs are an inference engine's, not the learner's
+    (``model.backend=vllm``; ``coplay.train.mismatch``); e.g. 2.0. None: uncorrected.
+    Choices have their own: ``rollout.explore.tis_cap``."""
 
     @field_validator("answer")
     @classmethod

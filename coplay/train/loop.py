@@ -53,6 +53,10 @@ class Run:
     """Evaluation opponents also matched exactly (``train.exact_matches``)."""
     scope: bool = False
     """Name each learner's metrics (``loss/<name>/kl``): a roster's several learners."""
+    ahead: dict[int, tuple[Plan, dict[str, float]]] = field(default_factory=dict)
+    """Plans made before their iteration, by iteration, with their planning metrics
+    (``PlansAhead``). Saved with the run: making them moved the planning states and
+    the generator, so a resume must play these, not plan those iterations again."""
 
     @property
     def learner_ids(self) -> tuple[str, ...]:
@@ -84,7 +88,9 @@ def run_loop(run: Run, hooks: Sequence[Hook], *, start: int, end: int) -> None:
             batch = run.source.play(plan, run.policies)
             ahead.submit_after(it)  # a source that plays ahead gets on while we learn
             metrics |= rollout_report(run, batch) | planned | observe(run, batch)
-            for trainee in run.trainees:
+            # A source that plays ahead drops groups older than its bound: maybe all.
+            learners = run.trainees if batch.episodes else []
+            for trainee in learners:
                 learned = trainee.learn(batch.episodes, run.rng)
                 metrics |= scoped(learned, trainee.name) if run.scope else learned
             for hook in hooks:
@@ -129,17 +135,23 @@ class PlansAhead:
 
     run: Run
     end: int
-    made: dict[int, tuple[Plan, dict[str, float]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Plans a resumed run made before it stopped: played from here at the weights
+        # it resumed with (in the uninterrupted run they started at older ones).
+        if getattr(self.run.source, "lookahead", 0):
+            for _, (plan, _) in sorted(self.run.ahead.items()):
+                self.run.source.submit(plan, self.run.policies)
 
     def take(self, it: int) -> tuple[Plan, dict[str, float]]:
-        return self.made.pop(it, None) or make_plan(self.run, it)
+        return self.run.ahead.pop(it, None) or make_plan(self.run, it)
 
     def submit_after(self, it: int) -> None:
-        source = self.run.source
+        source, made = self.run.source, self.run.ahead
         for later in range(it + 1, min(it + getattr(source, "lookahead", 0), self.end) + 1):
-            if later not in self.made:
-                self.made[later] = make_plan(self.run, later)
-                source.submit(self.made[later][0], self.run.policies)
+            if later not in made:
+                made[later] = make_plan(self.run, later)
+                source.submit(made[later][0], self.run.policies)
 
 
 def context(run: Run) -> PlanContext:

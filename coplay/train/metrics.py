@@ -15,6 +15,8 @@ def rollout_metrics(
     episodes: Sequence[Episode], learner_id: str, seconds: float
 ) -> dict[str, float]:
     """Returns per seat, lengths, invalid-action rate and throughput of the learner's play."""
+    if not episodes:  # every group dropped as stale
+        return {"perf/rollout_s": seconds}
     turns = [
         t for e in episodes for tr in e.trajectories if tr.policy_id == learner_id for t in tr.turns
     ]

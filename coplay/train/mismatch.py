@@ -6,7 +6,7 @@ log-probs that differ from the learner's recomputation under the very same weigh
 the engine's text decisions once more without gradients: its own log-probs become
 ``logprobs`` (PPO's pi_old, so the first step's ratio is exactly 1) and the engine's
 become ``behavior_logprobs``, which the truncated importance weights
-min(exp(pi_old - behaviour), cap) (``rollout.explore.tis_cap``) correct for. The gap
+min(exp(pi_old - behaviour), cap) (``model.text.tis_cap``) correct for. The gap
 is measured on every such update (``Mismatch``); the decoupled objective is that of
 TIS (Yao et al., 2025) and verl's recomputed ``old_log_prob``.
 

@@ -81,9 +81,11 @@ def make_trainee(policy: LMPolicy, cfg: RunConfig, *, adapter: bool = False) -> 
     est = make_estimator(cfg.algo.estimator, **cfg.algo.params)
     explore, restarts = cfg.rollout.explore, cfg.rollout.restarts
     starts = restarts.exploring_starts if restarts is not None else None
+    # Exploration mixes choices, an engine's log-probs come with text: never both.
+    text_cap = cfg.model.text.tis_cap if cfg.model.mode == "text" else None
     shared: dict[str, Any] = {
         "iterations": cfg.train.iterations,
-        "tis_cap": explore.tis_cap if explore is not None else None,
+        "tis_cap": explore.tis_cap if explore is not None else text_cap,
         "target": starts.target if starts is not None else None,
     }
     if adapter:
@@ -279,7 +281,9 @@ def train(
     """Train the learner as configured, writing the run directory ``out``.
 
     ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
-    iterations and at the end); the result equals an uninterrupted run.
+    iterations and at the end); the result equals an uninterrupted run, except with
+    Ray workers that play ahead (``rollout.max_staleness`` k > 0): the plans made
+    ahead are kept, but their k iterations are played at the resumed weights.
     ``stop_after`` ends after that iteration with the state saved, as a job with a
     time limit would. Each iteration logs its metrics, then saves its checkpoint, then
     its state: the state is the commit point, so a kill at any moment resumes into

@@ -34,7 +34,15 @@ from tests.rollout.test_source import without_logprobs
 from tests.train.runs import TINY, Capture, rows
 
 ray = pytest.importorskip("ray")
-from coplay.distributed.source import RaySource, split, start_workers  # noqa: E402
+from coplay.distributed import worker as worker_module  # noqa: E402
+from coplay.distributed.source import (  # noqa: E402
+    RaySource,
+    Shipping,
+    WorkerLost,
+    local_cpus,
+    split,
+    start_workers,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -289,3 +297,59 @@ def title(process: psutil.Process) -> str:
 def logged(out: Path) -> int:
     path = out / "metrics.jsonl"
     return path.read_text().count("\n") if path.exists() else 0
+
+
+def test_an_error_inside_a_worker_is_raised_as_itself(pool):
+    # Ray wraps it in a RayTaskError, whose first line is a banner of the worker process.
+    plan = Plan([("random",) * 3] * 2, seeds=[0, 0])  # three seats for a game of two
+    with pytest.raises(ValueError, match=r"^game 'kuhn_poker' has 2 seats but the seating has 3"):
+        on(pool).play(plan, {"random": RandomPolicy()})
+
+
+def test_a_worker_ray_will_not_restart_stops_the_run_at_once(pool):
+    source = RaySource(
+        GameRef("kuhn_poker"), workers=1, ray_config=RayConfig(worker_cpus=0.25, max_restarts=0)
+    )
+    assert source.max_restarts == 0
+    plan = Plan([("random", "random")] * 4, seeds=[0, 0, 1, 1])
+    assert len(source.play(plan, {"random": RandomPolicy()}).episodes) == 4
+    os.kill(source.worker_pids()[0], signal.SIGKILL)
+    start = time.perf_counter()
+    with pytest.raises(WorkerLost, match="rollout worker 0 died and ray.max_restarts is 0"):
+        source.play(plan, {"random": RandomPolicy()})
+    assert time.perf_counter() - start < 60  # not RESTART_TIMEOUT_S of waiting
+    source.close()
+
+
+def test_a_private_ray_has_a_cpu_for_every_workers_share():
+    assert local_cpus(RayConfig(worker_cpus=0.5), 3) == 2  # 1 left the third unscheduled
+    assert local_cpus(RayConfig(worker_cpus=1.5), 1) == 2
+    assert local_cpus(RayConfig(worker_cpus=0.25), 1) == 1
+    assert local_cpus(RayConfig(num_cpus=7), 3) == 7
+
+
+class Movable:
+    """A policy with a model that takes new weights (what ``Shipping`` ships by version)."""
+
+    def __init__(self, value: float) -> None:
+        self.model = torch.nn.Linear(1, 1, bias=False)
+        torch.nn.init.constant_(self.model.weight, value)
+        self.backend, self.version = None, 0
+
+
+def test_a_new_object_under_an_id_never_gets_the_old_ones_weights(pool):
+    shipping, a, b = Shipping(), Movable(1.0), Movable(2.0)
+    shipping.ship(["p"], {"p": a})
+    a.version = 1
+    shipping.ship(["p"], {"p": a})
+    shipping.ship(["p"], {"p": b})  # the id now names another object, at version 0
+    b.version = 1
+    sent = ray.get(shipping.ship(["p"], {"p": b})["p"].weights)
+    assert sent["weight"].item() == 2.0  # b's own, not a's cached version 1
+
+
+def test_a_worker_reuses_freed_memory_as_the_driver_does(monkeypatch):
+    calls = []
+    monkeypatch.setattr(worker_module, "keep_freed_memory", lambda: calls.append(1) or True)
+    worker_module.RolloutWorker(GameRef("kuhn_poker"), None, None)
+    assert calls == [1]  # its backends arrive unpickled: their constructors never run

@@ -11,6 +11,7 @@ from coplay.models.loading import load_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.train import loop
+from coplay.train.checkpoints.state import load_state, save_state
 from coplay.train.config import build_config
 from coplay.train.hooks import Hook
 from coplay.train.loop import make_plan, run_loop
@@ -105,6 +106,88 @@ def test_restarted_groups_leave_the_seats_to_the_next_fresh_groups(tmp_path):
     assert restarted == [0, 1, 1, 1, 1]  # the first iteration had no lost game yet
     assert fresh == [0, 0, 1, 0, 1]
     assert run.plan_states[loop.SEATED] == (3, 3)
+
+
+class Ahead:
+    """A source that takes plans ahead (``lookahead`` 1) but plays each when asked,
+    recording what it was handed: the loop's side of an asynchronous source."""
+
+    lookahead = 1
+
+    def __init__(self, source) -> None:
+        self.source, self.submitted, self.played = source, [], []
+
+    def submit(self, plan, policies) -> None:
+        self.submitted.append(plan)
+
+    def play(self, plan, policies):
+        self.played.append(plan)
+        return self.source.play(plan, policies)
+
+
+def restarted_groups(plan) -> int:
+    return len({g for g, seed in zip(plan.group_ids, plan.seeds, strict=True) if g != seed})
+
+
+def test_a_plan_made_ahead_reports_its_own_restarts(tmp_path):
+    run = setup(build_config(overrides=RESTARTS), tmp_path)
+    run.source = Ahead(run.source)
+    capture = Capture()
+    run_loop(run, [capture], start=0, end=4)
+    assert run.source.submitted == run.source.played[1:]
+    reported = [m["rollout/restart_groups"] for m in capture.metrics]
+    assert reported == [restarted_groups(p) for p in run.source.played] == [0, 0, 2, 2]
+
+
+def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
+    # Making the next plan moves the seat tally, the restart buffer's draws and the
+    # generator; planning it again on resume gave another plan than the run made.
+    over = [*RESTARTS, "train.opponent={name: perfect, seat_weights: [1, 2]}"]
+    cfg = build_config(overrides=[*over, "train.iterations=4"])
+
+    def started(out):
+        run = setup(cfg, out)
+        run.source = Ahead(run.source)
+        return run
+
+    whole = started(tmp_path / "whole")
+    run_loop(whole, [], start=0, end=4)
+    split = started(tmp_path / "split")
+    with pytest.raises(Killed):
+        run_loop(split, [SaveThenDie(at=2)], start=0, end=4)
+    resumed = started(tmp_path / "split")
+    assert load_state(resumed, []) == 2
+    run_loop(resumed, [], start=2, end=4)
+    assert resumed.source.submitted[0] == split.source.submitted[1]  # plan 3, handed over at once
+    assert split.source.played[:2] + resumed.source.played == whole.source.played
+    for p, q in zip(weights(whole), weights(resumed), strict=True):
+        assert torch.equal(p, q)
+
+
+class Killed(Exception):
+    pass
+
+
+class SaveThenDie(Hook):
+    """Saves the run's state after iteration ``at`` (the next plan is made by then),
+    and stops the loop as a kill would, in the next iteration."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def before(self, run, it):
+        if it > self.at:
+            raise Killed
+        return {}
+
+    def after(self, run, it, batch, metrics):
+        if it == self.at:
+            save_state(run, [], it)
+        return {}
+
+
+def weights(run):
+    return list(run.trainees[0].policy.model.parameters())
 
 
 class Record(Hook):

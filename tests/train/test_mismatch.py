@@ -142,6 +142,7 @@ VLLM_RUN = [
     "model.tiny.num_heads=2",
     "model.tiny.intermediate_size=128",
     "model.engine.kv_cache_gb=0.1",
+    "model.text.tis_cap=2.0",
     # An untrained model rarely writes a legal move: a random one is played for it, so
     # the game goes on and the second seat writes too.
     "game.invalid.on_fail=penalty",
@@ -177,6 +178,7 @@ def test_a_run_through_vllm_logs_the_gap_and_stamps_each_turn_with_its_version(t
     for r in rows:
         assert 0 < r["rollout/logp_mismatch_max"] < TOLERANCE
         assert r["perf/weight_sync_s"] > 0 and "loss/action_entropy" in r
+        assert 0 < r["loss/tis_weight_mean"] <= 2.0  # the engine's answers reweighted
     # Iteration i's games were written by the weights after i - 1 updates.
     assert {(it, v) for it, _, v in _stamps(out)} == {(1, 0), (2, 1)}
 

@@ -73,6 +73,14 @@ def test_uncorrected_exploration_trains_without_a_cap(tmp_path):
     assert setup(build_config(overrides=over), tmp_path).trainees[0].learner.tis_cap is None
 
 
+@pytest.mark.parametrize(("mode", "cap"), [("text", 2.0), ("choice", None)])
+def test_an_engines_answers_are_corrected_by_the_text_cap(tmp_path, mode, cap):
+    # The cap once lived in rollout.explore alone, which needs choices: an inference
+    # engine's written answers could not be corrected at all.
+    over = [*TINY, f"model.mode={mode}", "model.text.tis_cap=2.0"]
+    assert setup(build_config(overrides=over), tmp_path).trainees[0].learner.tis_cap == cap
+
+
 def test_train_writes_the_run_directory(tmp_path):
     summary = train(build_config(overrides=[*TINY, "train.eval_every=1"]), tmp_path)
     logged = rows(tmp_path / "metrics.jsonl")

@@ -25,10 +25,11 @@ import torch
 from coplay.algos.advantages.base import EmptyState
 from coplay.models.loading import CheckpointError
 from coplay.report.atomic import atomic_dir
+from coplay.rollout.source import Plan
 from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
 from coplay.train.parts.sections import part_records
 from coplay.train.parts.term import Sample
-from coplay.types import Decision
+from coplay.types import Decision, Opening
 
 if TYPE_CHECKING:
     from coplay.train.loop import Run
@@ -41,7 +42,7 @@ def state_records() -> dict[str, type]:
     """The record types a state may hold (estimator states, the memory of targets, and
     what every registered part declares in ``records``); a state file naming any other
     type is refused. Read at each save and load, so a part registered later counts."""
-    return records_of(EmptyState, Sample, Decision, *part_records())
+    return records_of(EmptyState, Sample, Decision, Plan, Opening, *part_records())
 
 
 RUN_KEYS = ("iteration", "models", "trainees", "planning", "hooks", "samplers", "rngs")
@@ -135,6 +136,7 @@ def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
         "models": models(run),
         "trainees": {t.name: t.state() for t in run.trainees},
         "planning": dict(run.plan_states),
+        "ahead": dict(run.ahead),
         "hooks": {h.name: h.state() for h in hooks if h.name},
         # Apart: an evaluation opponent may share its name with a policy that plays
         # in training (a training bot "random" beside the evaluation's "random").
@@ -169,6 +171,7 @@ def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path)
     for t in run.trainees:
         t.load(tree["trainees"][t.name], source)
     run.plan_states.update(tree["planning"])
+    run.ahead = dict(tree.get("ahead", {}))  # a state saved before plans ahead were kept
     for hook in hooks:
         if hook.name and hook.name in tree["hooks"]:
             hook.load(tree["hooks"][hook.name], run)

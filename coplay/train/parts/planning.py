@@ -119,7 +119,7 @@ class RestartsConfig(_Section):
 class RestartState:
     buffer: list[Start]
     restarted: int = 0
-    """Groups restarted in the last plan (reported after the play)."""
+    """Groups restarted in the last plan (also in the plan's metrics)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,12 @@ class Restarts:
             prefixes=(*plan.prefixes[:fresh], *(st.prefix for _, st in copies)),
             openings=(*plan.openings[:fresh], *self._openings(starts, size, ctx.rng)),
         )
-        return out, RestartState(state.buffer, len(starts)), {}
+        # Reported with the plan: a source playing ahead plays it after later plans are made.
+        return (
+            out,
+            RestartState(state.buffer, len(starts)),
+            {"rollout/restart_groups": float(len(starts))},
+        )
 
     def _openings(
         self, starts: Sequence[Start], size: int, rng: np.random.Generator
@@ -179,11 +184,7 @@ class Restarts:
             fresh_only=self.cfg.sources == "fresh",
         )
         buffer = remember(state.buffer, new, self.cfg.buffer)
-        metrics = {
-            "rollout/restart_groups": float(state.restarted),
-            "rollout/restart_buffer": float(len(buffer)),
-        }
-        return RestartState(buffer, state.restarted), metrics
+        return RestartState(buffer, state.restarted), {"rollout/restart_buffer": float(len(buffer))}
 
 
 PLANNING: dict[str, Callable[[Any], PlanFeature]] = {

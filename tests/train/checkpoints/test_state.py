@@ -56,6 +56,7 @@ def test_a_state_holds_no_pickle(finished_run):
     assert files == ["run.json", "run.safetensors"]
     tree = json.loads((state / "run.json").read_text())["tree"]
     assert sorted(tree) == [
+        "ahead",
         "eval_samplers",
         "hooks",
         "iteration",
@@ -166,7 +167,7 @@ BAD_STATES = {
     "run.json naming an unknown record": (
         _edit_json(lambda t: t["trainees"]["learner"].update(adv_state=UNKNOWN)),
         "{r}/state/run.json names an unknown record type 'os.system' "
-        "(allowed: Decision, EmptyState, RestartState, Sample, Start)",
+        "(allowed: Decision, EmptyState, Opening, Plan, RestartState, Sample, Start)",
     ),
     "run.json with a value of the wrong kind": (
         _edit_json(lambda t: t["rngs"].update(torch=5)),
