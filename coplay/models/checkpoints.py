@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from coplay.models.loading import PlayedGame, checkpoint_game, load_policy, read_meta
 from coplay.policies.lm import LMPolicy
+from coplay.report.runfiles import read_yaml
 
 BASE = "base"
-"""The folder of a LoRA roster run's shared base model."""
+"""The folder of a LoRA roster run's shared base model (``coplay.models.lora.BASE``,
+not imported from there so that finding a policy needs no peft)."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,16 @@ def _refuse_lora_base(folder: Path) -> None:
 
 
 def _run_config_game(folder: Path) -> PlayedGame | None:
-    """The game of the run ``folder`` belongs to, from the nearest ``config.yaml``."""
+    """The game of the run ``folder`` belongs to, from the nearest ``config.yaml``
+    (Kuhn poker, the config's default, where it names none); one-line errors naming
+    the file for one that cannot say."""
     for parent in (folder, *list(folder.parents)[:3]):
         cfg_file = parent / "config.yaml"
         if cfg_file.is_file():
-            game = (yaml.safe_load(cfg_file.read_text()) or {}).get("game") or {}
-            return PlayedGame(game.get("name", "kuhn_poker"), game.get("params") or {})
+            game = read_yaml(cfg_file).get("game") or {}
+            if isinstance(game, dict):
+                name, params = game.get("name", "kuhn_poker"), game.get("params") or {}
+                if isinstance(name, str) and isinstance(params, dict):
+                    return PlayedGame(name, params)
+            raise ValueError(f"{cfg_file}: game must be a mapping with a name and a params mapping")
     return None

@@ -36,6 +36,9 @@ from coplay.policies.text import TextConfig
 
 POLICY_FILE = "coplay_policy.json"
 
+INTERMEDIATE = re.compile(r"iter_([0-9]+)")
+"""Names of a run's intermediate checkpoints (``checkpoints/iter_000004``)."""
+
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be loaded; the message names the file and the fault."""
@@ -313,7 +316,8 @@ def checkpoint_game(folder: str | Path) -> PlayedGame | None:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint or a run directory (its final checkpoint)."""
+    """A checkpoint folder from a checkpoint or a run directory (its final checkpoint,
+    else its latest ``iter_N``)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(
@@ -326,9 +330,15 @@ def resolve_checkpoint(path: str | Path) -> Path:
     ckpts = path / "checkpoints"
     if (ckpts / "final" / "config.json").is_file():
         return ckpts / "final"
-    found = sorted(p for p in ckpts.glob("*") if (p / "config.json").is_file())
+    # Only the names a run gives its checkpoints: a ``.tmp`` folder is half written and
+    # an ``.old`` one replaced (``coplay.report.atomic``).
+    found = sorted(
+        (int(m[1]), p)
+        for p in ckpts.glob("iter_*")
+        if (m := INTERMEDIATE.fullmatch(p.name)) and (p / "config.json").is_file()
+    )
     if found:
-        return found[-1]
+        return found[-1][1]
     raise FileNotFoundError(f"{path} is neither a checkpoint nor a run directory with checkpoints")
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import torch
@@ -44,6 +45,15 @@ from coplay.types import Decision, Observation
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """Attention and MLP projections of Llama-style models (the tiny model and most
 local checkpoints)."""
+
+BASE = "base"
+"""The folder of the shared base model, beside one folder per role."""
+
+RESERVED_ROLES = {
+    BASE: "the folder of the shared base model",
+    "default": "peft saves the adapter of that name outside a folder of its own",
+}
+"""Role names that would collide with the saved layout, and why."""
 
 
 class LoraSettings(BaseModel):
@@ -72,16 +82,24 @@ def _peft_config(cfg: LoraSettings) -> LoraConfig:
 
 
 def check_role_names(roles: Sequence[str]) -> None:
-    """Roles must be distinct, non-empty, and not pieces of peft's ``lora_`` prefix
-    (peft would confuse such adapter names with its own parameter names)."""
+    """Roles must be distinct, non-empty, not pieces of peft's ``lora_`` prefix (peft
+    would confuse such adapter names with its own parameter names), one folder name
+    each (no dot or slash), and none of ``RESERVED_ROLES``."""
     if not roles:
         raise ValueError("attach_roles needs at least one role")
     if len(set(roles)) != len(roles):
         raise ValueError(f"role names must be distinct, got {list(roles)}")
-    bad = [r for r in roles if not r or r in "lora_" or "." in r]
+    bad = [r for r in roles if not r or r in "lora_" or any(c in r for c in "./\\")]
     if bad:
         raise ValueError(
-            f"role name {bad[0]!r} cannot name an adapter (empty, a dot, or part of 'lora_')"
+            f"role name {bad[0]!r} cannot name an adapter "
+            "(empty, a dot or slash, or part of 'lora_')"
+        )
+    reserved = [r for r in roles if r in RESERVED_ROLES]
+    if reserved:
+        name = reserved[0]
+        raise ValueError(
+            f"role name {name!r} is reserved ({RESERVED_ROLES[name]}); rename the role"
         )
 
 
@@ -124,9 +142,14 @@ class AdapterPolicy(LMPolicy):
         yield
 
     def adapter_parameters(self) -> list[torch.nn.Parameter]:
-        """This role's adapter weights (and nothing of the base or other roles)."""
-        marker = f".{self.adapter}."
-        return [p for n, p in self.model.named_parameters() if "lora_" in n and marker in n]
+        """This role's adapter weights (and nothing of the base or other roles): peft
+        keeps each adapter under its name as the key of a ``lora_*`` module dict
+        (``...q_proj.lora_A.<role>.weight``); the role's name elsewhere in a parameter's
+        name (a layer index, ``model``) is no match."""
+        return [p for n, p in self.model.named_parameters() if self._is_mine(n.split("."))]
+
+    def _is_mine(self, parts: list[str]) -> bool:
+        return any(a.startswith("lora_") and b == self.adapter for a, b in pairwise(parts))
 
 
 class BaseView(LMPolicy):
@@ -165,6 +188,7 @@ def _view(
         seed=seed,
         backend=policy.backend_name,
         engine=policy.engine,
+        text=policy.text,
     )
 
 
@@ -189,7 +213,13 @@ def attach_roles(
 def base_view(view: AdapterPolicy) -> BaseView:
     """The shared base of a role view, adapters disabled (a KL reference for free)."""
     return BaseView(
-        view.model, view.tokenizer, policy_id="base", mode=view.mode, temperature=view.temperature
+        view.model,
+        view.tokenizer,
+        policy_id=BASE,
+        mode=view.mode,
+        temperature=view.temperature,
+        max_new_tokens=view.max_new_tokens,
+        text=view.text,
     )
 
 
@@ -219,15 +249,15 @@ def save_roles(
     base = LMPolicy(
         base_model_copy(first.model),
         first.tokenizer,
-        policy_id="base",
+        policy_id=BASE,
         mode=first.mode,
         temperature=first.temperature,
         max_new_tokens=first.max_new_tokens,
         text=first.text,
     )
-    save_policy(base, folder / "base", game=game)
-    meta = read_meta(folder / "base")
-    write_meta(folder / "base", meta | {"lora_roles": list(views)})
+    save_policy(base, folder / BASE, game=game)
+    meta = read_meta(folder / BASE)
+    write_meta(folder / BASE, meta | {"lora_roles": list(views)})
     first.model.save_pretrained(folder, selected_adapters=list(views))
     for role in views:
         write_meta(folder / role, meta | {"policy_id": role, "role": role})
@@ -243,7 +273,7 @@ def load_roles(
     missing = [r for r in roles if not (folder / r / "adapter_config.json").is_file()]
     if missing:
         raise FileNotFoundError(f"no adapter for role {missing[0]!r} in {folder}")
-    base = load_policy(folder / "base", seed=seed)
+    base = load_policy(folder / BASE, seed=seed)
     model = PeftModel.from_pretrained(
         base.model, folder / roles[0], adapter_name=roles[0], is_trainable=trainable
     )

@@ -10,6 +10,7 @@ iterations and wall time (``perf/elapsed_s``), so the page can switch axes.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ def build_charts(runs: Sequence[RunFiles]) -> list[Chart]:
         prefix = f"{run.name} " if len(runs) > 1 else ""
         lines: dict[tuple[str, str], Series] = {}
         for row in run.metrics:
-            seconds = row.get(TIME_KEY) or 0.0
+            seconds = row.get(TIME_KEY) if _number(row.get(TIME_KEY)) else 0.0
             for key, value in row.items():
                 if key == "iteration" or not _number(value):
                     continue
@@ -98,7 +99,9 @@ def build_charts(runs: Sequence[RunFiles]) -> list[Chart]:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite number. NaN and infinities, which Python's json reads from a metrics
+    file, have no JSON form for the page: their points are left out (a gap)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _add_point(line: Series, iteration: int, seconds: float, value: float) -> None:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from coplay.report.charts import SECTIONS, Chart, build_charts
+from coplay.report.charts import SECTIONS, TIME_KEY, Chart, build_charts
 from coplay.report.runfiles import Metagame, RunFiles
 from coplay.report.transcripts import transcripts_html
 
@@ -62,7 +62,7 @@ def render(
     ]
     title = "coplay report: " + ", ".join(r.name for r in runs)
     data = {"charts": [_chart_json(c) for c in charts]}
-    payload = json.dumps(data, allow_nan=False).replace("</", "<\\/")
+    payload = script_json(data)
     return "\n".join(
         [
             "<!doctype html>",
@@ -79,6 +79,14 @@ def render(
     )
 
 
+def script_json(data: Any) -> str:
+    """``data`` as JSON that can sit inside a ``<script>`` element: ``<``, ``>`` and
+    ``&`` are written as JSON escapes, so no key or value (a learner named
+    ``<!--<script>``) can end the element or change how the HTML parser reads it."""
+    text = json.dumps(data, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _chart_json(chart: Chart) -> dict[str, Any]:
     series = []
     for s in chart.series:
@@ -90,9 +98,10 @@ def _chart_json(chart: Chart) -> dict[str, Any]:
 def _header(runs: Sequence[RunFiles]) -> str:
     rows = []
     for r in runs:
-        game = (r.config.get("game") or {}).get("name", "?")
+        game = r.config.get("game")
+        game = game.get("name", "?") if isinstance(game, dict) else str(game or "?")
         last = r.metrics[-1]
-        wall = r.summary.get("wall_s", last.get("perf/elapsed_s"))
+        wall = wall_time(r)
         wall_text = "-" if wall is None else f"{wall:.1f} s"
         rows.append(
             f"<tr><td>{_esc(r.name)}</td><td>{_esc(r.kind)}</td><td>{_esc(game)}</td>"
@@ -114,6 +123,18 @@ def _header(runs: Sequence[RunFiles]) -> str:
         "<table class=runs><tr><th>run</th><th>kind</th><th>game</th><th>iterations</th>"
         f"<th>wall time</th><th>directory</th></tr>{''.join(rows)}</table></header>"
     )
+
+
+def wall_time(run: RunFiles) -> float | None:
+    """The run's wall seconds: its summary's, when the summary is of the last logged
+    iteration; else the last row's ``perf/elapsed_s`` (a resumed run's report is
+    written before its summary is, so the summary there is the previous segment's)."""
+    last = run.metrics[-1]
+    if run.summary.get("iterations") == last["iteration"]:
+        wall = run.summary.get("wall_s")
+    else:
+        wall = last.get(TIME_KEY)
+    return float(wall) if isinstance(wall, int | float) and not isinstance(wall, bool) else None
 
 
 def _config_section(runs: Sequence[RunFiles], changes: Mapping[str, ConfigChanges]) -> str:
@@ -173,7 +194,7 @@ def _throughput_section(runs: Sequence[RunFiles]) -> str:
             if not values:
                 cells.append("<td>-</td>")
                 continue
-            shown = values[-1] if k == "perf/elapsed_s" else sum(values) / len(values)
+            shown = values[-1] if k == TIME_KEY else sum(values) / len(values)
             cells.append(f"<td>{_fmt(shown)}</td>")
         rows.append(f"<tr><td>{_esc(r.name)}</td>{''.join(cells)}</tr>")
     return (

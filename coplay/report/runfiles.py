@@ -9,6 +9,9 @@ outer loop to ``psro.jsonl`` and each best response is a run of its own under
 from __future__ import annotations
 
 import json
+import re
+import reprlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,9 +55,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every object of a JSONL file. A last line without its newline is a row still
     being written by a live run, and is skipped; any other line that is not a JSON
     object is an error naming the file and line."""
-    text = path.read_text()
-    lines = text.split("\n")
-    rows = []
+    return [row for _, row in _numbered_rows(path)]
+
+
+def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    lines = path.read_text().split("\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -66,13 +71,80 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}:{number} is not valid JSON ({err.msg})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{number} is not a JSON object")
-        rows.append(row)
-    return rows
+        yield number, row
+
+
+def read_transcripts(path: Path) -> list[dict[str, Any]]:
+    """The records of ``transcripts.jsonl``, as ``read_jsonl``; a record lacking a field
+    the report and ``coplay show`` read, or holding one of another type, is an error
+    naming the file and line."""
+    records = []
+    for number, record in _numbered_rows(path):
+        if fault := _transcript_fault(record):
+            raise ValueError(f"{path}:{number} is not a transcript record: {fault}")
+        records.append(record)
+    return records
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(map(_is_number, value))
+
+
+RECORD_FIELDS = {
+    "iteration": ("an integer", _is_int),
+    "seats": ("a list", lambda v: isinstance(v, list)),
+    "returns": ("a list of numbers", _is_numbers),
+}
+"""Optional fields of a transcript record that the report reads: (what, test)."""
+
+TURN_FIELDS = {
+    "step": ("an integer", _is_int),
+    "observation": ("text", lambda v: isinstance(v, str)),
+    "text": ("text", lambda v: isinstance(v, str)),
+    "action": ("text", lambda v: isinstance(v, str)),
+    "reward": ("a number", _is_number),
+    "logprobs": ("a list of numbers", _is_numbers),
+    "rejected": ("a list", lambda v: isinstance(v, list)),
+}
+"""Optional fields of a turn that the report reads: (what, test)."""
+
+
+def _transcript_fault(record: dict[str, Any]) -> str | None:
+    """What is wrong with a transcript record, None when the report can read it."""
+    turns = record.get("turns")
+    if not isinstance(turns, list):
+        return "'turns' must be a list of turns"
+    if fault := _field_fault(record, RECORD_FIELDS, ""):
+        return fault
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            return f"turn {i} is not a JSON object"
+        player = turn.get("player")
+        if not _is_int(player) or player < 0:
+            return f"turn {i}: 'player' must be a seat index >= 0, got {reprlib.repr(player)}"
+        if fault := _field_fault(turn, TURN_FIELDS, f"turn {i}: "):
+            return fault
+    return None
+
+
+def _field_fault(data: dict[str, Any], fields: dict, where: str) -> str | None:
+    for key, (what, test) in fields.items():
+        if data.get(key) is not None and not test(data[key]):
+            return f"{where}{key!r} must be {what}, got {reprlib.repr(data[key])}"
+    return None
 
 
 def load_run(path: str | Path) -> RunFiles:
     """The files of the run in ``path``; one-line errors for a missing directory, a run
-    without metric rows and a corrupt line."""
+    without metric rows, a corrupt line and a transcript record it cannot read."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such run directory")
@@ -88,9 +160,9 @@ def load_run(path: str | Path) -> RunFiles:
     return RunFiles(
         path=path,
         kind=_kind(path),
-        config=_yaml(path / "config.yaml"),
+        config=read_yaml(path / "config.yaml"),
         metrics=metrics,
-        transcripts=read_jsonl(t) if (t := transcripts_file(path)) else [],
+        transcripts=read_transcripts(t) if (t := transcripts_file(path)) else [],
         summary=_json(path / "summary.json"),
         metagame=_metagame(path / "metagame.json"),
     )
@@ -108,17 +180,27 @@ def transcripts_file(path: Path) -> Path | None:
     own = path / "transcripts.jsonl"
     if own.is_file():
         return own
-    responses = sorted((path / "responses").glob("*/transcripts.jsonl"))
+    # By number: the folders are 00, 01, ... (05-r1 with restarts), and 100 follows 99.
+    responses = sorted(
+        (path / "responses").glob("*/transcripts.jsonl"),
+        key=lambda f: [int(n) for n in re.findall(r"\d+", f.parent.name)],
+    )
     return responses[-1] if responses else None
 
 
-def _yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a YAML file holds ({} when there is no file or it is empty); one-line
+    errors naming the file for one that is not YAML or holds no mapping."""
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ValueError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason})") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a YAML mapping")
     return data

@@ -42,9 +42,13 @@ def answer_line(turn: dict[str, Any]) -> Text:
 def game_view(record: dict[str, Any]) -> Group:
     """One game: a header, a panel per turn, the returns."""
     seats = list(record.get("seats") or [])
+    # Titles are Text, not markup strings: a policy id such as "nash[v2]" is data.
     parts: list[Any] = [
         Rule(
-            f"iteration {record.get('iteration')} · {record.get('game')} · seed {record.get('seed')}"
+            Text(
+                f"iteration {record.get('iteration')} · {record.get('game')} · "
+                f"seed {record.get('seed')}"
+            )
         )
     ]
     for turn in record["turns"]:
@@ -55,7 +59,7 @@ def game_view(record: dict[str, Any]) -> Group:
         parts.append(
             Panel(
                 Group(saw, answer_line(turn)),
-                title=f"seat {seat} · {who}",
+                title=Text(f"seat {seat} · {who}"),
                 title_align="left",
                 border_style=style,
             )

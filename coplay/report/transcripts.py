@@ -54,7 +54,7 @@ def transcripts_html(records: Sequence[dict[str, Any]], games: int) -> str:
         games_html = "".join(game_html(r) for r in by_iteration[it])
         is_open = " open" if it == last else ""
         parts.append(
-            f"<details class=iteration{is_open}><summary>iteration {it}: "
+            f"<details class=iteration{is_open}><summary>iteration {_esc(it)}: "
             f"{len(by_iteration[it])} games</summary>{games_html}</details>"
         )
     return "\n".join(parts)
@@ -79,7 +79,7 @@ def game_html(record: dict[str, Any]) -> str:
     if record.get("truncated"):
         notes.append("truncated")
     if record.get("forfeited_by") is not None:
-        notes.append(f"forfeited by seat {record['forfeited_by']}")
+        notes.append(f"forfeited by seat {_esc(record['forfeited_by'])}")
     if record.get("prefix"):
         notes.append("restarted from a replayed position")
     note = f" ({', '.join(notes)})" if notes else ""

@@ -46,6 +46,23 @@ def test_an_older_checkpoint_takes_the_game_of_its_run(tmp_path):
     assert find_policy(tmp_path / "alone").game() is None
 
 
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ("game: {name: [kuhn\n", "config.yaml is not valid YAML"),
+        ("- game\n", "config.yaml is not a YAML mapping"),
+        ("game: kuhn_poker\n", "config.yaml: game must be a mapping"),
+        ("game: {name: kuhn_poker, params: 3}\n", "config.yaml: game must be a mapping"),
+    ],
+)
+def test_a_run_config_that_cannot_name_the_game_is_a_one_line_error(tmp_path, config, match):
+    save_policy(_policy(), tmp_path / "run" / "checkpoints" / "final")
+    (tmp_path / "run" / "config.yaml").write_text(config)
+    with pytest.raises(ValueError, match=match) as err:
+        find_policy(tmp_path / "run").game()
+    assert "\n" not in str(err.value)
+
+
 def test_a_roster_run_needs_a_role(tmp_path):
     for name in ("first", "second"):
         save_policy(_policy(), tmp_path / "checkpoints" / "final" / name, game=KUHN3)

@@ -45,6 +45,15 @@ def test_run_directory_resolves_to_its_final_checkpoint(tmp_path):
     assert resolve_checkpoint(tmp_path / "run").name == "final"
 
 
+def test_a_run_without_final_resolves_to_its_latest_whole_checkpoint(tmp_path):
+    ckpts = tmp_path / "run" / "checkpoints"
+    # A half-written, a replaced and an unrelated folder sort after the latest name.
+    for name in ("iter_999999", "iter_1000000", "iter_1000001.tmp", "iter_999999.old", "z"):
+        (ckpts / name).mkdir(parents=True)
+        (ckpts / name / "config.json").write_text("{}")
+    assert resolve_checkpoint(tmp_path / "run").name == "iter_1000000"
+
+
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="neither a checkpoint"):
         load_policy(tmp_path)

@@ -7,7 +7,9 @@ from transformers import AutoModelForCausalLM
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.envs.registry import make_env
+from coplay.models.checkpoints import BASE
 from coplay.models.lora import (
+    RESERVED_ROLES,
     LoraSettings,
     attach_roles,
     base_view,
@@ -17,6 +19,7 @@ from coplay.models.lora import (
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
+from coplay.policies.text import TextConfig
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.config import OptimConfig
@@ -25,17 +28,17 @@ from coplay.train.learner import Sample, make_adapter_learner, update
 ROLES = ("first", "second")
 
 
-def _base(mode="choice"):
+def _base(mode="choice", text=None):
     env = make_env("kuhn_poker")
     corpus = [env.observe(0).text, "Action: [Pass] [Bet] [Call] [Fold]"] * 20
     tok = train_tokenizer(corpus, vocab_size=320)
     cfg = TinyModelConfig(vocab_size=320, hidden_size=32, intermediate_size=64)
     model = build_tiny_model(cfg, vocab_size=len(tok), seed=0)
-    return LMPolicy(model, tok, mode=mode, max_new_tokens=4, seed=0)
+    return LMPolicy(model, tok, mode=mode, max_new_tokens=4, seed=0, text=text)
 
 
-def _views(mode="choice", rank=4):
-    return attach_roles(_base(mode), ROLES, LoraSettings(rank=rank), seed=0)
+def _views(mode="choice", rank=4, roles=ROLES):
+    return attach_roles(_base(mode), roles, LoraSettings(rank=rank), seed=0)
 
 
 def _base_state(view):
@@ -115,6 +118,15 @@ def test_adapters_start_as_the_base_and_diverge_with_training_while_the_base_sta
     assert max(abs(pa[k] - pb[k]) for k in pa) > 1e-4
 
 
+@pytest.mark.parametrize("roles", [("0", "1"), ("model", "first")])
+def test_a_roles_parameters_are_its_adapter_alone_whatever_its_name(roles):
+    # "0" is also a layer index and "model" a module of the base in parameter names.
+    views = _views(roles=roles)
+    a, b = (views[r].adapter_parameters() for r in roles)
+    assert len(a) == len(b) == 2 * 7 * 2
+    assert not {id(p) for p in a} & {id(p) for p in b}
+
+
 def test_one_roles_update_leaves_the_other_adapter_untouched():
     views = _views()
     learner = make_adapter_learner(views["first"], LossConfig(), OptimConfig(lr=0.05))
@@ -174,6 +186,15 @@ def test_save_then_load_restores_every_role_and_a_plain_base(tmp_path):
     assert all(p.requires_grad for p in trainable["first"].adapter_parameters())
 
 
+def test_roles_and_reloaded_roles_keep_the_runs_text_settings(tmp_path):
+    text = TextConfig(answer="bracket", top_k=5, stop=["\n"])
+    views = attach_roles(_base("text", text=text), ROLES, LoraSettings(rank=2), seed=0)
+    assert all(v.text == text for v in views.values())
+    assert base_view(views["first"]).text == text
+    save_roles(views, tmp_path)
+    assert all(v.text == text for v in load_roles(tmp_path, ROLES).values())
+
+
 def test_kl_reference_is_the_base_with_adapters_disabled():
     views = _views()
     _perturb(views["second"])
@@ -197,11 +218,18 @@ def test_kl_reference_is_the_base_with_adapters_disabled():
         (("x", "x"), "distinct"),
         (("a", "b"), "part of 'lora_'"),
         (("a.b",), "a dot"),
+        (("a/b",), "slash"),
+        (("first", "default"), "'default' is reserved"),
+        (("base",), "'base' is reserved"),
     ],
 )
 def test_bad_role_names_are_one_line_errors(roles, match):
     with pytest.raises(ValueError, match=match):
         attach_roles(_base(), roles, LoraSettings())
+
+
+def test_the_base_folder_name_is_reserved_for_the_base():
+    assert BASE in RESERVED_ROLES
 
 
 def test_attaching_twice_and_loading_a_missing_role_are_errors(tmp_path):

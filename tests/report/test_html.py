@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from coplay.cli import main
-from coplay.report.html import heatmap, render
+from coplay.report.html import heatmap, render, script_json
 from coplay.report.runfiles import Metagame, RunFiles
 
 
 def page_data(page: str) -> dict:
     m = re.search(r'<script type="application/json" id="coplay-data">(.*?)</script>', page, re.S)
-    return json.loads(m.group(1).replace("<\\/", "</"))
+    return json.loads(m.group(1))
 
 
 def test_the_page_embeds_its_scripts_and_data_and_escapes_transcript_text():
@@ -26,6 +26,56 @@ def test_the_page_embeds_its_scripts_and_data_and_escapes_transcript_text():
     assert "http" not in re.sub(r"https?://github.com/leeoniya/uPlot", "", page).split("<body>")[1]
     assert page.count("<script>") == 2 and "alert(1)</script>" not in page
     assert [c["key"] for c in page_data(page)["charts"]] == ["eval/exploitability", "loss/kl"]
+
+
+def test_the_data_block_holds_no_character_the_html_parser_reads():
+    key = "rollout/<!--<script>&</script>"  # a learner may be named so
+    rows = [{"iteration": 0, key: 1.0}, {"iteration": 1, key: 2.0}]
+    page = render([RunFiles(Path("r"), "roster", {}, rows)])
+    payload = page.split('id="coplay-data">')[1].split("</script>")[0]
+    assert not set("<>&") & set(payload)
+    assert page_data(page)["charts"][0]["key"] == key
+    assert json.loads(script_json({"a": "<&>"})) == {"a": "<&>"}
+
+
+@pytest.mark.parametrize(
+    ("game", "shown"),
+    [({"name": "kuhn_poker"}, "kuhn_poker"), ("kuhn_poker", "kuhn_poker"), (None, "?")],
+)
+def test_the_header_names_the_game_however_the_config_gives_it(game, shown):
+    rows = [{"iteration": 0, "loss/kl": 0.1}]
+    page = render([RunFiles(Path("r"), "train", {"game": game}, rows)])
+    assert f"<td>{shown}</td>" in page
+
+
+def _wall_cell(page: str) -> str:
+    return re.search(r"<table class=runs>.*?</tr><tr>(?:<td>.*?</td>){4}<td>(.*?)</td>", page)[1]
+
+
+def test_the_wall_time_is_the_summarys_only_when_it_is_of_the_last_iteration():
+    rows = [{"iteration": 1, "perf/elapsed_s": 3.0}, {"iteration": 4, "perf/elapsed_s": 9.0}]
+    stale = {"iterations": 1, "wall_s": 3.5}  # a resumed run: the earlier segment's summary
+    page = render([RunFiles(Path("r"), "train", {}, rows, summary=stale)])
+    assert _wall_cell(page) == "9.0 s"
+    done = {"iterations": 4, "wall_s": 9.5}
+    assert _wall_cell(render([RunFiles(Path("r"), "train", {}, rows, summary=done)])) == "9.5 s"
+    assert _wall_cell(render([RunFiles(Path("r"), "train", {}, [{"iteration": 0}])])) == "-"
+
+
+def test_non_finite_metrics_are_gaps_in_their_curves(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(
+        '{"iteration": 0, "loss/kl": 0.5, "perf/elapsed_s": 1.0}\n'
+        '{"iteration": 1, "loss/kl": NaN, "perf/elapsed_s": Infinity}\n'
+        '{"iteration": 2, "loss/kl": -Infinity, "loss/x": 1.0, "perf/elapsed_s": 3.0}\n'
+    )
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 0
+    charts = {c["key"]: c for c in page_data((tmp_path / "r.html").read_text())["charts"]}
+    kl = charts["loss/kl"]["series"][0]
+    assert (kl["iterations"], kl["values"]) == ([0], [0.5])
+    x = charts["loss/x"]["series"][0]
+    assert (x["iterations"], x["seconds"]) == ([2], [3.0])
 
 
 def test_the_heatmap_colours_each_payoff_and_shows_its_value():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from coplay.report.runfiles import load_run, read_jsonl
+from coplay.report.runfiles import load_run, read_jsonl, read_transcripts, transcripts_file
 
 
 def write_run(path, rows, *, config="game: {name: kuhn_poker}\n"):
@@ -63,3 +63,43 @@ def test_a_psro_run_reads_its_outer_log_and_its_latest_response_transcripts(tmp_
     files = load_run(run)
     assert files.kind == "psro" and files.metrics[0]["psro/exploitability"] == 0.4
     assert [t["iteration"] for t in files.transcripts] == [2]
+
+
+@pytest.mark.parametrize(
+    ("names", "latest"), [(["99", "100"], "100"), (["03-r0", "03-r1", "10-r0"], "10-r0")]
+)
+def test_the_latest_response_is_found_by_number_not_by_name(tmp_path, names, latest):
+    for name in names:
+        (tmp_path / "responses" / name).mkdir(parents=True)
+        (tmp_path / "responses" / name / "transcripts.jsonl").write_text("")
+    assert transcripts_file(tmp_path).parent.name == latest
+
+
+@pytest.mark.parametrize(
+    ("record", "fault"),
+    [
+        ({"iteration": 1}, "'turns' must be a list of turns"),
+        ({"turns": [3]}, "turn 0 is not a JSON object"),
+        ({"turns": [{"player": "0"}]}, "turn 0: 'player' must be a seat index >= 0, got '0'"),
+        ({"turns": [{"player": -1}]}, "turn 0: 'player' must be a seat index >= 0, got -1"),
+        ({"turns": [{"player": 0, "reward": "1"}]}, "turn 0: 'reward' must be a number"),
+        ({"turns": [{"player": 0, "logprobs": ["x"]}]}, "'logprobs' must be a list of numbers"),
+        ({"iteration": "1", "turns": []}, "'iteration' must be an integer, got '1'"),
+        ({"returns": ["win"], "turns": []}, "'returns' must be a list of numbers"),
+    ],
+)
+def test_a_transcript_record_the_report_cannot_read_is_named_by_file_and_line(
+    tmp_path, record, fault
+):
+    path = tmp_path / "transcripts.jsonl"
+    good = {"iteration": 1, "turns": [{"player": 1, "step": 0, "reward": None}]}
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps(record) + "\n")
+    with pytest.raises(
+        ValueError, match=r"transcripts.jsonl:3 is not a transcript record: "
+    ) as err:
+        read_transcripts(path)
+    assert fault in str(err.value)
+
+
+def test_an_empty_config_is_no_config(tmp_path):
+    assert load_run(write_run(tmp_path / "a", [{"iteration": 0}], config="")).config == {}

@@ -30,6 +30,20 @@ def test_games_print_what_each_seat_saw_and_answered(capsys):
     assert "returns  seat 0: -1  seat 1: 1" in text
 
 
+def test_ids_are_printed_as_written_not_read_as_markup():
+    record = {
+        "iteration": 1,
+        "game": "kuhn[x]",
+        "seats": ["x[/b]", "nash[v2]"],
+        "turns": [{"player": 0, "text": "a"}, {"player": 1, "text": "b"}],
+    }
+    console = Console(width=100, force_terminal=False)
+    with console.capture() as cap:
+        show_games([record], console, games=1)
+    text = cap.get()
+    assert "seat 0 · x[/b]" in text and "seat 1 · nash[v2]" in text and "kuhn[x]" in text
+
+
 def test_coplay_show_prints_a_runs_games(tiny_run, capsys):
     assert main(["show", str(tiny_run), "--games", "1"]) == 0
     out = capsys.readouterr().out
@@ -46,3 +60,20 @@ def test_coplay_show_bad_input_is_one_line(tiny_run, tmp_path, capsys):
     assert (
         err == f"coplay show: error: {tiny_run} has no transcripts of iteration 99; it has 1, 2\n"
     )
+
+
+def test_coplay_show_names_the_file_and_line_of_a_bad_record(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"iteration": 0}\n')
+    transcripts = run / "transcripts.jsonl"
+    ok = {"iteration": 0, "turns": [{"player": 0}]}
+    for bad, fault in [
+        ({"iteration": 0}, "'turns' must be a list of turns"),
+        ({"iteration": 0, "turns": [{"player": "1"}]}, "turn 0: 'player' must be a seat"),
+    ]:
+        transcripts.write_text(json.dumps(ok) + "\n" + json.dumps(bad) + "\n")
+        assert main(["show", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"coplay show: error: {transcripts}:2 is not a transcript record: ")
+        assert fault in err and err.count("\n") == 1

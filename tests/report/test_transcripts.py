@@ -3,7 +3,7 @@
 import math
 import re
 
-from coplay.report.transcripts import game_html, logprob_note, select_games
+from coplay.report.transcripts import game_html, logprob_note, select_games, transcripts_html
 
 GAME = {
     "iteration": 2,
@@ -70,3 +70,9 @@ def test_games_are_chosen_latest_first_or_by_iteration():
     assert [r["iteration"] for r in select_games(records, 3)] == [2, 2, 3]
     assert [r["iteration"] for r in select_games(records, 5, iteration=1)] == [1, 1]
     assert select_games(records, 0) == []
+
+
+def test_the_iteration_and_the_forfeiting_seat_are_escaped():
+    page = transcripts_html([GAME | {"iteration": "<i>", "forfeited_by": "<b>x</b>"}], 1)
+    assert "iteration &lt;i&gt;" in page and "forfeited by seat &lt;b&gt;x&lt;/b&gt;" in page
+    assert "<i>" not in page and "<b>" not in page

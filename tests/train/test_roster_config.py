@@ -51,6 +51,13 @@ from tests.train.rosters import TWO_ROLES
             {"policies": {"a": {"kind": "learner"}}, "seats": ["a", "a"], "lora": {}},
             "part of 'lora_'",
         ),
+        *(
+            (
+                {"policies": {name: {"kind": "learner"}}, "seats": [name, name], "lora": {}},
+                f"role name '{name}' is reserved",
+            )
+            for name in ("default", "base")
+        ),
     ],
 )
 def test_bad_rosters_are_one_line_errors(data, match):
