@@ -134,14 +134,15 @@ def test_the_loop_fits_on_one_screen():
 
 
 def test_run_config_keeps_only_validators_no_section_can_express():
-    # Two rules cross sections (the model's mode for choice-only parts; the group size
-    # a group-baseline estimator needs), the check of renamed keys and the import of
-    # the plugins (which must come before any section); every other combination is a
-    # nested optional section.
+    # Three rules cross sections (the model's mode for choice-only parts; the group
+    # size a group-baseline estimator needs; a backend Ray workers can run), the check
+    # of renamed keys and the import of the plugins (which must come before any
+    # section); every other combination is a nested optional section.
     validators = set(RunConfig.__pydantic_decorators__.model_validators)
     assert validators == {
         "_import_plugins",
         "_renamed",
         "_choice_parts_have_choices",
         "_groups_exist",
+        "_workers_can_ship_the_backend",
     }

@@ -297,6 +297,7 @@ def run_psro(
     out = Path(out)
     game = exact_game(cfg.run)
     if resume:
+        rundir.repair(out, ["psro.jsonl"])  # a line a kill tore during its append
         outer = load_outer(cfg, out)
         sinks.keep_until(out / "psro.jsonl", len(outer.steps) - 1)
     else:

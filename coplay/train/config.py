@@ -26,6 +26,7 @@ from pydantic import (
 
 from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig, moved_key
+from coplay.backends import ENGINE_SETTINGS
 from coplay.distributed.config import RayConfig, require_ray
 from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.report.loggers import check_logger
@@ -93,6 +94,17 @@ class RolloutConfig(_Strict):
         if workers:
             require_ray(f"rollout.workers={workers}")
         return workers
+
+    @model_validator(mode="after")
+    def _ahead_needs_workers(self) -> RolloutConfig:
+        # This process's engine plays each plan when its iteration comes: the setting
+        # would do nothing, and a run believed asynchronous would not be.
+        if self.max_staleness and not self.workers:
+            raise ValueError(
+                f"rollout.max_staleness={self.max_staleness} lets Ray workers play ahead: "
+                "it needs rollout.workers >= 1"
+            )
+        return self
 
 
 class AlgoConfig(_Strict):
@@ -332,6 +344,18 @@ class RunConfig(_Strict):
         ):
             if on and self.model.mode != "choice":
                 raise ValueError(f"{key} picks listed moves: it needs model.mode=choice")
+        return self
+
+    @model_validator(mode="after")
+    def _workers_can_ship_the_backend(self) -> RunConfig:
+        # A backend that starts an engine (vLLM) runs it in the learner's process; it
+        # is not shipped: each Ray worker would need an engine (and a GPU) of its own.
+        if self.rollout.workers and self.model.backend in ENGINE_SETTINGS:
+            raise ValueError(
+                f"model.backend={self.model.backend} starts its engine in the learner's "
+                f"process, which rollout.workers={self.rollout.workers} cannot share: "
+                "set one or the other"
+            )
         return self
 
     @model_validator(mode="after")

@@ -85,9 +85,16 @@ __all__ = [
 
 
 def _lm_copy(base: LMPolicy, name: str, seed: int) -> LMPolicy:
+    return _lm_like(base, copy.deepcopy(base.model), base.tokenizer, name, seed)
+
+
+def _lm_like(base: LMPolicy, model: Any, tokenizer: Any, name: str, seed: int) -> LMPolicy:
+    """A policy of ``model`` played as the run's model section says (the base's mode,
+    sampling, text settings and backend): a learner's own checkpoint brings weights
+    and a tokenizer, not how the run plays."""
     return LMPolicy(
-        copy.deepcopy(base.model),
-        base.tokenizer,
+        model,
+        tokenizer,
         policy_id=name,
         mode=base.mode,
         temperature=base.temperature,
@@ -107,8 +114,10 @@ def _learner_policies(cfg: RosterConfig, base: LMPolicy, seed: int) -> dict[str,
     for i, name in enumerate(cfg.learners):
         init = cfg.policies[name].init
         if init:
-            policy = load_policy(init, seed=seed + i)
-            policy.policy_id = name
+            loaded = load_policy(init, seed=seed + i)
+            weight = next(base.model.parameters())  # the run's device and dtype
+            model = loaded.model.to(device=weight.device, dtype=weight.dtype)
+            policy = _lm_like(base, model, loaded.tokenizer, name, seed + i)
         else:
             policy = _lm_copy(base, name, seed + i)
         out[name] = policy

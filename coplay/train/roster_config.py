@@ -46,7 +46,9 @@ class LearnerEntry(_Strict):
 
     kind: Literal["learner"]
     init: str | None = None
-    """Checkpoint to start from; None starts from the run's model (model.path or tiny)."""
+    """Checkpoint to start from (its weights and tokenizer, played as the run's model
+    section says: device, mode, sampling, text); None starts from the run's model
+    (model.path or tiny)."""
     optim: OptimConfig | None = None
     """This learner's optimiser settings (lr, epochs, minibatch ...)."""
     algo: AlgoConfig | None = None

@@ -29,6 +29,7 @@ from coplay.population.psro import (
 )
 from coplay.report import sinks
 from coplay.rollout.source import LocalSource
+from coplay.train.checkpoints.rundir import RunRepaired
 from coplay.train.config import build_config
 from coplay.train.parts.seating import FromPool
 
@@ -326,7 +327,10 @@ def test_psro_with_exact_oracle_and_random_first_member_resumes(tmp_path):
     cfg = tiny_psro(iterations=3, initial="random", oracle="exact")
     whole = run_psro(cfg, tmp_path / "whole")
     run_psro(cfg, tmp_path / "split", stop_after=1)
-    split = run_psro(cfg, tmp_path / "split", resume=True)
+    with (tmp_path / "split" / "psro.jsonl").open("a") as f:
+        f.write('{"iteration": 2, "psro/expl')  # torn by a kill during the next append
+    with pytest.warns(RunRepaired, match="dropped a half-written last line"):
+        split = run_psro(cfg, tmp_path / "split", resume=True)
     assert split.members == whole.members
     assert [s.exploitability for s in split.steps] == [s.exploitability for s in whole.steps]
     assert _psro_rows(tmp_path / "split") == _psro_rows(tmp_path / "whole")

@@ -58,6 +58,8 @@ def test_resolved_config_round_trips(tmp_path):
         (["loss.aggregation=median"], "aggregation must be one of"),
         (["model.mode=telepathy"], "model.mode"),
         (["model.temperature=0"], "model.temperature"),
+        (["rollout.max_staleness=1"], "lets Ray workers play ahead: it needs rollout.workers >= 1"),
+        (["model.backend=vllm", "rollout.workers=1"], "which rollout.workers=1 cannot share"),
         (["game.invalid.on_fail=explode"], "game.invalid.on_fail"),
         (["train.iterations"], "key=value"),
         (["rollout.group_size=1"], "rollout.group_size >= 2"),

@@ -149,6 +149,24 @@ def test_per_role_settings_reach_their_own_learner(tmp_path):
     assert _max_change(b2, second.policy.model) < 1e-8
 
 
+def test_a_learner_started_from_a_checkpoint_plays_as_the_run_says(tmp_path):
+    # The checkpoint brings the weights; its own sampling and text settings are not
+    # this run's (it loaded them, and a CPU device, from the checkpoint before).
+    saved_cfg = build_config(overrides=[*TINY, "model.temperature=0.5"])
+    saved = setup_roster(validate_roster(TWO_ROLES), saved_cfg, tmp_path / "saved")
+    save_policy(_trainee(saved, "first").policy, tmp_path / "ckpt")
+    data = {**TWO_ROLES, "policies": {**TWO_ROLES["policies"]}}
+    data["policies"]["first"] = {"kind": "learner", "init": str(tmp_path / "ckpt")}
+    over = [*TINY, "model.temperature=2.0", "model.text.answer=bracket"]
+    run = setup_roster(validate_roster(data), build_config(overrides=over), tmp_path / "run")
+    first = _trainee(run, "first").policy
+    assert first.policy_id == "first"
+    assert first.temperature == 2.0 and first.text.answer == "bracket"
+    assert first.text == _trainee(run, "second").policy.text
+    own = _trainee(saved, "first").policy.model.parameters()
+    assert all(torch.equal(a, b) for a, b in zip(first.model.parameters(), own, strict=True))
+
+
 def test_frozen_snapshots_and_bots_never_change(tmp_path):
     cfg = build_config(overrides=TINY)
     run = setup_roster(
