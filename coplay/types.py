@@ -180,6 +180,10 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     ret: float = 0.0
     """The player's episode return including any penalties."""
+    outcome: float | None = None
+    """The part of ``ret`` that pays what the episode achieved (a solved puzzle, a
+    reached goal), where the game tells it apart from dense step rewards
+    (``HasOutcomes``); None where it does not, or when a forfeit ended the game."""
 
 
 JointAction = tuple[tuple[int, str], ...]
@@ -263,6 +267,18 @@ class Env(Protocol):
 
     def returns(self) -> list[float]:
         """Final return per player (valid once terminal)."""
+        ...
+
+
+@runtime_checkable
+class HasOutcomes(Protocol):
+    """An ``Env`` whose return adds dense step rewards to an outcome reward it can give
+    apart: what the episode achieved, whatever it was paid on the way (G-RA gates the
+    step rewards on it, ``coplay.algos.advantages.gra``)."""
+
+    def outcomes(self) -> list[float]:
+        """The outcome reward per player so far (read when the episode ends or is
+        truncated)."""
         ...
 
 

@@ -240,6 +240,11 @@ class FrozenLake(grid.SinglePlayer):
         reward = self._reward(move)
         return self._pay(reward)
 
+    def outcomes(self) -> list[float]:
+        """1 for standing on the goal, else 0: the sparse reward, which the ``dense``
+        return holds beside its progress rewards."""
+        return [1.0 if self.position == self.lake.goal else 0.0]
+
 
 def make_frozen_lake(**params: object) -> FrozenLake:
     """Registry factory: ``make_env("frozen_lake", size=8, slippery=True)``."""

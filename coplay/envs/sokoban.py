@@ -321,6 +321,11 @@ class Sokoban(grid.SinglePlayer):
         reward = self._reward(push)
         return self._pay(reward)
 
+    def outcomes(self) -> list[float]:
+        """1 for a solved room, else 0: the sparse reward, which the ``dense`` return
+        holds beside its step costs and box rewards."""
+        return [1.0 if self.on_target() == self.num_boxes else 0.0]
+
 
 def offset_words(origin: Cell, cell: Cell) -> str:
     """Where ``cell`` lies from ``origin`` in words: ``1 down, 2 left``; ``here`` if equal."""

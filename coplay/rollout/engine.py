@@ -39,6 +39,7 @@ from coplay.types import (
     Decision,
     Env,
     Episode,
+    HasOutcomes,
     JointAction,
     Observation,
     Opening,
@@ -462,10 +463,14 @@ def _advance(game: _Live, max_turns: int | None) -> None:
         if r or game.carry[p]:  # crediting 0.0 changes nothing (most games pay at the end)
             _credit(game, p, r)
     if game.env.is_terminal():
-        _end(game, game.env.returns())
+        _end(game, game.env.returns(), _outcomes(game.env))
     elif game.step >= (max_turns or game.env.spec.max_turns):
         game.truncated = True
-        _end(game, game.env.returns())
+        _end(game, game.env.returns(), _outcomes(game.env))
+
+
+def _outcomes(env: Env) -> list[float] | None:
+    return env.outcomes() if isinstance(env, HasOutcomes) else None
 
 
 def _credit(game: _Live, player: int, reward: float) -> None:
@@ -479,13 +484,17 @@ def _credit(game: _Live, player: int, reward: float) -> None:
         game.carry[player] += reward
 
 
-def _end(game: _Live, env_returns: Sequence[float]) -> None:
-    """Fix final returns so that each trajectory's turn rewards sum to its return."""
+def _end(
+    game: _Live, env_returns: Sequence[float], outcomes: Sequence[float] | None = None
+) -> None:
+    """Fix final returns so that each trajectory's turn rewards sum to its return; keep
+    the game's outcomes where it gives them."""
     for p, traj in enumerate(game.trajectories):
         residual = float(env_returns[p]) - game.env_credit[p]
         if abs(residual) > 0.0:
             _credit(game, p, residual)
         traj.ret = float(env_returns[p]) - game.prefix_reward[p] + game.penalties[p]
+        traj.outcome = None if outcomes is None else float(outcomes[p])
     game.done = True
 
 

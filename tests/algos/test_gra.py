@@ -18,13 +18,14 @@ def reference(episodes, *, gate=0.0, gamma=1.0):
         ep_g = []
         for traj in ep.trajectories:
             n = len(traj.turns)
-            if traj.ret > gate:
+            o = traj.ret if traj.outcome is None else traj.outcome
+            if o > gate:
                 g = [
                     sum(gamma ** (k - t) * traj.turns[k].reward for k in range(t, n))
                     for t in range(n)
                 ]
             else:
-                g = [gamma ** (n - 1 - t) * traj.ret for t in range(n)]
+                g = [gamma ** (n - 1 - t) * o for t in range(n)]
             ep_g.append(g)
         returns.append(ep_g)
     out = []
@@ -77,10 +78,37 @@ def test_hand_computed():
     assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
 
 
+def with_outcome(episode, outcome):
+    episode.trajectories[0].outcome = outcome
+    return episode
+
+
+def test_the_gate_reads_the_games_outcome_not_the_return():
+    # A FrozenLake with dense rewards: progress pays on the way, the goal pays 1.
+    failed = with_outcome(make_episode([[0.3, 0.3]]), 0.0)  # fell in a hole: ret 0.6
+    reached = with_outcome(make_episode([[0.3, 1.3]]), 1.0)
+    out = estimate([failed, reached])
+    # Gated on the return, the failure's progress opened the gate: G = (0.6, 0.3).
+    g = [[0.0, 0.0], [1.6, 1.3]]
+    b = sum(sum(x) for x in g) / 4
+    assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
+    assert out.metrics["adv/gate_open_frac"] == 0.5
+    # Closed, only the outcome counts (not the return 0.6); a game without outcomes
+    # counts its return.
+    partial_goal = with_outcome(make_episode([[0.3, 0.3]]), 0.5)
+    out = estimate([partial_goal, make_episode([[0.0, -1.0]])], gate=1.0)
+    b = (0.5 + 0.5 - 1.0 - 1.0) / 4
+    assert_batch_close(out.advantages, [[[0.5 - b, 0.5 - b]], [[-1.0 - b, -1.0 - b]]])
+
+
 @pytest.mark.parametrize("params", [{}, {"gate": 0.5, "gamma": 0.9}, {"gate": -1.0}])
 @pytest.mark.parametrize("seed", range(3))
 def test_matches_loop_reference(seed, params):
-    eps = random_episodes(random.Random(seed), 14, num_seats=3)
+    rng = random.Random(seed)
+    eps = random_episodes(rng, 14, num_seats=3)
+    for ep in eps[::2]:  # half the games give outcomes apart from their step rewards
+        for traj in ep.trajectories:
+            traj.outcome = rng.choice([0.0, 1.0])
     got = estimate(eps, **params).advantages
     for g, w in zip(got, reference(eps, **params), strict=True):
         assert_close(g, w)

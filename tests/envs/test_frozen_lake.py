@@ -189,3 +189,20 @@ def test_success_rate_is_the_share_that_reached_the_goal(reward):
     # Same seeds, same random moves: the goal is reached in the same episodes.
     want = sum(e.returns[0] == 1.0 for e in sparse) / 200
     assert episode_metrics(eps)["success_rate"] == pytest.approx(want)
+
+
+def test_the_outcome_is_the_sparse_reward_the_dense_return_holds():
+    # Same seeds, same random moves: the dense games' outcomes are the sparse returns.
+    eps = {
+        reward: play_episodes(
+            lambda r=reward: make_env("frozen_lake", reward=r),
+            [[RandomPolicy(seed=0)]] * 100,
+            range(100),
+        )
+        for reward in ("sparse", "dense")
+    }
+    outcomes = [e.trajectories[0].outcome for e in eps["dense"]]
+    assert outcomes == [e.returns[0] for e in eps["sparse"]]
+    assert 0 < sum(outcomes) < 100
+    # Progress pays even in a game that falls in a hole: the return alone hides it.
+    assert any(e.returns[0] > 0 for e, o in zip(eps["dense"], outcomes, strict=True) if o == 0)

@@ -202,3 +202,13 @@ def test_success_rate_counts_solved_episodes():
     solved = sum(e.trajectories[0].turns[-1].reward > 0.5 for e in eps)
     assert episode_metrics(eps)["success_rate"] == pytest.approx(solved / 30)
     assert 0 < solved < 30
+
+
+def test_the_outcome_is_whether_the_room_was_solved():
+    eps = play_episodes(
+        lambda: make_env("sokoban", reward="dense", max_steps=30),
+        [[RandomPolicy(seed=0)]] * 30,
+        range(30),
+    )
+    assert [e.trajectories[0].outcome for e in eps] == [float(not e.truncated) for e in eps]
+    assert any(e.truncated for e in eps) and not all(e.truncated for e in eps)

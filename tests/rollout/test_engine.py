@@ -162,6 +162,16 @@ def test_forfeit_ends_the_game_with_minimum_return():
         assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
 
 
+def test_an_outcome_is_kept_where_the_game_gives_one_and_a_forfeit_ends_none():
+    lake = lambda: make_env("frozen_lake", reward="dense")  # noqa: E731
+    played = play_episodes(lake, [[FirstLegal()]], [0])[0]
+    assert played.trajectories[0].outcome in (0.0, 1.0)  # the game gives one
+    forfeited = play_episodes(lake, [[Scripted(["no idea"])]], [0])[0]
+    assert forfeited.forfeited_by == 0 and forfeited.trajectories[0].outcome is None
+    kuhn_game = play_episodes(kuhn, [[FirstLegal(), FirstLegal()]], [0])[0]
+    assert [t.outcome for t in kuhn_game.trajectories] == [None, None]  # Kuhn gives none
+
+
 def goofspiel():
     return make_env("openspiel:goofspiel")  # zero-sum, simultaneous moves
 

@@ -4,18 +4,22 @@
 accumulates immediate (per-step) rewards only when the long-term outcome reward
 passes a threshold, so that a policy cannot collect step rewards on episodes that
 fail. What this module implements, for seat s of episode e with turn rewards
-r(e, s, 0..T-1) (``Turn.reward``) and outcome O(e, s) = ``Trajectory.ret``:
+r(e, s, 0..T-1) (``Turn.reward``) and outcome reward O(e, s) = ``Trajectory.outcome``
+(the part of the return that pays what the episode achieved: 1 for a solved Sokoban
+room or a reached FrozenLake goal, whose dense returns add step rewards to it;
+``HasOutcomes``), or the return ``Trajectory.ret`` where the game gives no outcome or
+a forfeit ended the episode:
 
     open(e, s) = O(e, s) > gate                                  (strict)
     G(e, s, t) = sum_{k >= t} gamma^(k - t) r(e, s, k)           if open
                = gamma^(T - 1 - t) * O(e, s)                      otherwise
     A(e, s, t) = G(e, s, t) - b(game, s)
 
-When the gate is closed the trajectory is treated as if its whole return arrived
-at its last turn: no turn gets credit for the immediate rewards that followed it.
-The engine credits rewards so that they sum to ``ret``; with gamma = 1 the two
-cases differ only in how ``ret`` is split over turns. O is ``ret`` itself because
-the records do not separate the terminal outcome from dense rewards.
+When the gate is closed only the outcome counts, arriving at the last turn: no turn
+gets credit for the step rewards. Without an outcome (O is the return) the two cases
+differ, with gamma = 1, only in how the return is split over turns. Gating on the
+return where the game gives an outcome opened the gate for a failed episode whose
+step rewards outweighed its failure.
 b(game, s) is the mean of G over all turns of seat s in the batch's episodes of that
 game (a per-role batch-mean baseline, as in ``reinforce``). ``adv/gate_open_frac``
 is the share of trajectories with at least one turn whose gate is open.
@@ -40,12 +44,19 @@ from coplay.algos.advantages.mars import role_baselines, role_values
 from coplay.types import Episode, Trajectory
 
 
+def outcome(traj: Trajectory) -> float:
+    """O: the game's outcome reward where it gives one, else the return."""
+    return traj.ret if traj.outcome is None else traj.outcome
+
+
 def gated_returns(traj: Trajectory, *, gate: float, gamma: float) -> tuple[float, ...]:
-    """G per turn: reward-to-go if the outcome passes ``gate``, else the outcome alone."""
-    if traj.ret > gate:
+    """G per turn: reward-to-go if the outcome passes ``gate``, else the outcome alone,
+    at the last turn."""
+    o = outcome(traj)
+    if o > gate:
         return reward_to_go([t.reward for t in traj.turns], gamma)
     last = len(traj.turns) - 1
-    return tuple(gamma ** (last - t) * traj.ret for t in range(len(traj.turns)))
+    return tuple(gamma ** (last - t) * o for t in range(len(traj.turns)))
 
 
 @register("gra")
@@ -68,7 +79,7 @@ def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
         )
         metrics = summary_metrics(advantages, role_baselines(episodes, means))
         metrics["adv/gate_open_frac"] = mean(
-            1.0 if traj.ret > gate else 0.0
+            1.0 if outcome(traj) > gate else 0.0
             for ep in episodes
             for traj in ep.trajectories
             if traj.turns
