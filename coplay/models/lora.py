@@ -259,8 +259,8 @@ def save_roles(
     meta = read_meta(folder / BASE)
     write_meta(folder / BASE, meta | {"lora_roles": list(views)})
     first.model.save_pretrained(folder, selected_adapters=list(views))
-    for role in views:
-        write_meta(folder / role, meta | {"policy_id": role, "role": role})
+    for role, view in views.items():  # the base's record is version 0: each role its own
+        write_meta(folder / role, meta | {"policy_id": role, "role": role, "version": view.version})
     return folder
 
 
@@ -280,7 +280,10 @@ def load_roles(
     for role in roles[1:]:
         model.load_adapter(folder / role, adapter_name=role, is_trainable=trainable)
     model.eval()
-    return {
+    views = {
         role: _view(base, model, role, seed + i, trainable=trainable)
         for i, role in enumerate(roles)
     }
+    for role, view in views.items():  # each role's updates so far, as load_policy's
+        view.version = int(read_meta(folder / role).get("version", 0))
+    return views

@@ -341,7 +341,9 @@ def member_metrics(
     members: Sequence[Policy], probs: np.ndarray, win_rates: np.ndarray
 ) -> dict[str, float]:
     """Each member's probability of being drawn (``league/weight/<id>``) and the learner's
-    estimated chance of beating it (``league/win_rate/<id>``) this iteration."""
+    estimated chance of beating it (``league/win_rate/<id>``), as set before this
+    iteration's plan is made: with Ray workers playing k iterations ahead
+    (``rollout.max_staleness``) that plan is iteration it + k's, made during this one."""
     out = {}
     for m, p, x in zip(members, probs, win_rates, strict=True):
         out[f"league/weight/{m.policy_id}"] = float(p)

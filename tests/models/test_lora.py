@@ -186,6 +186,14 @@ def test_save_then_load_restores_every_role_and_a_plain_base(tmp_path):
     assert all(p.requires_grad for p in trainable["first"].adapter_parameters())
 
 
+def test_each_saved_role_keeps_its_own_update_count(tmp_path):
+    views = _views()
+    views["first"].version, views["second"].version = 7, 3
+    save_roles(views, tmp_path)
+    loaded = load_roles(tmp_path, ROLES)
+    assert (loaded["first"].version, loaded["second"].version) == (7, 3)  # were 0 and 0
+
+
 def test_roles_and_reloaded_roles_keep_the_runs_text_settings(tmp_path):
     text = TextConfig(answer="bracket", top_k=5, stop=["\n"])
     views = attach_roles(_base("text", text=text), ROLES, LoraSettings(rank=2), seed=0)
