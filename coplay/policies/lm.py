@@ -47,7 +47,7 @@ from coplay.policies.chat import Prompter
 from coplay.policies.encoding import encode_texts
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import ChoiceRows, fold_common_prefix
-from coplay.policies.text import TextConfig, cut_at_stop
+from coplay.policies.text import TextConfig, cut_at_stop, cut_at_stop_text
 from coplay.rollout.streams import SeatStream, exponentials
 from coplay.rollout.streams import seeds as stream_seeds
 from coplay.types import Decision, Observation
@@ -474,13 +474,17 @@ class LMPolicy:
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
             ids, lps = cut_at_stop(ids, lps, sampling.stop)
+            ids, lps = cut_at_stop_text(ids, lps, self.text.stop, self._answer_text)
             decisions.append(self._decision(obs, prompt, ids, lps, self.text.format))
         return decisions
+
+    def _answer_text(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def _decision(self, obs, prompt, ids, lps, answer_format) -> Decision:
         """The decision of a written answer; without a format (choice mode's message
         turns) the action is the whole text, or the last bracketed legal action."""
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        text = self._answer_text(ids)
         if answer_format is None:
             action = text if obs.legal_actions is None else parse_action(text, obs.legal_actions)
             well_formed = None

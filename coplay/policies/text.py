@@ -8,7 +8,7 @@ choice mode reads the temperature too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -44,7 +44,9 @@ class TextConfig(BaseModel):
     top_k: int = Field(0, ge=0)
     """Draw from the k likeliest tokens only; 0 is off."""
     stop: list[str] = Field(default_factory=list)
-    """Strings that end an answer (kept in it), besides the end-of-sequence token."""
+    """Strings that end an answer (kept in it), besides the end-of-sequence token. One
+    that ends inside a token (``\n`` of a ``\n\n`` token) ends the answer with that
+    token, whole: an answer is always whole tokens (``cut_at_stop_text``)."""
     format_reward: float = 0.0
     """Added to the return of a trajectory for each well-formed answer (logged as
     rollout/format_reward, apart from the game's return)."""
@@ -90,3 +92,32 @@ def cut_at_stop(
     ]
     end = min(ends, default=len(ids))
     return tuple(ids[:end]), tuple(logprobs[:end])
+
+
+def cut_at_stop_text(
+    ids: Sequence[int],
+    logprobs: Sequence[float],
+    stop: Sequence[str],
+    decode: Callable[[Sequence[int]], str],
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The answer up to the first token whose text completes a stop string.
+
+    Sampling stops at a stop string's own tokens (``cut_at_stop``), which miss one a
+    tokenizer merges with what follows: ``\n`` inside a ``\n\n`` token, ``.`` inside
+    ``.\n``. Found in the decoded text, the answer ends with the token that completes
+    it, whole; the tokens and log-probs before are what was drawn, as with
+    ``cut_at_stop``. The fewest tokens are found by bisection over decoded prefixes."""
+    ids, logprobs = tuple(ids), tuple(logprobs)
+    stop = [s for s in stop if s]
+
+    def stops_in(n: int) -> bool:
+        text = decode(ids[:n])
+        return any(s in text for s in stop)
+
+    if not stop or not stops_in(len(ids)):
+        return ids, logprobs
+    lo, hi = 1, len(ids)  # the shortest prefix holding a stop string: stops_in(hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if stops_in(mid) else (mid + 1, hi)
+    return ids[:hi], logprobs[:hi]

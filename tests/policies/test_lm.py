@@ -212,6 +212,20 @@ def test_text_mode_message_turn_action_is_the_cleaned_text(tiny):
         assert d.valid and d.action == clean_text(d.text)
 
 
+def test_a_stop_string_inside_a_token_ends_the_answer_at_that_token(tiny, monkeypatch):
+    model, tok = tiny
+    text = TextConfig(answer="bracket", stop=["ss"])  # inside the one token "Pass"
+    policy = LMPolicy(model, tok, mode="text", max_new_tokens=8, seed=0, text=text)
+    written = tok(" [Pass] [Bet]", add_special_tokens=False)["input_ids"]
+    assert tok("ss", add_special_tokens=False)["input_ids"][0] not in written
+    lps = [-0.1 * (i + 1) for i in range(len(written))]
+    monkeypatch.setattr(policy.backend, "generate", lambda prompts, **_: [(written, lps)])
+    (d,) = policy.act(_observations(1))
+    kept = tok(" [Pass", add_special_tokens=False)["input_ids"]
+    assert list(d.response_ids) == kept and d.text.endswith("Pass")
+    assert list(d.logprobs) == lps[: len(kept)]
+
+
 def test_text_mode_refuses_exact_action_probs(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="not what a model.mode=text policy plays"):

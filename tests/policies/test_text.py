@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from coplay.policies.text import TextConfig, cut_at_stop
+from coplay.policies.text import TextConfig, cut_at_stop, cut_at_stop_text
 
 
 def test_defaults_are_the_think_format_in_turn_context():
@@ -34,3 +34,26 @@ def test_cut_at_stop_keeps_the_first_stop_and_its_logprobs():
     ids, lps = cut_at_stop([4, 1, 2, 1, 2], [-1.0, -2.0, -3.0, -4.0, -5.0], [(9,), (1, 2)])
     assert (ids, lps) == ((4, 1, 2), (-1.0, -2.0, -3.0))
     assert cut_at_stop([4, 5], [-1.0, -2.0], [(9,)]) == ((4, 5), (-1.0, -2.0))
+
+
+VOCAB = {1: "I", 2: " pass", 3: ".\n", 4: " ok", 5: "a\n", 6: "\nb", 7: "."}
+
+
+def decode(ids):
+    return "".join(VOCAB[i] for i in ids)
+
+
+@pytest.mark.parametrize(
+    ("ids", "stop", "kept"),
+    [
+        ([1, 2, 3, 4], ["."], 3),  # "." inside the ".\n" token: that token ends the answer
+        ([1, 5, 6, 4], ["\n\n"], 3),  # a stop string across two tokens
+        ([1, 2, 7, 3], [".", "pass"], 2),  # the first to complete
+        ([1, 2, 4], ["."], 3),  # none: the whole answer
+        ([1, 2, 3], [], 3),
+    ],
+)
+def test_a_stop_string_inside_a_token_ends_the_answer_with_that_token(ids, stop, kept):
+    # As token ids, "." is token 7, which the answer [1, 2, 3, 4] never draws.
+    lps = [-0.5 * (i + 1) for i in range(len(ids))]
+    assert cut_at_stop_text(ids, lps, stop, decode) == (tuple(ids[:kept]), tuple(lps[:kept]))
