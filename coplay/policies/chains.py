@@ -100,8 +100,9 @@ def chain_token_logps(
     ).logits  # (C, len(keep), V)
     kept = torch.searchsorted(keep, torch.tensor(cols))
     picked = logits[torch.tensor(rows, device=device), kept.to(device)]
-    dist = sampling_logps(picked, temperature=temperature, top_k=top_k, top_p=top_p)  # (N, V)
     tgt = torch.tensor(targets, device=device)
+    # The drawn tokens are never cut (``sampling_logps``'s ``keep``).
+    dist = sampling_logps(picked, temperature=temperature, top_k=top_k, top_p=top_p, keep=tgt)
     logp = dist.gather(-1, tgt[:, None]).squeeze(-1)
     # a cut token's -inf times its 0 probability would be NaN
     entropy = -(dist.exp() * dist.masked_fill(dist.isinf(), 0.0)).sum(-1)

@@ -335,8 +335,9 @@ def token_logps(
     Returns three (B, R) tensors, R the longest response, left-aligned: log-probs,
     entropies of the next-token distribution, and the response mask. The
     distribution is ``sampling_logps``'s: pass the ``top_k`` and ``top_p`` the text
-    was sampled with to recompute exactly the log-probs ``sample_text`` recorded (a
-    token outside the cut set then scores -inf). Pairs are grouped by shared prefix
+    was sampled with to recompute exactly the log-probs ``sample_text`` recorded (the
+    response's own tokens are never cut: ``sampling_logps``'s ``keep``). Pairs are
+    grouped by shared prefix
     as in ``choice_sequence_logps``.
     """
     warp = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
@@ -376,13 +377,13 @@ def _token_group(
         logits_to_keep=width + 1,
         use_cache=False,  # no continuation reads it
     )
-    # Column j of the kept logits predicts the token at column j + 1.
-    dist = sampling_logps(
-        out.logits[:, :-1], temperature=temperature, top_k=top_k, top_p=top_p
-    )  # (B, R, V)
     # Right-aligned in the padded batch; realigned to the left for the loss.
     packed, lens = _packed([r for _, r in pairs], pad_id, align="right", width=width)
     tgt = torch.from_numpy(packed).to(device)
+    # Column j of the kept logits predicts the token at column j + 1.
+    dist = sampling_logps(
+        out.logits[:, :-1], temperature=temperature, top_k=top_k, top_p=top_p, keep=tgt
+    )  # (B, R, V)
     mask = torch.from_numpy(np.arange(width)[None, :] >= (width - lens)[:, None]).float()
     mask = mask.to(device)
     # Filled, not multiplied: a cut token's -inf times 0 would be NaN.
@@ -714,7 +715,12 @@ def _choice_group(model: PreTrainedModel, g: GroupInputs, temperature: float) ->
 
 
 def sampling_logps(
-    logits: torch.Tensor, *, temperature: float, top_k: int = 0, top_p: float = 1.0
+    logits: torch.Tensor,
+    *,
+    temperature: float,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    keep: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Log-probs of the distribution text is sampled from, over the last dimension.
 
@@ -724,8 +730,15 @@ def sampling_logps(
     renormalised; cut tokens get -inf. This is Hugging Face's order and rule, and both
     ``sample_text`` and ``token_logps`` call it, so the learner recomputes the very
     distribution each token was drawn from.
+
+    ``keep`` (token ids, the logits' shape without its last dimension): tokens never
+    cut. The learner passes the tokens that were drawn: a token drawn at the edge of
+    the cut set can fall just outside it in a pass of other numerics (a batch of
+    another shape, bfloat16 on a GPU), and would then score -inf and turn the loss into
+    NaN. Where it stays inside, as in float32 here, nothing changes.
     """
-    x = logits.float() / temperature
+    raw = logits.float() / temperature
+    x = raw
     if top_k and top_k < x.shape[-1]:
         kth = x.topk(top_k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, -math.inf)
@@ -734,6 +747,8 @@ def sampling_logps(
         probs = ranked.softmax(-1)
         ahead = probs.cumsum(-1) - probs  # mass of the tokens ranked before each
         x = x.scatter(-1, order, ranked.masked_fill(ahead >= top_p, -math.inf))
+    if keep is not None and x is not raw:
+        x = x.scatter(-1, keep[..., None], raw.gather(-1, keep[..., None]))
     return F.log_softmax(x, dim=-1)
 
 

@@ -340,6 +340,29 @@ def test_sampling_logps_is_hugging_faces_top_k_then_top_p():
     assert torch.allclose(lp.exp(), torch.tensor([0.625, 0.375, 0.0, 0.0]))
 
 
+def test_a_drawn_token_is_never_cut_from_the_learners_distribution():
+    # Token 2 just outside top_p 0.8 here (0.5 + 0.3 before it): drawn in a pass whose
+    # numerics put it inside, it would score -inf and the loss NaN.
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    assert sampling_logps(logits, temperature=1.0, top_p=0.8)[0, 2].isinf()
+    kept = sampling_logps(logits, temperature=1.0, top_p=0.8, keep=torch.tensor([2]))
+    assert torch.allclose(kept.exp(), torch.tensor([[0.5, 0.3, 0.15, 0.0]]) / 0.95)
+    cut_k = sampling_logps(logits, temperature=1.0, top_k=1, keep=torch.tensor([3]))
+    assert torch.allclose(cut_k.exp(), torch.tensor([[0.5, 0.0, 0.0, 0.05]]) / 0.55)
+    # A drawn token inside the cut set changes nothing.
+    inside = sampling_logps(logits, temperature=1.0, top_p=0.8, keep=torch.tensor([0]))
+    assert torch.equal(inside, sampling_logps(logits, temperature=1.0, top_p=0.8))
+
+
+def test_the_learner_scores_a_response_token_outside_the_cut_set_finitely(tiny):
+    model, tok = tiny
+    prompt = _prompts(LMPolicy(model, tok), 1)[0]
+    with torch.no_grad():
+        unlikely = int(model(input_ids=torch.tensor([prompt])).logits[0, -1].argmin())
+        logp, _, _ = token_logps(model, [(prompt, [unlikely])], temperature=1.0, top_p=0.5)
+    assert logp.isfinite().all() and logp[0, 0] < -1.0
+
+
 def test_draw_inverts_the_cdf_and_never_draws_a_cut_token():
     probs = torch.tensor([[0.1, 0.0, 0.6, 0.3, 0.0]])
     n = 1000
