@@ -4,9 +4,10 @@ vLLM's own OpenAI-compatible server (what ``vllm serve`` starts) runs in a child
 checkpoint, a plain Hugging Face folder, bound to 127.0.0.1 unless told otherwise.
 coplay's ``remote:`` players, evaluation and tournaments then play against it as
 ``remote:http://HOST:PORT/v1#NAME``. The server samples at the checkpoint's
-temperature. A checkpoint without a chat template (the plain prompt format of choice
-mode) gets one that renders the last message as the policy's own prompts did: the
-observation, then ``Action:``.
+temperature. A checkpoint without a chat template (the plain prompt format) gets one
+that renders the last message as the policy's own prompts did, token for token: the
+observation, then ``Action:`` (choice mode), or the answer format's instruction, the
+observation, then ``Answer:`` (text mode).
 """
 
 from __future__ import annotations
@@ -20,12 +21,34 @@ from pathlib import Path
 
 from coplay.backends.vllm import INSTALL_HINT, MIN_CPU_HEAD_DIM
 from coplay.models.loading import prompt_format, read_meta, resolve_checkpoint
+from coplay.policies.chat import ANSWER_CUE
 from coplay.policies.lm import ACTION_CUE
+from coplay.policies.text import TextConfig
 
-PLAIN_TEMPLATE = (
-    "{{ bos_token if bos_token else '' }}{{ messages[-1]['content'] }}\n" + ACTION_CUE + " "
-)
-"""The plain prompt (``LMPolicy._prompt_text``) as a chat template: the last message."""
+BOS = "{{ bos_token if bos_token else '' }}"
+PLAIN_TEMPLATE = BOS + "{{ messages[-1]['content'].rstrip('\\n') }}\n" + ACTION_CUE
+"""The plain prompt of choice mode (``LMPolicy._prompt_texts``) as a chat template, on
+the last message: the same tokens, so the model writes where it learned to choose."""
+
+
+def plain_template(meta: dict) -> str:
+    """The chat template that renders a plain-prompt checkpoint's prompts as its policy
+    did: choice mode's ``PLAIN_TEMPLATE``, or text mode's answer-format instruction, the
+    message and ``Answer:`` (``Prompter.head``)."""
+    if meta.get("mode", "choice") != "text":
+        return PLAIN_TEMPLATE
+    instruction = TextConfig(**meta.get("text", {})).format.instruction
+    return (
+        BOS
+        # Inside the raw block: a newline right after a block tag is dropped (trim_blocks)
+        + "{% raw %}"
+        + instruction
+        + "\n\n{% endraw %}"
+        + "{{ messages[-1]['content'].rstrip() }}\n"
+        + ANSWER_CUE
+    )
+
+
 CPU_KV_CACHE_BYTES = 512 << 20
 
 
@@ -75,7 +98,7 @@ def serve_plan(run: str | Path, *, host: str, port: int, cuda: bool) -> Served:
         _check_cpu_heads(folder, config)
         command += ["--enforce-eager", "--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES)]
     if meta.get("prompt_format", "plain") == "plain" and not _has_template(folder):
-        command += ["--chat-template", PLAIN_TEMPLATE]
+        command += ["--chat-template", plain_template(meta)]
     return Served(command, f"http://{_url_host(host)}:{port}/v1", name)
 
 

@@ -286,9 +286,12 @@ def test_a_seed_out_of_range_is_one_error_line(command, capsys):
     assert "argument --seed: a seed is 0 to 2147483647, got -1" in capsys.readouterr().err
 
 
-def test_a_port_out_of_range_is_one_error_line(capsys):
+@pytest.mark.parametrize(
+    "command", [["play", "random", "--game", "kuhn_poker", "--web"], ["serve", "runs/x"]]
+)
+def test_a_port_out_of_range_is_one_error_line(command, capsys):
     with pytest.raises(SystemExit):
-        main(["play", "random", "--game", "kuhn_poker", "--web", "--port", "99999"])
+        main([*command, "--port", "99999"])
     assert "a port is 0 to 65535, got 99999" in capsys.readouterr().err
 
 

@@ -19,8 +19,9 @@ from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.policies.remote import remote_from_spec
 from coplay.policies.scripted import RandomPolicy
+from coplay.policies.text import TextConfig
 from coplay.rollout.invalid import InvalidActionConfig
-from coplay.serve import PLAIN_TEMPLATE, serve_plan
+from coplay.serve import PLAIN_TEMPLATE, plain_template, serve_plan
 
 HEAD_32 = TinyModelConfig(vocab_size=320, hidden_size=64, num_heads=2)
 READY_S = 300  # a cold vLLM import and engine start take minutes on a busy 2-core machine
@@ -58,6 +59,31 @@ def test_the_command_serves_the_final_checkpoint_on_the_local_machine(run):
     )
     assert plan.remote == "remote:http://127.0.0.1:8123/v1#kuhn-tiny"
     assert serve_plan(run, host="::1", port=9, cuda=True).base_url == "http://[::1]:9/v1"
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_the_served_prompt_is_the_policys_own_token_for_token(mode):
+    # The template once added a newline and a space: after "Action: " the model had to
+    # write "[", "Bet", "]", tokens it never learned to write there.
+    env = make_env("kuhn_poker")
+    corpus = [env.observe(0).text, "Action: [Pass] [Bet] Answer: <think>", "Reason"] * 20
+    tok = train_tokenizer(corpus, vocab_size=320)
+    model = build_tiny_model(HEAD_32, vocab_size=len(tok), seed=0)
+    text = TextConfig(answer="bracket")
+    policy = LMPolicy(model, tok, mode=mode, text=text)
+    meta = {"mode": mode, "text": text.model_dump()}
+    for seed in range(4):
+        env.reset(seed)
+        obs = env.observe(env.players_to_act()[0])
+        served = tok.apply_chat_template(
+            [{"role": "user", "content": obs.text}],
+            chat_template=plain_template(meta),
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        # The server encodes the rendered text as it stands: the template holds the BOS.
+        ids = tok(served, add_special_tokens=False)["input_ids"]
+        assert tuple(ids) == tuple(policy.prompt_ids(obs))
 
 
 def test_narrow_heads_are_refused_before_starting_a_server(run, tmp_path):

@@ -81,7 +81,7 @@ class HFBackend:
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
             eos_id=self.tokenizer.eos_token_id,
-            pad_id=self.tokenizer.pad_token_id,
+            pad_id=self.pad_id,
             generator=generator,
             row_seeds=row_seeds,
             **(sampling.kwargs() if sampling is not None else {}),

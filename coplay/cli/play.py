@@ -4,6 +4,7 @@ a local web page (coplay.play)."""
 from __future__ import annotations
 
 import argparse
+import secrets
 from pathlib import Path
 
 from coplay.cli.common import Command, build_player, game_params, players_game, port, seed
@@ -20,7 +21,13 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
     pl.add_argument("--watch", nargs="+", metavar="POLICY", help="watch these play, one a seat")
     pl.add_argument("--seat", default="0", help="your seat: a number, or 'alternate' (default 0)")
     pl.add_argument("--games", type=int, default=1, help="games to play in the terminal")
-    pl.add_argument("--seed", type=seed, default=0, help="seed of the first deal")
+    pl.add_argument(
+        "--seed",
+        type=seed,
+        default=None,
+        help="seed of the first deal (default: drawn at random, so deals are not those of "
+        "seed 0, nor of the replays on the page, which show their seeds)",
+    )
     pl.add_argument(
         "--show-probs", action="store_true", help="show each agent move's distribution and text"
     )
@@ -43,6 +50,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     specs = [agent] if agent else [w for w in args.watch if "=" not in w]
     for spec in specs:
         _check_player(spec)
+    if args.seed is None:  # below 2**30: the deals after it (seed + games) stay seeds
+        args.seed = secrets.randbelow(2**30)
     game, params = players_game(args.game, specs)
     params |= game_params([*args.params, *(w for w in named if "=" in w)])
     make_env = resolve_factory(game, params)

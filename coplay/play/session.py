@@ -12,15 +12,20 @@ seat's final view (the showdown) is part of the outcome.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from coplay.rollout.invalid import forfeit_returns
-from coplay.types import Env, Observation, Policy, TabularQueryable
+from coplay.types import Decision, Env, Observation, Policy, TabularQueryable
 
 PERSON = None
 """The seat value of a person (a policy seat holds its ``Policy``)."""
 AGENT_RETRIES = 2
 """Extra answers a policy may give after one that names no legal move; then it forfeits."""
+
+
+class PlayerFailed(ConnectionError):
+    """A policy could not answer (a remote endpoint down): its seat forfeited the game,
+    which is over, so the table goes on with the next deal."""
 
 
 class IllegalMove(ValueError):
@@ -153,6 +158,9 @@ class Session:
         self._answers: dict[int, str] = {}
         self._steps = 0
         self._seats = self.lineup
+        self._histories: dict[int, list[tuple[Observation, Decision]]] = {}
+        """Per seat, its policy's decisions so far with what it saw (rejected ones too),
+        for a policy that reads its conversation (``wants_history``), as in training."""
 
     # ----------------------------------------------------------------- who sits
     def seats(self) -> tuple[str, ...]:
@@ -181,7 +189,7 @@ class Session:
         if self.env is not None and self.outcome is None:
             raise ValueError("the game on the table is not over")
         self.env, self.moves, self.outcome = self.make_env(), [], None
-        self._answers, self._steps = {}, 0
+        self._answers, self._steps, self._histories = {}, 0, {}
         self._seats = self._lineup_of(self.games_played)
         self.env.reset(self.seed + self.games_played)
         self.games_played += 1
@@ -264,10 +272,20 @@ class Session:
         policy = self.players[name]
         obs = self.env.observe(seat)
         probs = None
+        # A policy that writes has no exact choice distribution to show.
+        writes = getattr(policy, "mode", "choice") == "text"
         if self.show_probs and obs.legal_actions and isinstance(policy, TabularQueryable):
-            probs = policy.action_probs([obs])[0]
+            probs = None if writes else policy.action_probs([obs])[0]
+        history = self._histories.setdefault(seat, [])
+        reads = getattr(policy, "wants_history", False)
         for _ in range(1 + AGENT_RETRIES):
-            decision = policy.act([obs])[0]
+            asked = replace(obs, history=tuple(history)) if reads else obs
+            try:
+                decision = policy.act([asked])[0]
+            except OSError as err:
+                self._finish(forfeit_returns(self.env.spec, seat), forfeited_by=seat)
+                raise PlayerFailed(f"{name} could not answer and forfeits: {err}") from err
+            history.append((obs, decision))
             if decision.action is not None:
                 return Move(
                     self._steps, seat, name, decision.action, decision.text, obs.text, probs

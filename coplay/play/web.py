@@ -28,7 +28,15 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from coplay.play.session import IllegalMove, Move, Session, headline, numbered, score_line
+from coplay.play.session import (
+    IllegalMove,
+    Move,
+    PlayerFailed,
+    Session,
+    headline,
+    numbered,
+    score_line,
+)
 from coplay.play.transcripts import ReplayGame, read_transcripts
 
 MAX_BODY = 64 * 1024
@@ -115,7 +123,10 @@ def replay_summary(games: list[ReplayGame]) -> list[dict[str, Any]]:
 
 def play_move(session: Session, body: dict) -> None:
     """The person's move, then the policies' up to the person's next turn."""
-    session.answer(int(body.get("seat", -1)), str(body.get("move", "")))
+    seat = body.get("seat")
+    if type(seat) is not int:  # not a bool, a float or a list taken for a seat
+        raise ValueError(f"seat must be a seat number, got {seat!r}")
+    session.answer(seat, str(body.get("move", "")))
     session.advance()
 
 
@@ -185,10 +196,14 @@ class Handler(BaseHTTPRequestHandler):
                 state = table_state(self.server.session)
         except (IllegalMove, ValueError) as err:
             return self._json({"error": str(err)}, HTTPStatus.BAD_REQUEST)
+        except PlayerFailed as err:  # the game is over as that seat's forfeit
+            return self._json({"error": str(err)}, HTTPStatus.BAD_GATEWAY)
         self._json(state)
 
     def _body(self) -> dict:
         length = int(self.headers.get("Content-Length") or 0)
+        if length < 0:  # read(-1) would wait for the client to close
+            raise ValueError(f"Content-Length must not be negative, got {length}")
         if length > MAX_BODY:
             raise ValueError(f"request body of {length} bytes is too large")
         raw = self.rfile.read(length) if length else b"{}"

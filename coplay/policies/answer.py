@@ -12,7 +12,8 @@ with no action (garbage) all parse to None. Text around the single action is
 tolerated but makes the answer not *well formed*, which the format reward reads
 (``coplay.train.format_reward``). A message turn (no legal list) answers with its
 message after the reasoning block, cleaned of control bytes; the game then applies
-its own limits (``Env.parse_action``).
+its own limits (``Env.parse_action``); one with only reasoning is silence, which the
+game reads as it reads any message, and is not well formed.
 """
 
 from __future__ import annotations
@@ -115,8 +116,9 @@ class AnswerFormat:
         if split is None:
             return Parsed(None, None, False)
         reasoning, rest = split
-        if legal is None:
-            return Parsed(clean_text(rest), reasoning, True)
+        if legal is None:  # silence is the game's to read, but no well-formed message
+            message = clean_text(rest)
+            return Parsed(message, reasoning, bool(message))
         names = self._names(rest)
         by_key = {_key(a[1:-1]): a for a in legal}
         action = by_key.get(_key(names[0])) if len(names) == 1 else None

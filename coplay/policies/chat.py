@@ -30,7 +30,8 @@ from coplay.policies.text import TextConfig
 from coplay.types import Decision, Observation
 
 _SENTINEL = "\x00coplay-answer\x00"
-_PLAIN_CUE = "Answer:"
+ANSWER_CUE = "Answer:"
+"""Ends a text-mode prompt without a chat template; the answer follows."""
 
 
 def omitted_marker(count: int) -> str:
@@ -88,7 +89,7 @@ class Prompter:
                 text = self._render(user)
                 ids = tok(text, add_special_tokens=False)["input_ids"]
             else:
-                plain = f"{self.text.format.instruction}\n\n{user.rstrip()}\n{_PLAIN_CUE}"
+                plain = f"{self.text.format.instruction}\n\n{user.rstrip()}\n{ANSWER_CUE}"
                 bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
                 ids = bos + tok(plain, add_special_tokens=False)["input_ids"]
             self._heads[user] = tuple(ids)

@@ -19,6 +19,7 @@ sent. A key never goes over plain ``http://`` except to the local machine (local
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import os
@@ -62,7 +63,7 @@ class RemotePolicy:
         model: str,
         api_key: str | None = None,
         *,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         max_tokens: int = 256,
         timeout_s: float = 60.0,
         concurrency: int = 8,
@@ -72,9 +73,13 @@ class RemotePolicy:
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        try:  # a bad port would otherwise surface at the first request, as http.client's
+            _ = urllib.parse.urlsplit(base_url).port
+        except ValueError as err:
+            raise ValueError(f"base_url {base_url!r}: {err}") from None
         if not model:
             raise ValueError("model must name the served model, got an empty string")
-        if temperature < 0 or max_tokens < 1 or timeout_s <= 0 or concurrency < 1:
+        if (temperature or 0) < 0 or max_tokens < 1 or timeout_s <= 0 or concurrency < 1:
             raise ValueError(
                 "need temperature >= 0, max_tokens >= 1, timeout_s > 0 and concurrency >= 1; got "
                 f"{temperature}, {max_tokens}, {timeout_s}, {concurrency}"
@@ -96,7 +101,8 @@ class RemotePolicy:
         self.on_error = OnError(on_error)
         self.policy_id = policy_id or f"remote:{model}"
         # An opener of its own: proxy settings are read now, not from a process-wide cache.
-        self._opener = urllib.request.build_opener()
+        # Redirects are refused: urllib would carry the key to wherever one points.
+        self._opener = urllib.request.build_opener(_NoRedirects)
 
     def act(self, observations: Sequence[Observation]) -> list[Decision]:
         """One request per observation, ``concurrency`` at a time (servers batch them)."""
@@ -119,12 +125,9 @@ class RemotePolicy:
 
     def complete(self, chat: Sequence[dict[str, str]]) -> str:
         """The endpoint's reply text to ``chat``; RemotePolicyError on any failure."""
-        body = {
-            "model": self.model,
-            "messages": list(chat),
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
+        body = {"model": self.model, "messages": list(chat), "max_tokens": self.max_tokens}
+        if self.temperature is not None:  # else the endpoint's own (a served run's)
+            body["temperature"] = self.temperature
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -142,6 +145,8 @@ class RemotePolicy:
             raise RemotePolicyError(f"{self.url} answered HTTP {err.code}: {detail}") from err
         except TimeoutError as err:
             raise RemotePolicyError(f"{self.url} did not answer within {self.timeout_s} s") from err
+        except http.client.HTTPException as err:  # not HTTP, a cut-off body, a huge line
+            raise RemotePolicyError(f"{self.url} gave no valid HTTP answer: {err!r}") from err
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             if isinstance(reason, TimeoutError):
@@ -149,6 +154,13 @@ class RemotePolicy:
                     f"{self.url} did not answer within {self.timeout_s} s"
                 ) from err
             raise RemotePolicyError(f"cannot reach {self.url}: {reason}") from err
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Every redirect stays the HTTP error it is (``RemotePolicyError`` names it)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
 
 
 def messages(observation: Observation, system_prompt: str | None) -> list[dict[str, str]]:

@@ -51,6 +51,16 @@ def test_generate_records_the_log_probs_the_tokens_were_sampled_with(tiny, obser
         assert torch.allclose(logp[i, : len(a.ids)], torch.tensor(a.logprobs), atol=1e-5)
 
 
+def test_a_tokenizer_without_a_pad_token_still_writes(tiny, observations):
+    model, tok = tiny
+    tok = copy.deepcopy(tok)
+    tok.pad_token = None  # a checkpoint's tokenizer may have none (choices padded with 0)
+    backend = HFBackend(model, tok, max_new_tokens=3)
+    prompts = [LMPolicy(model, tok).prompt_ids(o) for o in observations[:2]]
+    answers = backend.generate(prompts, generator=torch.Generator().manual_seed(0))
+    assert [1 <= len(a.ids) <= 3 for a in answers] == [True, True]
+
+
 def test_generate_samples_with_top_k_top_p_and_stops_the_learner_can_recompute(tiny, observations):
     model, tok = tiny
     prompts = [LMPolicy(model, tok).prompt_ids(o) for o in observations]

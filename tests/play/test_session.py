@@ -9,7 +9,7 @@ import pytest
 
 from coplay.envs.registry import make_env
 from coplay.play import session as session_module
-from coplay.play.session import IllegalMove, Session, read_move, verdict
+from coplay.play.session import IllegalMove, PlayerFailed, Session, read_move, verdict
 from coplay.policies.scripted import make_scripted
 from coplay.types import Decision, Observation
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
@@ -174,3 +174,49 @@ def test_a_lineup_must_fill_the_game():
         Session(partial(make_env, "kuhn_poker"), {"you": None}, ["you"])
     with pytest.raises(ValueError, match="unknown players: bob"):
         Session(partial(make_env, "kuhn_poker"), {"you": None}, ["you", "bob"])
+
+
+class Down:
+    """A remote policy whose endpoint is down."""
+
+    policy_id, version = "down", 0
+
+    def act(self, observations):
+        raise ConnectionError("cannot reach http://127.0.0.1:9/v1")
+
+
+def test_a_policy_that_cannot_answer_forfeits_and_the_table_goes_on():
+    s = Session(partial(make_env, "kuhn_poker"), {"you": None, "down": Down()}, ["you", "down"])
+    s.new_game()
+    s.answer(0, "[Bet]")
+    with pytest.raises(PlayerFailed, match="down could not answer and forfeits: cannot reach"):
+        s.advance()
+    assert s.outcome is not None and s.outcome.forfeited_by == 1  # not stuck mid-step
+    s.new_game()  # the next deal is allowed
+
+
+class Chatty:
+    """A chat-context policy: reads its own earlier decisions (``wants_history``)."""
+
+    policy_id, version, wants_history, mode = "chatty", 0, True, "text"
+
+    def __init__(self):
+        self.seen = []
+
+    def act(self, observations):
+        self.seen += [len(o.history) for o in observations]
+        legal = observations[0].legal_actions
+        return [Decision(text=legal[0], action=legal[0], policy_id="chatty")]
+
+    def action_probs(self, observations):
+        raise ValueError("a writing policy has no exact choice distribution")
+
+
+def test_a_chat_policy_plays_with_its_conversation_and_shows_no_probabilities():
+    chatty = Chatty()
+    players = {"chatty": chatty, "pass": make_scripted("random", "tic_tac_toe", 0)}
+    s = Session(partial(make_env, "tic_tac_toe"), players, ["chatty", "pass"], show_probs=True)
+    s.new_game()
+    s.advance()  # two policies: the whole game
+    assert chatty.seen == list(range(len(chatty.seen))) and len(chatty.seen) >= 3
+    assert all(m.probs is None for m in s.moves if m.player == "chatty")

@@ -67,3 +67,16 @@ def test_watching_takes_game_parameters_after_the_policies(capsys):
     out = capsys.readouterr().out
     assert "seat 0: random, seat 1: random #2, seat 2: random #3" in out
     assert "Kuhn poker, 3 players" in out
+
+
+def test_the_first_deal_is_drawn_at_random_unless_a_seed_is_given(monkeypatch):
+    # Seed 0 every time dealt the cards of known seeds, which the page's replays show.
+    import coplay.play.setup as play_setup
+
+    seeds = []
+    monkeypatch.setattr(play_setup, "play", lambda *a, **kw: seeds.append(kw["seed"]) or 0)
+    argv = ["play", "random", "--game", "kuhn_poker"]
+    for extra in ([], [], ["--seed", "7"]):
+        assert main([*argv, *extra]) == 0
+    assert seeds[2] == 7 and seeds[0] != seeds[1]
+    assert all(0 <= s < 2**30 for s in seeds)

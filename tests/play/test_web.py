@@ -216,6 +216,15 @@ def test_the_api_sends_the_other_seats_view_only_once_the_game_is_over():
     assert "You are player 1" not in json.dumps(state)  # seat 1's card stays on the server
     status, state = post(server.url + "api/move", {"seat": 0, "move": "raise"})
     assert status == 400 and state == {"error": "'raise' is no legal move; legal: [Pass] [Bet]"}
+    for seat in (None, [0], 0.7, True):  # a traceback and no reply, or seat 0, before
+        status, state = post(server.url + "api/move", {"seat": seat, "move": "[Pass]"})
+        assert status == 400 and state["error"].startswith("seat must be a seat number")
+    request = urllib.request.Request(
+        server.url + "api/move", data=b"{}", headers={"Content-Length": "-1"}, method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:  # read(-1) waited for the client
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 400
     status, state = post(server.url + "api/move", {"seat": 0, "move": "[Pass]"})
     if state["outcome"] is None:  # the agent bet: its move is hidden, the view says it
         assert state["log"][1] == {"seat": 1, "player": "random", "hidden": True}

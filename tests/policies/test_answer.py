@@ -86,6 +86,9 @@ def test_a_message_is_the_cleaned_text_after_the_reasoning():
     parsed = fmt.parse("<think>offer low</think> I take\x11 the\n books\ufffd ", None)
     assert (parsed.action, parsed.well_formed) == ("I take the books", True)
     assert fmt.parse("<think>never closed", None).action is None
+    # Only reasoning: silence, which the game reads, but no format reward for it.
+    silent = fmt.parse("<think>say nothing</think>", None)
+    assert (silent.action, silent.well_formed) == ("", False)
 
 
 def test_clean_text_drops_control_and_replacement_characters():

@@ -125,6 +125,51 @@ def test_malformed_response_and_timeout_give_clear_errors(server):
         RemotePolicy(server.url, "m", timeout_s=0.1).act([OBS])
 
 
+def test_a_reply_that_is_not_http_is_a_remote_error_not_a_traceback():
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+    def answer_garbage():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"SSH-2.0-not-http\r\n")
+        conn.close()
+
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    [dec] = RemotePolicy(url, "m", on_error="invalid", timeout_s=5).act([OBS])
+    assert dec.action is None and "gave no valid HTTP answer" in dec.text
+    listener.close()
+
+
+def test_a_redirect_is_refused_so_the_key_stays_with_its_endpoint(server):
+    other = FakeServer()  # where the redirect points: it must never see the key
+    server.reply = lambda body: (302, b"")
+    original = server.httpd.RequestHandlerClass.send_header
+
+    def with_location(handler, key, value):
+        original(handler, key, value)
+        if key == "Content-Type" and handler.server is server.httpd:
+            original(handler, "Location", other.url + "/chat/completions")
+
+    server.httpd.RequestHandlerClass.send_header = with_location
+    with pytest.raises(RemotePolicyError, match="HTTP 302"):
+        RemotePolicy(server.url, "m", api_key="SECRET").act([OBS])
+    assert other.requests == []
+    other.httpd.shutdown()
+
+
+def test_the_endpoint_samples_at_its_own_temperature_unless_one_is_given(server):
+    # A served run samples at its checkpoint's temperature: a request's would override it.
+    RemotePolicy(server.url, "m").act([OBS])
+    RemotePolicy(server.url, "m", temperature=0.0).act([OBS])
+    assert "temperature" not in server.requests[0][2]
+    assert server.requests[1][2]["temperature"] == 0.0
+
+
 def test_unreachable_endpoint_is_a_connection_error():
     with pytest.raises(ConnectionError, match="cannot reach"):
         RemotePolicy("http://127.0.0.1:9/v1", "m", timeout_s=2).act([OBS])
@@ -158,6 +203,8 @@ def test_spec_parsing_and_bad_arguments():
         RemotePolicy("host:8000", "m")
     with pytest.raises(ValueError, match="timeout_s > 0"):
         RemotePolicy("http://host", "m", timeout_s=0)
+    with pytest.raises(ValueError, match="http://host:abc/v1.*Port could not be cast"):
+        RemotePolicy("http://host:abc/v1", "m")
     with pytest.raises(ValueError, match="on_error"):
         RemotePolicy("http://host", "m", on_error="ignore")
 
