@@ -88,8 +88,11 @@ def test_eval_exact_on_a_game_without_openspiel_is_a_clear_error(tmp_path, capsy
     out = tmp_path / "talk"
     over = ["game.name=signalling", "train.iterations=1", "rollout.games_per_iter=4"]
     assert main(["train", "--quiet", "--out", str(out), *over, "train.eval_opponents=[]"]) == 0
+    capsys.readouterr()
     assert main(["eval", str(out), "--episodes", "4", "--exact"]) == 2
-    assert "no OpenSpiel backend" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "no OpenSpiel backend" in printed.err
+    assert "4/4 episodes" not in printed.out + printed.err  # refused before the match
 
 
 def test_games_and_presets_list(capsys):
@@ -494,7 +497,7 @@ def test_league_seat_weights_survive_a_resume(tmp_path, monkeypatch):
     [
         (["psro", "--meta-solver", "best"], "unknown meta_solver 'best'"),
         (["psro", "game.params={players: 3}"], "2-player games"),
-        (["psro", "--oracle", "exact", "game.name=tic_tac_toe"], "oracle=exact needs a game"),
+        (["psro", "--oracle", "exact", "game.name=tic_tac_toe"], "oracle=exact needs an exact meta-game"),
         (["psro", "--restarts", "0"], "restarts"),
         (["league", "--sampler", "elo"], "unknown sampler 'elo'"),
         (["league", "--win-threshold", "2"], "win_threshold"),

@@ -62,7 +62,7 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from coplay.envs.probe import resolve_factory
-    from coplay.eval.exact import decide_exact, exploitability
+    from coplay.eval.exact import decide_exact, exploitability, solvable_game
     from coplay.eval.matches import play_match
     from coplay.models.checkpoints import find_policy
     from coplay.population.opponents import build_opponent
@@ -78,6 +78,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy = saved.load(seed=args.seed)
     spec = make().spec
     opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
+    if args.exact:  # before the match, which a refusal after it would throw away
+        solvable_game(game, params)
     with track("eval", args.episodes, "episodes", console=console) as advance:
         res = play_match(
             make,

@@ -80,6 +80,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     check_workers(args)  # before any player is built
     if len(set(args.players)) != len(args.players):
         raise ValueError(f"list each player once, got {' '.join(args.players)}")
+    if len(args.players) < 2:
+        raise ValueError(f"a tournament needs at least 2 policies, got {len(args.players)}")
     game, params = players_game(args.game, args.players)
     seats = resolve_factory(game, params)().spec.num_players
     policies = {

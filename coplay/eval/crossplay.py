@@ -90,8 +90,8 @@ def cross_play(
     process; else the source plays every match (it must play ``game`` with ``invalid``).
     """
     names = tuple(policies)
-    if len(names) < 2:
-        raise ValueError(f"cross-play needs at least 2 policies, got {len(names)}")
+    if not names:  # one is its self-play alone: a population's first meta-game
+        raise ValueError("cross-play needs at least one policy")
     if episodes < 1:
         raise ValueError(f"episodes must be positive, got {episodes}")
     make = resolve_factory(game, dict(params or {}))

@@ -136,19 +136,39 @@ def elo_ratings(wins: object, draws: object | None = None) -> np.ndarray:
 
 
 def openskill_ratings(wins: object, draws: object | None = None) -> tuple[SkillRating, ...]:
-    """Plackett–Luce OpenSkill ratings after replaying every counted game once.
+    """Plackett–Luce OpenSkill ratings after replaying every counted game.
 
     OpenSkill updates game by game, so order matters; games are replayed in an
     interleaved order (``replay_order``) that spreads each pair's wins, losses and
-    draws evenly, which a matrix of counts is the fairest reading of.
+    draws evenly, which a matrix of counts is the fairest reading of. Games at one
+    time still go in some order, which favoured the lower-numbered player: two players
+    of 10 wins each were rated 25.70 and 24.30. So the replay is made twice, with the
+    players numbered forwards and backwards, and mu and sigma are averaged: reversing
+    the players reverses the ratings, two equal records get equal ratings, and three
+    players of equal records lie within 0.001 of each other (1.9 apart before).
     """
     w, d = check_results(wins, draws)
+    forward = _replayed(w, d)
+    backward = _replayed(w[::-1, ::-1], d[::-1, ::-1])[::-1]
+    out = []
+    for (mu_f, sigma_f), (mu_b, sigma_b) in zip(forward, backward, strict=True):
+        mu, sigma = (mu_f + mu_b) / 2, (sigma_f + sigma_b) / 2
+        out.append(SkillRating(mu, sigma, mu - ORDINAL_Z * sigma))
+    return tuple(out)
+
+
+ORDINAL_Z = 3.0
+"""OpenSkill's ordinal (its default): mu - 3 sigma, a conservative skill estimate."""
+
+
+def _replayed(w: np.ndarray, d: np.ndarray) -> list[tuple[float, float]]:
+    """(mu, sigma) of each player after replaying ``replay_order(w, d)`` once."""
     model = PlackettLuce()
     players = [model.rating() for _ in range(len(w))]
     for i, j, score in replay_order(w, d):
         ranks = {1.0: [0, 1], 0.5: [0, 0], 0.0: [1, 0]}[score]
         [[players[i]], [players[j]]] = model.rate([[players[i]], [players[j]]], ranks=ranks)
-    return tuple(SkillRating(p.mu, p.sigma, p.ordinal()) for p in players)
+    return [(p.mu, p.sigma) for p in players]
 
 
 def replay_order(wins: np.ndarray, draws: np.ndarray) -> list[tuple[int, int, float]]:

@@ -25,6 +25,10 @@ The estimate then goes through the very exact evaluators choice policies use
 answers of every state (resampled with replacement, each replicate evaluated again)
 gives a percentile confidence interval. Choice-mode policies stay exact: their
 distribution is one batched forward, with nothing to spread.
+
+The observations carry no ``history``: a chat-context policy, whose answers in play
+also read its earlier reasoning, is estimated as a policy of the information state
+alone (the state holds its earlier moves, not its words).
 """
 
 from __future__ import annotations

@@ -39,7 +39,13 @@ from coplay.eval.matches import outcome
 from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
 from coplay.eval.ratings import elo_ratings
 from coplay.models.loading import load_policy
-from coplay.population.metagame import exact_game, exact_payoffs, freeze, sampled_payoffs
+from coplay.population.metagame import (
+    check_meta_solver,
+    exact_game,
+    exact_payoffs,
+    freeze,
+    sampled_payoffs,
+)
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import atomic, sinks
 from coplay.train.checkpoints import rundir
@@ -97,15 +103,20 @@ class LeagueConfig(BaseModel):
         if len(set(self.bots)) != len(self.bots):
             raise ValueError(f"bots must be distinct, got {self.bots}")
         check_seat_weights(self.seat_weights)
-        if self.seat_weights is not None and not names_user_factory(self.run.game.name):
+        checks_game = self.seat_weights is not None or self.sampler == "meta"
+        if checks_game and not names_user_factory(self.run.game.name):
             league_seats(self)  # a user's game is imported only when run_league builds it
         return self
 
 
 def league_seats(cfg: LeagueConfig) -> tuple[float, ...] | None:
-    """The seat weights, one per seat of the game (which this builds)."""
+    """The seat weights, one per seat of the game (which this builds); the meta
+    sampler's solver is checked against the game too."""
     game = cfg.run.game
-    return check_weights(cfg.seat_weights, resolve_factory(game.name, game.params)().spec)
+    spec = resolve_factory(game.name, game.params)().spec
+    if cfg.sampler == "meta":
+        check_meta_solver(cfg.meta_solver, spec)
+    return check_weights(cfg.seat_weights, spec)
 
 
 # --- results the league keeps ------------------------------------------------------

@@ -26,7 +26,7 @@ from coplay.models.loading import PlayedGame, load_policy
 from coplay.policies.solvers import named_table
 from coplay.train.config import RunConfig
 from coplay.train.trainer import save_checkpoint, wants_exact
-from coplay.types import Policy
+from coplay.types import GameKind, GameSpec, Policy
 
 
 def opponent_distributions(
@@ -94,11 +94,29 @@ def sampled_payoffs(
     return res.meta_game
 
 
+def check_meta_solver(name: str, spec: GameSpec) -> None:
+    """Refuse Nash's LP for a game that is not zero-sum before anything is trained: its
+    meta-game would not be either, and the solver refuses one (``metasolvers.nash``)
+    only once the first response is in."""
+    if name == "nash" and spec.kind is not GameKind.ZERO_SUM:
+        raise ValueError(
+            f"meta_solver=nash needs a zero-sum game, but {spec.name!r} is {spec.kind.value}; "
+            "use prd, alpharank, ce or cce"
+        )
+
+
 def exact_game(cfg: RunConfig) -> pyspiel.Game | None:
-    """The OpenSpiel game when exact evaluation applies (``train.exact``, decided as
-    the trainer decides it), else None."""
+    """The OpenSpiel game when the meta-game is computed exactly, else None (it is
+    sampled): exact evaluation applies (``train.exact``, decided as the trainer decides
+    it), the game moves turn by turn (members' tables are read on the game itself, not
+    on a simultaneous game's turn-based transform), and members choose (a text-mode
+    member has no exact choice distribution, only sampled answers)."""
     env = resolve_factory(cfg.game.name, cfg.game.params)()
-    return getattr(env, "game", None) if wants_exact(cfg, env.spec) else None
+    game = getattr(env, "game", None)
+    if game is None or not wants_exact(cfg, env.spec) or cfg.model.mode == "text":
+        return None
+    sequential = game.get_type().dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
+    return game if sequential else None
 
 
 def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> FallbackSolution:

@@ -51,6 +51,7 @@ from coplay.eval.mixture import tables_exploitability
 from coplay.models.loading import build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population.metagame import (
+    check_meta_solver,
     exact_best_response,
     exact_game,
     exact_payoffs,
@@ -134,9 +135,12 @@ def check_game_fits(cfg: PsroConfig) -> None:
     if spec.num_players != 2:
         raise ValueError(f"PSRO here supports 2-player games; {game.name!r} has {spec.num_players}")
     check_weights(cfg.seat_weights, spec)
+    check_meta_solver(cfg.meta_solver, spec)
     if ORACLES[cfg.oracle].needs_exact and exact_game(cfg.run) is None:
         raise ValueError(
-            f"oracle={cfg.oracle} needs a game with exact evaluation; {game.name!r} has none"
+            f"oracle={cfg.oracle} needs an exact meta-game: a turn-based OpenSpiel game "
+            f"with exact evaluation and choice-mode members; {game.name!r} with "
+            f"model.mode={cfg.run.model.mode} has none"
         )
 
 

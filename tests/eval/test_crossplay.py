@@ -102,7 +102,7 @@ def test_same_seed_same_result_and_json_is_strict():
 @pytest.mark.parametrize(
     ("game", "policies", "episodes", "message"),
     [
-        ("kuhn_poker", {"r": RandomPolicy()}, 4, "at least 2 policies"),
+        ("kuhn_poker", {}, 4, "at least one policy"),
         ("kuhn_poker", {"a": RandomPolicy(), "b": RandomPolicy()}, 0, "episodes must be positive"),
         ("no_such_game", {"a": RandomPolicy(), "b": RandomPolicy()}, 4, "unknown game"),
     ],
@@ -169,3 +169,9 @@ def test_a_source_of_another_game_or_treatment_is_refused(source, message):
     policies = {"a": RandomPolicy(), "b": NashPolicy("kuhn_poker")}
     with pytest.raises(ValueError, match=message):
         cross_play("kuhn_poker", policies, episodes=2, source=source)
+
+
+def test_one_policy_is_its_self_play_cell_the_first_meta_game_of_a_population():
+    res = cross_play("tic_tac_toe", {"r": RandomPolicy(seed=1)}, episodes=20, seed=0)
+    assert res.names == ("r",) and res.meta_game[0].shape == (1, 1)
+    assert res.meta_game[0][0, 0] == pytest.approx(0.0)  # both seats read: zero-sum

@@ -299,3 +299,10 @@ def test_league_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkey
     assert [r["iteration"] for r in _rows(tmp_path / "split")] == [0, 1, 2, 3, 4]
     for sub in ("snapshots/iter_000004", "checkpoints/final"):
         assert digest(tmp_path / "split" / sub) == digest(tmp_path / "whole" / sub)
+
+
+def test_the_meta_samplers_nash_is_refused_for_a_general_sum_game():
+    run = build_config(preset="kuhn-selfplay", overrides=[*TINY, "game.name=dilemma"])
+    with pytest.raises(ValueError, match="meta_solver=nash needs a zero-sum game"):
+        LeagueConfig(run=run, sampler="meta")
+    assert LeagueConfig(run=run, sampler="pfsp").sampler == "pfsp"  # nash is not read

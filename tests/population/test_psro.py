@@ -293,10 +293,29 @@ def test_restarts_keep_the_response_with_the_highest_value(tmp_path):
     assert len(set(values)) == 3  # seeds differ, so the tries differ
 
 
-def test_exact_oracle_needs_an_exact_game():
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["--preset", "tictactoe-selfplay"],
+        ["game.name=openspiel:matrix_rps"],  # simultaneous: its tables were read on the
+        ["model.mode=text"],  # transform; a text member has no exact choice distribution
+    ],
+)
+def test_exact_oracle_needs_an_exact_meta_game(overrides):
+    # Both failed with a traceback only after a first response was trained.
     assert ORACLES["exact"].needs_exact and not ORACLES["lm"].needs_exact
-    with pytest.raises(ValueError, match="oracle=exact needs a game with exact evaluation"):
-        PsroConfig(run=build_config(preset="tictactoe-selfplay"), oracle="exact")
+    preset = overrides[1] if overrides[0] == "--preset" else "kuhn-selfplay"
+    over = [*TINY, *(o for o in overrides if "=" in o), "train.eval_opponents=[]"]
+    with pytest.raises(ValueError, match="oracle=exact needs an exact meta-game"):
+        PsroConfig(run=build_config(preset=preset, overrides=over), oracle="exact")
+
+
+def test_lm_psro_on_a_simultaneous_game_samples_its_meta_game(tmp_path):
+    over = [*TINY, "game.name=openspiel:matrix_rps", "train.eval_opponents=[]"]
+    cfg = PsroConfig(run=build_config(preset="kuhn-selfplay", overrides=over), iterations=1)
+    res = run_psro(cfg, tmp_path)
+    assert res.members == ("psro:00", "psro:01")
+    assert np.isnan(res.steps[0].exploitability)  # sampled: no exact number
 
 
 def test_a_registered_oracle_answers_every_iteration(tmp_path, monkeypatch):
@@ -390,3 +409,26 @@ def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypa
 def test_psro_resume_without_state_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no saved state to resume from"):
         run_psro(tiny_psro(iterations=1), tmp_path / "none", resume=True)
+
+
+def test_psro_without_exact_evaluation_starts_from_a_one_member_meta_game(tmp_path):
+    # The first meta-game has one member, which cross-play refused: every game without
+    # exact evaluation failed at iteration 0.
+    cfg = PsroConfig(
+        run=build_config(preset="kuhn-selfplay", overrides=[*TINY, "train.exact=off"]),
+        iterations=1,
+        initial="random",
+    )
+    res = run_psro(cfg, tmp_path)
+    assert res.members == ("psro:00", "psro:01")
+    meta = json.loads((tmp_path / "metagame.json").read_text())
+    assert len(meta["members"]) == 2
+
+
+def test_nash_is_refused_for_a_general_sum_game_before_anything_trains():
+    # The meta-solver refused the meta-game only after the first response was trained.
+    over = [*TINY, "game.name=dilemma", "train.eval_opponents=[]"]
+    run = build_config(preset="kuhn-selfplay", overrides=over)
+    with pytest.raises(ValueError, match="meta_solver=nash needs a zero-sum game, but 'dilemma'"):
+        PsroConfig(run=run)
+    assert PsroConfig(run=run, meta_solver="ce").meta_solver == "ce"
