@@ -497,7 +497,10 @@ def test_league_seat_weights_survive_a_resume(tmp_path, monkeypatch):
     [
         (["psro", "--meta-solver", "best"], "unknown meta_solver 'best'"),
         (["psro", "game.params={players: 3}"], "2-player games"),
-        (["psro", "--oracle", "exact", "game.name=tic_tac_toe"], "oracle=exact needs an exact meta-game"),
+        (
+            ["psro", "--oracle", "exact", "game.name=tic_tac_toe"],
+            "oracle=exact needs an exact meta-game",
+        ),
         (["psro", "--restarts", "0"], "restarts"),
         (["league", "--sampler", "elo"], "unknown sampler 'elo'"),
         (["league", "--win-threshold", "2"], "win_threshold"),

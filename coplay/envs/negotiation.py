@@ -238,7 +238,8 @@ class NegotiationEnv:
             game=self.spec.name,
             player=player,
             text=self._text(player),
-            legal_actions=self.legal_actions() if player == self.player else (),
+            # Nobody moves once the game is over: no moves to list.
+            legal_actions=self.legal_actions() if player in self.players_to_act() else (),
         )
 
     def _text(self, player: int) -> str:

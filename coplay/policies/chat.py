@@ -39,6 +39,17 @@ def omitted_marker(count: int) -> str:
     return f"({count} earlier turn{'s' if count != 1 else ''} left out of this conversation)\n"
 
 
+def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]] | None:
+    """The conversation with its system message put at the head of the first user
+    message, for a template that refuses a system role (Gemma's): a text policy's
+    prompt (``Prompter._render``) and supervised fine-tuning (``coplay.sft.tokens``)
+    fold it alike. None where the conversation opens otherwise."""
+    if len(messages) < 2 or [m["role"] for m in messages[:2]] != ["system", "user"]:
+        return None
+    system, user = messages[0]["content"], messages[1]["content"]
+    return [{"role": "user", "content": f"{system}\n\n{user}"}, *messages[2:]]
+
+
 class Prompter:
     """Builds text-mode prompts from an observation and, in chat context, the player's
     earlier decisions in the episode (``Observation.history``)."""
@@ -77,8 +88,7 @@ class Prompter:
         try:
             return render(messages, add_generation_prompt=True, tokenize=False)
         except TemplateError:
-            messages = [{"role": "user", "content": f"{instruction}\n\n{user}"}, *later]
-            return render(messages, add_generation_prompt=True, tokenize=False)
+            return render(fold_system(messages), add_generation_prompt=True, tokenize=False)
 
     def head(self, user: str) -> tuple[int, ...]:
         """Ids of a conversation's start: the system message, ``user``, the generation

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
+from coplay.policies.chat import fold_system
 from coplay.sft.data import Conversation, DataError
 
 FALLBACK_CHAT_TEMPLATE = (
@@ -59,6 +61,21 @@ def encode(conv: Conversation, tokenizer: PreTrainedTokenizerBase, source: str =
     conversation as the extension of its own prefix, the property the mask relies on.
     """
     messages = conv.as_dicts()
+    try:
+        return _encoded(conv, messages, tokenizer, source)
+    except TemplateError as err:
+        folded = fold_system(messages)
+        if folded is None:
+            raise DataError(f"{source}:{conv.line}: the chat template refuses it: {err}") from None
+    try:
+        return _encoded(conv, folded, tokenizer, source)
+    except TemplateError as err:
+        raise DataError(f"{source}:{conv.line}: the chat template refuses it: {err}") from None
+
+
+def _encoded(
+    conv: Conversation, messages: list, tokenizer: PreTrainedTokenizerBase, source: str
+) -> Example:
     ids = _ids(tokenizer, messages, generation_prompt=False)
     mask = [False] * len(ids)
     for i, m in enumerate(messages):

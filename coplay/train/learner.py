@@ -443,7 +443,8 @@ def _minibatch_step(learner: Learner, minibatch: Sequence[Sample], iteration: in
     # units and rows as one mask per sample would, without a tensor per sample.
     units = torch.tensor([max(1, len(s.decision.logprobs)) for s in own])
     masks = [(torch.arange(int(units.max()))[None, :] < units[:, None]).float()] if own else []
-    denom = global_denom(learner.loss.aggregation, masks) if masks else 1.0
+    budget = units_per_row(learner.policy)
+    denom = global_denom(learner.loss.aggregation, masks, units_per_row=budget) if masks else 1.0
     # Each term's context under the weights of this very step (e.g. the signalling
     # marginals), held fixed for its micro-batches.
     contexts: dict[str, Any] = {}
@@ -514,3 +515,11 @@ def _combine(parts: Sequence[_Part]) -> Metrics:
             else:
                 out[key] = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs)
     return out
+
+
+def units_per_row(policy: Any) -> float:
+    """A decision's unit budget, constant_norm's constant (Dr. GRPO): the longest answer
+    in text mode (``max_new_tokens``), the one chosen action in choice mode."""
+    if getattr(policy, "mode", "choice") == "text":
+        return float(policy.max_new_tokens)
+    return 1.0

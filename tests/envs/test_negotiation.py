@@ -64,6 +64,8 @@ def test_accepted_proposal_pays_each_its_values():
     _play(env, "[Propose 1 1 0]", ACCEPT)
     # Player 0 keeps 1 book + 1 hat = 1 + 3; player 1 gets 2 books + 2 balls = 4 + 2.
     assert env.is_terminal() and env.returns() == [4.0, 6.0]
+    # Over: nobody is to move, and no observation lists moves (it listed proposals).
+    assert [env.observe(p).legal_actions for p in (0, 1)] == [(), ()]
 
 
 def test_counter_proposal_then_accept():

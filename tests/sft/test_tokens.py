@@ -101,3 +101,39 @@ def test_a_generation_prompt_the_answer_absorbs_is_refused():
     )
     with pytest.raises(DataError, match=r"^data.jsonl:3: the chat template does not render"):
         encode(conv, tok, "data.jsonl")
+
+
+GEMMA_LIKE = (
+    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}"
+    "{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' + m['content'] + '<end_of_turn>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+
+
+def test_a_template_without_a_system_role_trains_on_the_prompt_play_shows(tokenizer):
+    # The demos open with a system message, which such a template refuses (a raw jinja
+    # error before); play folds it into the first user message, and so does SFT now.
+    from coplay.policies.chat import Prompter
+    from coplay.policies.text import TextConfig
+
+    tok = tokenizer
+    tok.chat_template = GEMMA_LIKE
+    text = TextConfig()
+    user = "Your card: K. [Pass] [Bet]"
+    conv = Conversation(
+        (
+            Message("system", text.format.instruction),
+            Message("user", user),
+            Message("assistant", "<think>The King wins.</think> [Bet]"),
+        ),
+        line=3,
+    )
+    ex = encode(conv, tok, "demos.jsonl")
+    start = ex.loss_mask.index(True)
+    assert ex.ids[:start] == Prompter(tok, text, max_new_tokens=8).head(user)
+    assert _trained_text(tok, ex) == ["<think>The King wins.</think> [Bet]<end_of_turn>\n"]
+    lone = Conversation((Message("system", "rules"), Message("assistant", "[Bet]")), line=9)
+    with pytest.raises(DataError, match=r"^demos.jsonl:9: the chat template refuses it"):
+        encode(lone, tok, "demos.jsonl")

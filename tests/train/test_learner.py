@@ -25,6 +25,7 @@ from coplay.train.learner import (
     make_learner,
     recall,
     terms_state,
+    units_per_row,
     update,
 )
 from coplay.train.parts.listening import listening_marginals
@@ -47,7 +48,8 @@ def _samples(policy, n=8):
 
 
 @pytest.mark.parametrize("mode", ["choice", "text"])
-@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean"])
+# constant_norm was accepted by the config and failed at the first update.
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "constant_norm"])
 @pytest.mark.parametrize("signalling", [0.0, 0.5])
 def test_micro_batch_1x8_equals_8x1(mode, aggregation, signalling):
     base = _policy(mode)
@@ -623,3 +625,19 @@ def test_the_small_model_step_runs_foreach_and_equals_the_per_parameter_step_bit
     assert not torch.equal(
         next(policy.model.parameters()), next(learners[0].policy.model.parameters())
     )
+
+
+def test_constant_norm_divides_by_the_answer_budget_of_every_row():
+    assert units_per_row(_policy("text")) == 6.0  # max_new_tokens
+    assert units_per_row(_policy("choice")) == 1.0  # one chosen action
+    grads = {}
+    for aggregation in ("token_mean", "constant_norm"):
+        policy = _policy("text")
+        samples = _samples(policy)
+        loss = LossConfig(aggregation=aggregation)
+        learner = make_learner(policy, loss, OptimConfig(lr=1e-2, minibatch_size=8))
+        update(learner, samples, np.random.default_rng(0))
+        grads[aggregation] = torch.cat([p.grad.flatten() for p in policy.model.parameters()])
+    tokens = sum(max(1, len(s.decision.logprobs)) for s in samples)
+    scale = tokens / (len(samples) * 6.0)  # token_mean's denominator over constant_norm's
+    assert torch.allclose(grads["constant_norm"], grads["token_mean"] * scale, atol=1e-8, rtol=1e-4)

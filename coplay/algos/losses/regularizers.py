@@ -39,7 +39,8 @@ KL_ESTIMATORS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "k2": kl_k2,
     "k3": kl_k3,
 }
-"""Per-unit KL estimators (Schulman, 2020, "Approximating KL divergence"); GRPO uses k3."""
+"""Per-unit KL estimators (Schulman, 2020, "Approximating KL divergence"); GRPO uses k3.
+Their gradients as a loss differ: see ``KLConfig.estimator``."""
 
 
 def kl_penalty(logp: Tensor, ref_logp: Tensor, *, estimator: str = "k3") -> Tensor:
@@ -92,7 +93,11 @@ class KLConfig(BaseModel):
     coef: float = Field(gt=0.0)
     """Weight of the KL penalty (leave the section out, loss.kl=null, to turn it off)."""
     estimator: str = "k3"
-    """Per-unit KL estimator: k1, k2 or k3."""
+    """Per-unit KL estimator: k1, k2 or k3. Each value estimates KL(new || ref), but as a
+    loss on the policy's own samples their gradients differ (Tang & Munos, 2025, "On a
+    few pitfalls in KL divergence gradient estimation for RL"): k2's is the gradient of
+    KL(new || ref), which magnetic mirror descent's pull is; k3's (GRPO's) that of the
+    forward KL(ref || new); k1's is zero in expectation, so it only adds noise."""
 
     @field_validator("estimator")
     @classmethod
