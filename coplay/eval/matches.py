@@ -89,11 +89,14 @@ def play_match(
     seed: int = 0,
     invalid: InvalidActionConfig | None = None,
     on_progress: Callable[[int], None] | None = None,
+    max_turns: int | None = None,
 ) -> MatchResult:
     """Play ``episodes`` games with ``policy`` rotating through the seats.
 
     ``opponents`` fill the remaining seats in order (one per other seat);
-    ``on_progress`` is told the number of finished games as play goes on.
+    ``on_progress`` is told the number of finished games as play goes on;
+    ``max_turns`` truncates games as training does (``game.max_turns``; None: the
+    game's own limit).
     """
     num_players = make_env().spec.num_players
     if len(opponents) != num_players - 1:
@@ -101,7 +104,9 @@ def play_match(
     seats = [i % num_players for i in range(episodes)]
     seatings = [_seat(policy, opponents, s) for s in seats]
     seeds = [seed * 1_000_003 + i for i in range(episodes)]
-    eps = play_episodes(make_env, seatings, seeds, invalid=invalid, on_progress=on_progress)
+    eps = play_episodes(
+        make_env, seatings, seeds, invalid=invalid, on_progress=on_progress, max_turns=max_turns
+    )
     return summarize(eps, seats, num_players)
 
 

@@ -491,7 +491,9 @@ def _end(
     the game's outcomes where it gives them."""
     for p, traj in enumerate(game.trajectories):
         residual = float(env_returns[p]) - game.env_credit[p]
-        if abs(residual) > 0.0:
+        # A reward held for a player's first turn (``carry``) lands with the residual;
+        # a forfeit may end the game with nothing left over to carry it.
+        if abs(residual) > 0.0 or game.carry[p]:
             _credit(game, p, residual)
         traj.ret = float(env_returns[p]) - game.prefix_reward[p] + game.penalties[p]
         traj.outcome = None if outcomes is None else float(outcomes[p])

@@ -105,6 +105,16 @@ def lost_starts(
     return starts
 
 
+def is_fresh(episode: Episode) -> bool:
+    """Whether ``episode`` was played as its plan seated it, not restarted: no replayed
+    prefix, no assigned first move, and its own seed as its group id. The last tells
+    a restart from a player's first turn at the initial state, which replays nothing,
+    apart: restarted groups take ids after the fresh groups' seeds (``Restarts.plan``)
+    and replay the seed of an earlier iteration's lost game, so they are a biased
+    sample of deals."""
+    return not episode.prefix and episode.opening is None and episode.group_id == episode.seed
+
+
 def opening_turn(episode: Episode) -> Turn | None:
     """The turn that played ``episode``'s assigned first move, if it has one."""
     o = episode.opening

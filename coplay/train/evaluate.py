@@ -67,6 +67,7 @@ def evaluate(run: Run) -> dict[str, float]:
             episodes=cfg.train.eval_episodes,
             seed=10_000 + i,
             invalid=cfg.game.invalid,
+            max_turns=cfg.game.max_turns,  # the game as trained
         )
         m[f"eval/{name}/win"] = res.win.value
         m[f"eval/{name}/draw"] = res.draw.value
@@ -226,6 +227,7 @@ def evaluate_roster(run: Run) -> dict[str, float]:
                 episodes=run.cfg.train.eval_episodes,
                 seed=10_000 + i,
                 invalid=game.invalid,
+                max_turns=game.max_turns,
             )
             m[f"eval/{member.name}/{opp_name}/mean_return"] = match.mean_return.value
             for seat, ret in enumerate(match.mean_return_by_seat):

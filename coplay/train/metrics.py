@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from coplay.rollout.restarts import is_fresh
 from coplay.train.format_reward import well_formed_rate
 from coplay.types import Episode
 
@@ -33,9 +34,10 @@ def rollout_metrics(
         "perf/rollout_s": seconds,
         "perf/decisions_per_s": decisions / max(seconds, 1e-9),
     }
+    fresh = [e for e in episodes if is_fresh(e)]
     for seat in range(len(episodes[0].returns)):
-        # Restarted games count only part of a game: they would bias the returns.
-        rets = [e.returns[seat] for e in episodes if e.seats[seat] == learner_id and not e.prefix]
+        # Restarted games replay lost deals, most from part way: they would bias the returns.
+        rets = [e.returns[seat] for e in fresh if e.seats[seat] == learner_id]
         if rets:
             m[f"rollout/return_seat{seat}"] = float(np.mean(rets))
     return m | group_metrics(episodes, learner_id) | well_formed_rate(episodes, learner_id)

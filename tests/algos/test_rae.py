@@ -16,21 +16,26 @@ def reference(episodes, state, *, alpha, before, update):
         for ep in episodes:
             ep_out = []
             for s, traj in enumerate(ep.trajectories):
-                old = state.get((ep.game, s), 0.0)
-                state[(ep.game, s)] = alpha * old + (1 - alpha) * traj.ret
-                b = state[(ep.game, s)] if before else old
+                key = (ep.game, s, ep.seats[s])
+                old = state.get(key, 0.0)
+                state[key] = alpha * old + (1 - alpha) * traj.ret
+                b = state[key] if before else old
                 ep_out.append([traj.ret - b] * len(traj.turns))
             out.append(ep_out)
         return out, state
     old_state = dict(state)
-    keys = {(ep.game, s) for ep in episodes for s in range(len(ep.trajectories))}
+    keys = {(ep.game, s, ep.seats[s]) for ep in episodes for s in range(len(ep.trajectories))}
     for key in keys:
-        rs = [ep.trajectories[key[1]].ret for ep in episodes if ep.game == key[0]]
+        rs = [
+            ep.trajectories[key[1]].ret
+            for ep in episodes
+            if (ep.game, ep.seats[key[1]]) == (key[0], key[2])
+        ]
         state[key] = alpha * old_state.get(key, 0.0) + (1 - alpha) * sum(rs) / len(rs)
     for ep in episodes:
         ep_out = []
         for s, traj in enumerate(ep.trajectories):
-            b = (state if before else old_state).get((ep.game, s), 0.0)
+            b = (state if before else old_state).get((ep.game, s, ep.seats[s]), 0.0)
             ep_out.append([traj.ret - b] * len(traj.turns))
         out.append(ep_out)
     return out, state
@@ -43,10 +48,10 @@ def test_hand_computed_batch_mean():
     # seat 0: b = 0.5 * 0 + 0.5 * mean(1, 0) = 0.25, then A = R - 0.25
     assert as_lists(out.advantages)[0][0] == pytest.approx([0.75])
     assert as_lists(out.advantages)[1][0] == pytest.approx([-0.25])
-    assert out.state == {("g", 0): 0.25, ("g", 1): -0.25}
+    assert out.state == {("g", 0, "pol0"): 0.25, ("g", 1, "pol1"): -0.25}
     # second batch starts from the carried baseline
     out2 = est.estimate([make_episode([1.0, 1.0])], out.state)
-    assert out2.state[("g", 0)] == pytest.approx(0.625)
+    assert out2.state[("g", 0, "pol0")] == pytest.approx(0.625)
     assert out2.advantages[0][0] == pytest.approx((0.375,))
     assert out2.metrics["adv/role_baseline/g/seat0"] == pytest.approx(0.625)
 
@@ -54,9 +59,10 @@ def test_hand_computed_batch_mean():
 def test_hand_computed_before_and_after_update():
     eps = [make_episode([1.0, -1.0]), make_episode([0.0, 0.0])]
     after = make_estimator("rae", alpha=0.5, update_before_advantage=False)
+    # A state saved with per-seat keys still gives each seat's baseline.
     out = after.estimate(eps, {("g", 0): 0.5})
     assert out.advantages[0][0] == pytest.approx((0.5,))  # 1 - old baseline 0.5
-    assert out.state[("g", 0)] == pytest.approx(0.5)  # 0.5*0.5 + 0.5*0.5
+    assert out.state[("g", 0, "pol0")] == pytest.approx(0.5)  # 0.5*0.5 + 0.5*0.5
     per_traj = make_estimator("rae", alpha=0.5, update="per_trajectory")
     out = per_traj.estimate(eps, per_traj.init())
     # b: 0 -> 0.5 (after R=1) -> 0.25 (after R=0)

@@ -434,3 +434,47 @@ def test_a_request_is_plain_data_answered_by_the_policy_it_names():
     assert me.forced == [[4]]  # the told move alone goes through act_forced
     with pytest.raises(ValueError, match="has 3 observations but 1 forced entries"):
         RolloutRequest("steered", 0, (obs, obs, obs), (None,))
+
+
+class PaidBeforeActing:
+    """Simultaneous moves: player 1 is paid 1 (player 0 pays it) at the first step,
+    before it first acts at the second."""
+
+    spec = GameSpec("toy", 2, GameKind.ZERO_SUM, 5, True, simultaneous=True)
+
+    def reset(self, seed):
+        self.t, self.ret = 0, [0.0, 0.0]
+
+    def players_to_act(self):
+        return [0] if self.t == 0 else [0, 1]
+
+    def observe(self, p):
+        return Observation(game="toy", player=p, text=f"t{self.t}", legal_actions=("[a]",))
+
+    def parse_action(self, p, text):
+        return "[a]" if text == "[a]" else None
+
+    def step(self, actions):
+        self.t += 1
+        if self.t == 1:
+            self.ret = [-1.0, 1.0]
+            return {0: -1.0, 1: 1.0}
+        return {0: 0.0, 1: 0.0}
+
+    def is_terminal(self):
+        return self.t >= 3
+
+    def returns(self):
+        return list(self.ret)
+
+
+def test_a_reward_paid_before_a_first_turn_survives_a_forfeit_that_ends_the_round():
+    # Player 0 forfeits in the round of player 1's first turn: the forfeit's returns
+    # equal what was credited, so no residual carried player 1's held reward to a turn.
+    p0 = Scripted(["[a]", "no"], policy_id="p0")
+    p1 = Scripted(["[a]"], policy_id="p1")
+    ep = play_episodes(PaidBeforeActing, [[p0, p1]], [0])[0]
+    assert ep.forfeited_by == 0
+    for traj in ep.trajectories:
+        assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
+    assert ep.trajectories[1].ret == 1.0

@@ -66,6 +66,20 @@ def test_a_general_sum_game_is_judged_by_self_play(tmp_path):
     assert 0.0 <= m["eval/selfplay/fairness_jain"] <= 1.0
 
 
+def test_evaluation_matches_play_the_game_as_trained(tmp_path, monkeypatch):
+    # game.max_turns truncated training, but the evaluation's matches ran to the end.
+    from coplay.eval import matches
+
+    seen = []
+    real = matches.play_episodes
+    monkeypatch.setattr(
+        matches, "play_episodes", lambda *a, **kw: seen.append(kw["max_turns"]) or real(*a, **kw)
+    )
+    over = [*TINY, "game.name=tic_tac_toe", "game.max_turns=4", "train.eval_opponents=[random]"]
+    m = evaluate(setup(build_config(overrides=over), tmp_path))
+    assert seen == [4] and "eval/random/win" in m
+
+
 def test_seated_policy_routes_each_player_to_its_seat():
     nash, rand = make_scripted("nash", "kuhn_poker"), RandomPolicy(seed=0)
     same = exploitability(SeatedPolicy([rand, rand]), "kuhn_poker")

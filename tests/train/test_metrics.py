@@ -37,6 +37,23 @@ def test_restarted_games_do_not_count_in_the_returns():
     assert m["rollout/return_seat0"] == 1.0 and m["rollout/return_seat1"] == -1.0
 
 
+@pytest.mark.parametrize("how", ["opening", "group"])
+def test_restarts_from_the_initial_state_do_not_count_either(how):
+    # A restart from a first turn at step 0 replays no prefix: with exploring starts it
+    # has an assigned move; without, only its group id (not its own seed) tells it.
+    from coplay.types import Opening
+
+    learner = RandomPolicy(seed=0, policy_id="learner")
+    eps = kuhn([[learner, learner]] * 2, [0, 1])
+    eps[0].returns, eps[1].returns = (1.0, -1.0), (-2.0, 2.0)
+    if how == "opening":
+        eps[1].opening = Opening(player=0, index=1)
+    else:
+        eps[1].group_id = 99  # a restarted group's id, the lost game's seed
+    m = rollout_metrics(eps, "learner", seconds=1.0)
+    assert m["rollout/return_seat0"] == 1.0 and m["rollout/return_seat1"] == -1.0
+
+
 def test_group_metrics_spread_and_flat_share():
     learner = RandomPolicy(seed=0, policy_id="learner")
     eps = kuhn([[learner, learner]] * 4, [0, 0, 1, 1])

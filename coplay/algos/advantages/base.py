@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -111,6 +112,28 @@ def make_estimator(name: str, **params: Any) -> Estimator[Any]:
 
 
 # --- shared helpers -------------------------------------------------------------------
+
+
+RoleKey = tuple[str, int, str]
+"""(game, seat, policy id): a role, whose returns a per-role statistic averages."""
+
+
+def role_key(episode: Episode, seat: int) -> RoleKey:
+    """The role of ``seat`` in ``episode``: its game, the seat, and the policy that held
+    it. Against a fixed opponent the learner's seat changes from group to group, so a
+    seat alone would average the learner's returns there with the opponent's."""
+    return (episode.game, seat, episode.seats[seat])
+
+
+def role_names(keys: Iterable[RoleKey]) -> dict[RoleKey, str]:
+    """Each role's metric suffix: ``<game>/seat<s>``, with ``/<policy id>`` added where
+    several policies held the seat (self-play's seats keep their plain names)."""
+    keys = sorted(keys)
+    held = Counter((game, seat) for game, seat, _ in keys)
+    return {
+        (game, seat, pid): f"{game}/seat{seat}" + (f"/{pid}" if held[(game, seat)] > 1 else "")
+        for game, seat, pid in keys
+    }
 
 
 def seat_returns(episode: Episode) -> tuple[float, ...]:

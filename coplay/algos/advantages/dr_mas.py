@@ -13,7 +13,7 @@ mean_{(game, group_id, s)} is over the episodes of e's group (same game and
 group_id), for seat s. sigma(game, s) is the sample std (ddof=1) of D(e', s) over
 the episodes e' of the batch with that game: over all of agent s's centred returns,
 not over one group's returns (GRPO) and not over all agents (a global std). The
-agent is the (game, seat) role. A (group, seat) of size one, or one whose returns
+agent is the (game, seat, policy) role (``role_key``). A (group, seat) of size one, or one whose returns
 are all equal, carries no signal: its A is 0 and it is left out of sigma. Every turn
 of a seat gets its seat's advantage.
 """
@@ -26,10 +26,13 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    RoleKey,
     check_eps,
     expand_to_turns,
     mean,
     register,
+    role_key,
+    role_names,
     seat_returns,
     std,
     summary_metrics,
@@ -61,26 +64,30 @@ def centred_returns(
 
 @register("dr_mas")
 def dr_mas(*, eps: float = 1e-6) -> Estimator[EmptyState]:
-    """GRPO group centring scaled by each (game, seat) agent's std over the batch."""
+    """GRPO group centring scaled by each (game, seat, policy) agent's std over the batch."""
     check_eps(eps)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         centred, baselines = centred_returns(episodes)
-        pooled: dict[tuple[str, int], list[float]] = {}
+        pooled: dict[RoleKey, list[float]] = {}
         for ep, ds in zip(episodes, centred, strict=True):
             for seat, d in enumerate(ds):
-                pooled.setdefault((ep.game, seat), [])
+                pooled.setdefault(role_key(ep, seat), [])
                 if d is not None:  # groups without signal do not shrink the agent's scale
-                    pooled[(ep.game, seat)].append(d)
+                    pooled[role_key(ep, seat)].append(d)
         sigma = {key: std(ds, ddof=1) for key, ds in pooled.items()}
         per_seat = [
-            [0.0 if d is None else d / (sigma[(ep.game, seat)] + eps) for seat, d in enumerate(ds)]
+            [
+                0.0 if d is None else d / (sigma[role_key(ep, seat)] + eps)
+                for seat, d in enumerate(ds)
+            ]
             for ep, ds in zip(episodes, centred, strict=True)
         ]
         advantages = expand_to_turns(episodes, per_seat)
         metrics = summary_metrics(advantages, baselines)
-        for (game, seat), s in sorted(sigma.items()):
-            metrics[f"adv/agent_std/{game}/seat{seat}"] = s
+        names = role_names(sigma)
+        for key, s in sorted(sigma.items()):
+            metrics[f"adv/agent_std/{names[key]}"] = s
         return Estimate(advantages, state, metrics)
 
     return Estimator(EmptyState, estimate, needs_groups=True)

@@ -13,15 +13,16 @@ a forfeit ended the episode:
     open(e, s) = O(e, s) > gate                                  (strict)
     G(e, s, t) = sum_{k >= t} gamma^(k - t) r(e, s, k)           if open
                = gamma^(T - 1 - t) * O(e, s)                      otherwise
-    A(e, s, t) = G(e, s, t) - b(game, s)
+    A(e, s, t) = G(e, s, t) - b(game, s, policy)
 
 When the gate is closed only the outcome counts, arriving at the last turn: no turn
 gets credit for the step rewards. Without an outcome (O is the return) the two cases
 differ, with gamma = 1, only in how the return is split over turns. Gating on the
 return where the game gives an outcome opened the gate for a failed episode whose
 step rewards outweighed its failure.
-b(game, s) is the mean of G over all turns of seat s in the batch's episodes of that
-game (a per-role batch-mean baseline, as in ``reinforce``). ``adv/gate_open_frac``
+b(game, s, policy) is the mean of G over all turns of seat s, held by that policy, in
+the batch's episodes of that game (a per-role batch-mean baseline, as in
+``reinforce``). ``adv/gate_open_frac``
 is the share of trajectories with at least one turn whose gate is open.
 """
 
@@ -38,6 +39,7 @@ from coplay.algos.advantages.base import (
     mean,
     register,
     reward_to_go,
+    role_key,
     summary_metrics,
 )
 from coplay.algos.advantages.mars import role_baselines, role_values
@@ -61,7 +63,7 @@ def gated_returns(traj: Trajectory, *, gate: float, gamma: float) -> tuple[float
 
 @register("gra")
 def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
-    """Gated per-turn returns minus a per-(game, seat) batch-mean baseline."""
+    """Gated per-turn returns minus a per-role (game, seat, policy) batch-mean baseline."""
     check_gamma(gamma)
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
@@ -72,7 +74,7 @@ def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
         means = {key: mean(gs) for key, gs in role_values(episodes, returns).items()}
         advantages = tuple(
             tuple(
-                tuple(g - means[(ep.game, seat)] for g in seat_g)
+                tuple(g - means[role_key(ep, seat)] for g in seat_g)
                 for seat, seat_g in enumerate(ep_g)
             )
             for ep, ep_g in zip(episodes, returns, strict=True)

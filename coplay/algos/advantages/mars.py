@@ -14,7 +14,9 @@ r(e, s, k) is ``Turn.reward`` of seat s's k-th turn (the engine credits dense re
 penalties and the terminal residual there, so they sum to ``Trajectory.ret``); the
 sum runs to the end of that player's trajectory. mu(g, s) and sigma(g, s) are the
 mean and sample std (ddof=1) of G over *all turns* of seat s in episodes of game g
-in the batch: "agent" is the (game, seat) role. A role whose turns all have the same
+in the batch held by the same policy: "agent" is the (game, seat, policy) role
+(``role_key``; against a fixed opponent the learner's seat changes between groups,
+and the opponent's returns there are no statistic of the learner's). A role whose turns all have the same
 G (or that has a single turn) carries no signal and gets A = 0. This follows the
 paper's description; details of its released code (e.g. group-level terms) are not
 reproduced.
@@ -29,33 +31,34 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    RoleKey,
     check_eps,
     check_gamma,
     mean,
     register,
+    role_key,
+    role_names,
     std,
     summary_metrics,
     turn_returns,
 )
 from coplay.types import Episode
 
-RoleKey = tuple[str, int]
-"""(game, seat)."""
-
 
 def role_values(episodes: Sequence[Episode], values: Advantages) -> dict[RoleKey, list[float]]:
-    """All per-turn ``values[e][s][t]`` of each (game, seat) role, in batch order."""
+    """All per-turn ``values[e][s][t]`` of each role (``role_key``), in batch order."""
     roles: dict[RoleKey, list[float]] = {}
     for ep, ep_values in zip(episodes, values, strict=True):
         for seat, seat_values in enumerate(ep_values):
-            roles.setdefault((ep.game, seat), []).extend(seat_values)
+            roles.setdefault(role_key(ep, seat), []).extend(seat_values)
     return roles
 
 
 def role_baselines(episodes: Sequence[Episode], means: dict[RoleKey, float]) -> list[list[float]]:
     """``means`` laid out ``[episode][seat]`` for ``summary_metrics``."""
     return [
-        [means.get((ep.game, seat), 0.0) for seat in range(len(ep.trajectories))] for ep in episodes
+        [means.get(role_key(ep, seat), 0.0) for seat in range(len(ep.trajectories))]
+        for ep in episodes
     ]
 
 
@@ -63,7 +66,7 @@ def role_baselines(episodes: Sequence[Episode], means: dict[RoleKey, float]) -> 
 def mars(
     *, gamma: float = 1.0, scale_by_std: bool = True, eps: float = 1e-6
 ) -> Estimator[EmptyState]:
-    """Per-turn return-to-go, normalised per (game, seat) over the batch."""
+    """Per-turn return-to-go, normalised per role (game, seat, policy) over the batch."""
     check_gamma(gamma)
     check_eps(eps)
 
@@ -82,15 +85,16 @@ def mars(
 
         advantages = tuple(
             tuple(
-                tuple(normalise((ep.game, seat), g) for g in seat_returns)
+                tuple(normalise(role_key(ep, seat), g) for g in seat_returns)
                 for seat, seat_returns in enumerate(ep_returns)
             )
             for ep, ep_returns in zip(episodes, returns, strict=True)
         )
         means = {key: m for key, (m, _) in stats.items()}
         metrics = summary_metrics(advantages, role_baselines(episodes, means))
-        for (game, seat), (_, s) in sorted(stats.items()):
-            metrics[f"adv/return_std/{game}/seat{seat}"] = s
+        names = role_names(stats)
+        for key, (_, s) in sorted(stats.items()):
+            metrics[f"adv/return_std/{names[key]}"] = s
         return Estimate(advantages, state, metrics)
 
     return Estimator(EmptyState, estimate)

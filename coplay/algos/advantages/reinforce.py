@@ -1,12 +1,15 @@
 """REINFORCE with a batch-mean baseline (Williams, 1992).
 
-    A(e, s, t) = R(e, s) - b(game_e, s),   b(g, s) = mean of R(e', s) over episodes e' of game g
+    A(e, s, t) = R(e, s) - b(game_e, s, pi_es)
+    b(g, s, pi) = mean of R(e', s) over episodes e' of game g with policy pi in seat s
 
-R(e, s) is seat s's return in episode e. Subtracting a baseline that does not depend
-on the action leaves the policy gradient unbiased and lowers its variance (Williams,
-"Simple statistical gradient-following algorithms for connectionist reinforcement
-learning", Machine Learning 8, 1992). The baseline is kept per (game, seat) because in
-asymmetric games seats have different expected returns; with ``baseline="none"``
+R(e, s) is seat s's return in episode e, pi_es the policy in that seat. Subtracting a
+baseline that does not depend on the action leaves the policy gradient unbiased and
+lowers its variance (Williams, "Simple statistical gradient-following algorithms for
+connectionist reinforcement learning", Machine Learning 8, 1992). The baseline is kept
+per role (game, seat, policy: ``role_key``) because in asymmetric games seats have
+different expected returns, and against a fixed opponent a seat's returns are the
+learner's in some groups and the opponent's in others; with ``baseline="none"``
 A = R (vanilla REINFORCE). Every turn of a seat gets the seat's advantage.
 
 Strictly, a baseline that includes the episode's own return biases the gradient by a
@@ -21,9 +24,11 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    RoleKey,
     expand_to_turns,
     mean,
     register,
+    role_key,
     seat_returns,
     summary_metrics,
 )
@@ -32,12 +37,12 @@ from coplay.types import Episode
 BASELINES = ("batch_mean", "none")
 
 
-def seat_means(episodes: Sequence[Episode]) -> dict[tuple[str, int], float]:
-    """Mean return per (game, seat) over the batch."""
-    returns: dict[tuple[str, int], list[float]] = {}
+def seat_means(episodes: Sequence[Episode]) -> dict[RoleKey, float]:
+    """Mean return per role (game, seat, policy: ``role_key``) over the batch."""
+    returns: dict[RoleKey, list[float]] = {}
     for ep in episodes:
         for seat, r in enumerate(seat_returns(ep)):
-            returns.setdefault((ep.game, seat), []).append(r)
+            returns.setdefault(role_key(ep, seat), []).append(r)
     return {key: mean(rs) for key, rs in returns.items()}
 
 
@@ -50,7 +55,7 @@ def reinforce(*, baseline: str = "batch_mean") -> Estimator[EmptyState]:
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         means = seat_means(episodes) if baseline == "batch_mean" else {}
         baselines = [
-            [means.get((ep.game, seat), 0.0) for seat in range(len(ep.trajectories))]
+            [means.get(role_key(ep, seat), 0.0) for seat in range(len(ep.trajectories))]
             for ep in episodes
         ]
         per_seat = [
