@@ -182,13 +182,10 @@ def _view(
         adapter=role,
         trainable=trainable,
         policy_id=role,
-        mode=policy.mode,
-        temperature=policy.temperature,
-        max_new_tokens=policy.max_new_tokens,
         seed=seed,
         backend=policy.backend_name,
         engine=policy.engine,
-        text=policy.text,
+        **policy.play_settings,
     )
 
 
@@ -212,15 +209,7 @@ def attach_roles(
 
 def base_view(view: AdapterPolicy) -> BaseView:
     """The shared base of a role view, adapters disabled (a KL reference for free)."""
-    return BaseView(
-        view.model,
-        view.tokenizer,
-        policy_id=BASE,
-        mode=view.mode,
-        temperature=view.temperature,
-        max_new_tokens=view.max_new_tokens,
-        text=view.text,
-    )
+    return BaseView(view.model, view.tokenizer, policy_id=BASE, **view.play_settings)
 
 
 def base_model_copy(model: PeftModel) -> torch.nn.Module:
@@ -247,13 +236,7 @@ def save_roles(
     folder = Path(folder)
     first = next(iter(views.values()))
     base = LMPolicy(
-        base_model_copy(first.model),
-        first.tokenizer,
-        policy_id=BASE,
-        mode=first.mode,
-        temperature=first.temperature,
-        max_new_tokens=first.max_new_tokens,
-        text=first.text,
+        base_model_copy(first.model), first.tokenizer, policy_id=BASE, **first.play_settings
     )
     save_policy(base, folder / BASE, game=game)
     meta = read_meta(folder / BASE)

@@ -148,6 +148,18 @@ class LMPolicy:
         return self.backend.max_new_tokens
 
     @property
+    def play_settings(self) -> dict[str, Any]:
+        """How this policy plays (mode, sampling, text settings), as ``LMPolicy``'s
+        keyword arguments: for a policy of other weights that must play alike (a LoRA
+        role or its base, a roster learner), so that no setting is left out."""
+        return {
+            "mode": self.mode,
+            "temperature": self.temperature,
+            "max_new_tokens": self.max_new_tokens,
+            "text": self.text,
+        }
+
+    @property
     def version(self) -> int:
         """Version of the weights (updates so far): the backend's, shared by every
         sampling view of this policy."""

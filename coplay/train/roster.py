@@ -96,13 +96,10 @@ def _lm_like(base: LMPolicy, model: Any, tokenizer: Any, name: str, seed: int) -
         model,
         tokenizer,
         policy_id=name,
-        mode=base.mode,
-        temperature=base.temperature,
-        max_new_tokens=base.max_new_tokens,
         seed=seed,
         backend=base.backend_name,
         engine=base.engine,
-        text=base.text,
+        **base.play_settings,
     )
 
 
