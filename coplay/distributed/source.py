@@ -36,7 +36,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from coplay.distributed.config import RayConfig
 from coplay.distributed.staleness import keep_fresh
-from coplay.distributed.worker import RolloutWorker, Shipment
+from coplay.distributed.worker import RolloutWorker, Shipment, cpu_weights, for_workers
 from coplay.envs.gameref import GameRef
 from coplay.eval.sampled import Tally, per_call
 from coplay.rollout.invalid import InvalidActionConfig
@@ -144,7 +144,8 @@ class Shipping:
             # A policy without a model cannot take weights: a new version is a new object.
             movable = hasattr(policy, "model") and hasattr(policy, "backend")
             if sent is None or sent.policy is not policy or (version != sent.base and not movable):
-                sent = self.sent[pid] = _Sent(policy, uuid.uuid4().int, version, ray.put(policy))
+                ref = ray.put(for_workers(policy))
+                sent = self.sent[pid] = _Sent(policy, uuid.uuid4().int, version, ref)
                 self.weights.pop(pid, None)  # the old object's: not this one's at any version
             out[pid] = Shipment(sent.token, version, sent.ref, self._weights(pid, sent, version))
         return out
@@ -154,7 +155,8 @@ class Shipping:
             return None
         have = self.weights.get(pid)
         if have is None or have[0] != version:
-            have = self.weights[pid] = (version, ray.put(sent.policy.model.state_dict()))
+            weights = cpu_weights(sent.policy.model.state_dict())
+            have = self.weights[pid] = (version, ray.put(weights))
         return have[1]
 
 

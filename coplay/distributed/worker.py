@@ -7,10 +7,15 @@ weights, by version, through Ray's object store (``Shipment``). A worker keeps w
 it was sent and fetches only what is newer; a worker that Ray restarted after a crash
 starts empty and fetches everything again from the same shipments, so a replayed
 task needs nothing but its arguments.
+
+Workers reserve CPUs only, and Ray hides the GPUs from such an actor. A learner on a
+GPU therefore ships its policy and weights with every tensor on the CPU (``for_workers``,
+``cpu_weights``): a CUDA tensor cannot even be unpickled where CUDA is not visible.
 """
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +23,7 @@ from typing import Any
 
 import ray
 import torch
+from ray import cloudpickle  # Ray's own: what its object store pickles with
 
 from coplay.backends.memory import keep_freed_memory
 from coplay.envs.gameref import GameRef
@@ -40,6 +46,42 @@ class Shipment:
     weights: Any | None
     """Object ref of the weights at ``version`` where it differs from the shipped
     policy's own, else None."""
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A policy saved by ``torch.save``, so that a worker loads every tensor onto its CPU
+    wherever the driver held it (``map_location``)."""
+
+    data: bytes
+
+    def load(self) -> Any:
+        return torch.load(io.BytesIO(self.data), map_location="cpu", weights_only=False)
+
+
+def off_cpu(model: torch.nn.Module | None) -> bool:
+    """Whether ``model`` holds a parameter or buffer on another device than the CPU."""
+    if model is None:
+        return False
+    return any(t.device.type != "cpu" for t in (*model.parameters(), *model.buffers()))
+
+
+def for_workers(policy: Any) -> Any:
+    """What to ship as ``policy``: the object itself where its model (if any) is on the
+    CPU, else the object ``Packed``, every tensor to be loaded onto a worker's CPU. The
+    driver's own copy stays where it is: ``torch.save`` reads each tensor to the host."""
+    if not off_cpu(getattr(policy, "model", None)):
+        return policy
+    buf = io.BytesIO()
+    torch.save(policy, buf, pickle_module=cloudpickle)
+    return Packed(buf.getvalue())
+
+
+def cpu_weights(state_dict: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+    """``state_dict`` with every tensor on the CPU (the same dict where they are)."""
+    if all(t.device.type == "cpu" for t in state_dict.values()):
+        return state_dict
+    return {k: t.detach().to("cpu") for k, t in state_dict.items()}
 
 
 class RolloutWorker:
@@ -80,7 +122,8 @@ class RolloutWorker:
         policy = self.policies.get(pid)
         stale = policy is not None and getattr(policy, "version", 0) != shipment.version
         if policy is None or self.tokens[pid] != shipment.token or (stale and not shipment.weights):
-            policy = self.policies[pid] = ray.get(shipment.policy)
+            policy = ray.get(shipment.policy)
+            policy = self.policies[pid] = policy.load() if isinstance(policy, Packed) else policy
             self.tokens[pid] = shipment.token
         if getattr(policy, "version", 0) != shipment.version:
             policy.backend.load_weights(ray.get(shipment.weights), shipment.version)

@@ -251,8 +251,15 @@ class Session:
                 view = env.observe(p).text
                 moves.append(Move(self._steps, p, seats[p], action, action, view))
                 continue
-            move = self._policy_move(p)
+            try:
+                move = self._policy_move(p)
+            except PlayerFailed:
+                self.moves += moves  # the step's other choices stay in the log
+                raise
             if move is None:
+                # The game applies none of this step's moves, but the log keeps what
+                # the others chose in it, as a rollout keeps their turns.
+                self.moves += moves
                 self._finish(forfeit_returns(env.spec, p), forfeited_by=p)
                 return moves
             moves.append(move)

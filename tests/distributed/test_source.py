@@ -8,6 +8,7 @@ starting Ray and a worker's imports cost far more than the tiny runs themselves.
 from __future__ import annotations
 
 import gc
+import io
 import os
 import signal
 import subprocess
@@ -25,11 +26,12 @@ from safetensors.torch import load_file
 from coplay.cli import main
 from coplay.distributed.config import RayConfig
 from coplay.envs.gameref import GameRef
+from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.source import LocalSource, Plan
 from coplay.train.config import build_config
 from coplay.train.loop import run_loop
-from coplay.train.trainer import setup
+from coplay.train.trainer import game_text, setup
 from tests.rollout.test_source import without_logprobs
 from tests.train.runs import TINY, Capture, rows
 
@@ -353,3 +355,31 @@ def test_a_worker_reuses_freed_memory_as_the_driver_does(monkeypatch):
     monkeypatch.setattr(worker_module, "keep_freed_memory", lambda: calls.append(1) or True)
     worker_module.RolloutWorker(GameRef("kuhn_poker"), None, None)
     assert calls == [1]  # its backends arrive unpickled: their constructors never run
+
+
+def test_a_policy_off_the_cpu_is_shipped_to_load_onto_the_workers_cpu():
+    # A learner on a GPU: workers see no GPU, so its tensors must arrive on the CPU.
+    # Off the CPU it is shipped packed; the packing itself is checked here on a CPU
+    # policy, which must come back playing exactly as the original.
+    game = GameRef("kuhn_poker")
+    text = game_text(game.make)
+    policy = build_policy(ModelConfig(), corpus=text.texts, actions=text.actions, seed=0)
+    assert worker_module.for_workers(policy) is policy  # on the CPU: the object itself
+    with torch.device("meta"):
+        off = Movable(1.0)
+    assert worker_module.off_cpu(off.model) and not worker_module.off_cpu(None)
+    buf = io.BytesIO()
+    torch.save(policy, buf, pickle_module=worker_module.cloudpickle)
+    back = worker_module.Packed(buf.getvalue()).load()
+    obs = []
+    for seed in range(6):
+        env = game.make()
+        env.reset(seed)
+        obs.append(env.observe(0))
+    torch.manual_seed(0)
+    want = policy.act(obs)
+    torch.manual_seed(0)
+    assert back.act(obs) == want
+    assert all(p.device.type == "cpu" for p in back.model.parameters())
+    weights = policy.model.state_dict()
+    assert worker_module.cpu_weights(weights) is weights  # nothing to move

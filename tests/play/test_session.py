@@ -169,6 +169,25 @@ def test_a_policy_without_a_legal_move_forfeits():
     assert verdict(s.outcome.returns, 1) == "won"
 
 
+def test_a_forfeit_keeps_the_other_seats_moves_of_its_step_in_the_log():
+    # A simultaneous round: the person writes first, then the policy forfeits. The
+    # game applies neither, but the log keeps the person's message of that step.
+    s = Session(partial(make_env, "dilemma"), {"you": None, "mute": Mute()}, ["you", "mute"])
+    s.new_game()
+    s.advance()
+    s.answer(0, "deal?")
+    s.advance()
+    assert s.outcome is not None and s.outcome.forfeited_by == 1
+    assert [(m.step, m.seat, m.action) for m in s.moves] == [(0, 0, "deal?")]
+    down = Session(partial(make_env, "dilemma"), {"you": None, "down": Down()}, ["you", "down"])
+    down.new_game()
+    down.advance()
+    down.answer(0, "deal?")
+    with pytest.raises(PlayerFailed):
+        down.advance()
+    assert [(m.seat, m.action) for m in down.moves] == [(0, "deal?")]
+
+
 def test_a_lineup_must_fill_the_game():
     with pytest.raises(ValueError, match="2 seats but the lineup names 1"):
         Session(partial(make_env, "kuhn_poker"), {"you": None}, ["you"])
