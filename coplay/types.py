@@ -283,6 +283,15 @@ class HasOutcomes(Protocol):
 
 
 @runtime_checkable
+class Truncates(Protocol):
+    """An ``Env`` that may end an episode by a limit of its own rather than by the
+    game's rules (a wrapped PettingZoo environment's truncation): ``is_terminal()``
+    then holds and ``truncated`` says which (the episode is recorded as truncated)."""
+
+    truncated: bool
+
+
+@runtime_checkable
 class Policy(Protocol):
     """Anything that can act: a language model, a scripted bot, a remote endpoint."""
 

@@ -176,15 +176,17 @@ class DilemmaEnv:
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """Cooperation rate (choices), mutual cooperation rate (rounds), mean return.
 
-    Rounds are the steps in which both players chose; message steps are skipped.
+    Rounds are the steps in which both players chose; message steps are skipped, and
+    so is a round a forfeit ended (a player's move there was never made).
     """
     if not episodes:
         raise ValueError("episode_metrics needs at least one episode")
-    rounds = [
+    steps = [
         [t.played_action for t in e.turns if t.step == step]
         for e in episodes
-        for step in sorted({t.step for t in e.turns if t.played_action in CHOICES})
+        for step in sorted({t.step for t in e.turns})
     ]
+    rounds = [r for r in steps if len(r) == 2 and all(a in CHOICES for a in r)]
     choices = [a for r in rounds for a in r]
     return {
         "cooperation_rate": float(np.mean([a == COOPERATE for a in choices])) if choices else 0.0,

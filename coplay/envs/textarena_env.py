@@ -39,10 +39,13 @@ INSTALL_HINT = "pip install 'coplay[textarena]'"
 MAX_TURNS = 500
 """Default turn limit; TextArena games end themselves well before (invalid moves count)."""
 
-_LIST_HEADER = re.compile(r"(?:available|valid|legal)\s+(?:moves|actions)[^:\n]*:", re.IGNORECASE)
+_LIST_HEADER = re.compile(r"\b(?:available|valid|legal)\s+(?:moves|actions)[^:\n]*:", re.IGNORECASE)
+"""A list's header; ``\\b`` so that "Illegal moves:" or "Invalid actions:" is none."""
 _BRACKETED = re.compile(r"\[([^\[\]\n]+)\]")
-_TEMPLATE = re.compile(r"\b[A-Z]\b|<|>|\.\.\.")
-"""Placeholders (``[bet X]``, ``[<amount>]``) mark a template, not a list of moves."""
+_TEMPLATE = re.compile(r"<|>|\.\.\.|\s(?:[XYN]|[xyn]|amount|number|quantity|value)$")
+"""Placeholders (``[bet X]``, ``[raise amount]``, ``[<amount>]``) mark a template, not
+a list of moves. A placeholder letter is the last word after a verb: a capital letter
+elsewhere is a move's own (``[X 0]`` in WildTicTacToe, ``[play K♦ 0]``, ``[A]``)."""
 
 
 def _import_textarena() -> Any:
@@ -66,6 +69,8 @@ def listed_actions(text: str) -> tuple[str, ...] | None:
     True
     >>> listed_actions("Say anything.") is None
     True
+    >>> listed_actions("Available Moves: [X 0], [O 4]\\nIllegal moves: [bet X]")
+    ('[X 0]', '[O 4]')
     """
     headers = list(_LIST_HEADER.finditer(text))
     if not headers:
@@ -134,6 +139,7 @@ class TextArenaEnv:
         self._returns: list[float] | None = None
         self.game_info: dict = {}
         self._history: dict[int, str] = {}
+        self._seen: dict[int, str] = {}
         self._read_observation()
 
     @contextmanager
@@ -160,6 +166,7 @@ class TextArenaEnv:
             self._history[player] = self._history.get(player, "") + messages_text(observation)
             text = self._history[player]
         self._player, self._text = int(player), text.strip("\n")
+        self._seen[self._player] = self._text
         self._legal = self.legal_actions(text if fresh is None else fresh)
 
     def _messages_since_last_move(self) -> str | None:
@@ -176,8 +183,15 @@ class TextArenaEnv:
         return [] if self.is_terminal() else [self._player]
 
     def observe(self, player: int) -> Observation:
+        """The acting player's observation; a waiting player's (or, once the game is
+        over, anyone's) is the last text TextArena showed it, with no moves: TextArena
+        hands out observations to the player to act only, and a PettingZoo loop or a
+        play table's showdown observes every player."""
+        if not 0 <= player < self.spec.num_players:
+            raise ValueError(f"no player {player} in a {self.spec.num_players}-player game")
         if player != self._player or self.is_terminal():
-            raise ValueError(f"player {player} is not to act; acting: {self.players_to_act()}")
+            text = self._seen.get(player, "")
+            return Observation(game=self.spec.name, player=player, text=text, legal_actions=())
         return Observation(
             game=self.spec.name,
             player=player,

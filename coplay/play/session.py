@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from coplay.rollout.invalid import forfeit_returns
-from coplay.types import Decision, Env, Observation, Policy, TabularQueryable
+from coplay.types import Decision, Env, Observation, Policy, TabularQueryable, Truncates
 
 PERSON = None
 """The seat value of a person (a policy seat holds its ``Policy``)."""
@@ -267,7 +267,7 @@ class Session:
         self.moves += moves
         self._steps += 1
         if env.is_terminal():
-            self._finish(env.returns())
+            self._finish(env.returns(), truncated=isinstance(env, Truncates) and env.truncated)
         elif self._steps >= env.spec.max_turns:
             self._finish(env.returns(), truncated=True)
         return moves

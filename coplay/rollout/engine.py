@@ -47,6 +47,7 @@ from coplay.types import (
     Steerable,
     Streamed,
     Trajectory,
+    Truncates,
     Turn,
 )
 
@@ -463,6 +464,7 @@ def _advance(game: _Live, max_turns: int | None) -> None:
         if r or game.carry[p]:  # crediting 0.0 changes nothing (most games pay at the end)
             _credit(game, p, r)
     if game.env.is_terminal():
+        game.truncated = isinstance(game.env, Truncates) and game.env.truncated
         _end(game, game.env.returns(), _outcomes(game.env))
     elif game.step >= (max_turns or game.env.spec.max_turns):
         game.truncated = True

@@ -104,6 +104,14 @@ def test_episode_metrics_from_hand_played_games():
         episode_metrics([])
 
 
+def test_a_round_a_forfeit_ended_is_no_round_of_the_metrics():
+    nice, quitter = Replay([C]), Replay([C, "[Betray]"])
+    (ep,) = play_episodes(lambda: make_env("dilemma", talk=False), [[nice, quitter]], [0])
+    assert ep.forfeited_by == 1 and ep.num_steps == 1  # one round played, one forfeited
+    metrics = episode_metrics([ep])
+    assert (metrics["cooperation_rate"], metrics["mutual_cooperation_rate"]) == (1.0, 1.0)
+
+
 @pytest.mark.parametrize(
     ("params", "match"),
     [

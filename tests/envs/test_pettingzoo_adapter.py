@@ -207,6 +207,18 @@ def test_truncation_after_the_games_turn_limit():
     assert all(env.truncations.values()) and not any(env.terminations.values())
 
 
+def test_a_truncated_game_comes_back_truncated():
+    def short_game():
+        game = make_env("tic_tac_toe")
+        game.spec = replace(game.spec, max_turns=2)
+        return game
+
+    seats = [[RandomPolicy(0), RandomPolicy(1)]]
+    (direct,) = play_episodes(short_game, seats, [0])
+    (back,) = play_episodes(lambda: PettingZooEnv(lambda: to_pettingzoo(short_game)), seats, [0])
+    assert direct.truncated and back.truncated and back.num_steps == direct.num_steps == 2
+
+
 def test_free_text_games_take_text_actions_and_forfeit_on_nonsense():
     env = to_pettingzoo(Echo)
     assert isinstance(env.action_space("player_0"), TextSpace)
@@ -294,7 +306,7 @@ def test_round_trip_plays_the_same_episodes(name, params):
     round_trip = play_episodes(via_pettingzoo, seatings(), seeds)
     for a, b in zip(direct, round_trip, strict=True):
         assert turns_of(a) == turns_of(b)
-        assert b.returns == pytest.approx(a.returns)
+        assert b.returns == pytest.approx(a.returns) and b.truncated == a.truncated
         for ta, tb in zip(a.trajectories, b.trajectories, strict=True):
             assert [t.reward for t in tb.turns] == pytest.approx([t.reward for t in ta.turns])
 

@@ -48,6 +48,23 @@ def test_listed_actions_reads_the_last_list_line_only():
     assert listed_actions("Available Moves: none") is None
 
 
+def test_capital_letters_are_moves_and_placeholders_are_templates():
+    # A capital letter is a placeholder only as the last word after a verb ([bet X]);
+    # WildTicTacToe's marks and cards' ranks are the moves' own.
+    assert listed_actions("Available Moves: [X 0], [O 0], [X 1]") == ("[X 0]", "[O 0]", "[X 1]")
+    spite = listed_actions("Available Moves: [draw], [play A♦ 0], [discard Q♣ 1]")
+    assert spite == ("[draw]", "[play A♦ 0]", "[discard Q♣ 1]")
+    assert listed_actions("Available actions: [A], [B], [C]") == ("[A]", "[B]", "[C]")
+    assert listed_actions("Available Moves: [D4 E4], [A0 B0]") == ("[D4 E4]", "[A0 B0]")
+    for template in ("[bet X]", "[bet x]", "[raise amount]", "[give N]", "[say ...]"):
+        assert listed_actions(f"Valid moves: [fold], {template}") is None, template
+
+
+def test_a_list_of_illegal_moves_is_not_the_list():
+    text = "Available moves: [0], [1]\nIllegal moves: [2]\nInvalid actions: you tried [5]"
+    assert listed_actions(text) == ("[0]", "[1]")
+
+
 def test_missing_textarena_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", None)  # import now raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'coplay\[textarena\]'"):
@@ -147,7 +164,45 @@ def test_bad_ids_and_player_counts_are_one_line_errors(ta):
     with pytest.raises(ValueError, match="num_players must be a positive integer"):
         TextArenaEnv("TicTacToe-v0", num_players=0)
     env = TextArenaEnv("TicTacToe-v0")
-    with pytest.raises(ValueError, match="player 1 is not to act; acting: \\[0\\]"):
-        env.observe(1)
+    with pytest.raises(ValueError, match="no player 2 in a 2-player game"):
+        env.observe(2)
     with pytest.raises(ValueError, match="expected actions for players \\[0\\]"):
         env.step({1: "[4]"})
+
+
+def test_every_player_can_be_observed_waiting_and_at_the_end(ta):
+    # TextArena shows its text to the player to act only; a waiting or finished player
+    # sees its last text, with no moves: PettingZoo's loop and the play table ask.
+    env = TextArenaEnv("TicTacToe-v0")
+    env.reset(0)
+    assert env.observe(1).text == "" and env.observe(1).legal_actions == ()
+    env.step({0: "[4]"})
+    shown = env.observe(1).text
+    assert env.observe(0).legal_actions == () and "Available Moves" in env.observe(0).text
+    for player, move in ((1, "[0]"), (0, "[1]"), (1, "[8]"), (0, "[7]")):  # 0 wins: 1-4-7
+        env.step({player: move})
+    assert env.is_terminal()
+    assert shown and env.observe(1).text != shown  # its latest text, not its first
+    assert all(env.observe(p).legal_actions == () for p in (0, 1))
+
+
+def test_a_textarena_game_plays_to_the_end_through_pettingzoo_and_at_a_play_table(ta):
+    pytest.importorskip("pettingzoo")
+    from functools import partial
+
+    from coplay.envs.pettingzoo_adapter import to_pettingzoo
+    from coplay.play.session import Session
+
+    aec = to_pettingzoo("textarena:TicTacToe-v0")
+    aec.reset(seed=0)
+    rng = random.Random(0)
+    for _ in aec.agent_iter():
+        obs, _, term, trunc, _ = aec.last()
+        legal = np.flatnonzero(obs["action_mask"]) if "action_mask" in obs else None
+        aec.step(None if term or trunc else int(rng.choice(legal)) if legal is not None else "[4]")
+    assert not aec.agents
+    players = {"a": RandomPolicy(0), "b": RandomPolicy(1)}
+    table = Session(partial(make_env, "textarena:TicTacToe-v0"), players, ["a", "b"])
+    table.new_game()
+    table.advance()
+    assert table.outcome is not None and len(table.outcome.views) == 2
