@@ -76,6 +76,12 @@ def find_policy(path: str | Path, role: str | None = None) -> SavedPolicy:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (expected a run directory or checkpoint)")
     final = path / "checkpoints" / "final"
+    if not final.is_dir() and (path / "roster.yaml").is_file():
+        # A roster run saves its policies once, at its end: until then there is none.
+        raise FileNotFoundError(
+            f"{path} is a roster run that has not saved its policies yet (they are saved "
+            "in checkpoints/final when it ends; finish it with coplay train --resume)"
+        )
     holder = final if final.is_dir() else path
     if role is not None:
         # The base folder of a LoRA run was named: its roles are its siblings.

@@ -21,6 +21,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -122,8 +125,7 @@ def build_policy(
         text = cfg.mode == "text"  # a tokenizer that can write, with a chat template
         tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size, actions=actions, text=text)
         model = build_tiny_model(cfg.tiny, vocab_size=len(tok), seed=seed)
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"model.device is {cfg.device}, but torch sees no GPU here")
+    check_device(cfg.device)
     model.to(cfg.device)
     return LMPolicy(
         model,
@@ -137,6 +139,25 @@ def build_policy(
         engine=cfg.engine,
         text=cfg.text,
     )
+
+
+DEVICE_COUNTS = {
+    "cpu": lambda: 1,
+    "cuda": torch.cuda.device_count,
+    "mps": lambda: int(torch.backends.mps.is_available()),
+    "xpu": lambda: torch.xpu.device_count() if hasattr(torch, "xpu") else 0,
+}
+"""How many devices of each kind ``model.device`` accepts this torch sees here."""
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine's torch cannot run on, in one line, before a model
+    is moved there (torch's own errors are tracebacks or asserts)."""
+    kind, _, index = device.partition(":")
+    count = DEVICE_COUNTS[kind]()
+    if int(index or 0) >= count:
+        seen = f"no {kind} device" if count == 0 else f"{count} {kind} device(s)"
+        raise ValueError(f"model.device is {device}, but torch sees {seen} here")
 
 
 def _load_hf(path: str | Path, dtype: str):
@@ -225,11 +246,15 @@ def _from_pretrained(cls, folder: Path, **kwargs):
         )
     except Exception as err:  # transformers raises many types for a bad folder
         raise CheckpointError(f"{folder} could not be loaded: {_one_line(err)}") from err
-    _check_loaded(folder, info)
+    _check_loaded(folder, info, model.config)
     return model
 
 
-def _check_loaded(folder: Path, info: dict) -> None:
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+"""A decoder layer's index in a weight's name."""
+
+
+def _check_loaded(folder: Path, info: dict, config) -> None:
     """Refuse weights that do not fit ``config.json``: transformers would fill them in
     at random (and its own report of them is a table, logged as a warning)."""
     if info["mismatched_keys"]:
@@ -238,6 +263,20 @@ def _check_loaded(folder: Path, info: dict) -> None:
             f"{folder} holds weights of another size than its config.json says: {key} is "
             f"{list(saved)} in the weights but {list(wanted)} by the config "
             f"({len(info['mismatched_keys'])} tensors differ)"
+        )
+    # Layers the config has no place for (a config of fewer layers than its weights)
+    # would be dropped, and the model load as a smaller one. Other unexpected weights
+    # (a multimodal checkpoint's vision tower, loaded as a language model) may go.
+    layers = getattr(config, "num_hidden_layers", None)
+    extra = sorted(
+        k
+        for k in info["unexpected_keys"]
+        if layers is not None and (m := _LAYER.search(k)) and int(m[1]) >= layers
+    )
+    if extra:
+        raise CheckpointError(
+            f"{folder} holds weights its config.json has no place for: {', '.join(extra[:3])}"
+            + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
         )
     if info["missing_keys"]:
         missing = sorted(info["missing_keys"])
@@ -295,7 +334,27 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     meta = _read_json(file)
     if not isinstance(meta, dict):
         raise CheckpointError(f"{file} is not a JSON object of policy settings")
+    try:
+        PolicyRecord.model_validate(meta)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise CheckpointError(f"{file}: {where}: {first['msg']}") from err
     return meta
+
+
+class PolicyRecord(BaseModel):
+    """The fields of ``coplay_policy.json`` that loading reads, as they must be; other
+    keys (the game, its parameters, roles) are read where they are used."""
+
+    model_config = ConfigDict(extra="allow")
+
+    policy_id: StrictStr | None = None
+    mode: Literal["choice", "text"] | None = None
+    temperature: StrictFloat | StrictInt | None = Field(None, gt=0)
+    max_new_tokens: StrictInt | None = Field(None, gt=0)
+    version: StrictInt | None = Field(None, ge=0)
+    text: TextConfig | None = None
 
 
 def write_meta(folder: str | Path, meta: Mapping[str, Any]) -> None:

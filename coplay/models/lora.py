@@ -81,10 +81,27 @@ def _peft_config(cfg: LoraSettings) -> LoraConfig:
     )
 
 
-def check_role_names(roles: Sequence[str]) -> None:
+PEFT_PARTS = frozenset(
+    {"base_model", "base_layer", "lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B"}
+    | {"lora_magnitude_vector", "lora_dropout"}
+)
+"""The parts peft adds to a wrapped model's parameter names."""
+
+
+def name_parts(model: torch.nn.Module) -> frozenset[str]:
+    """Every dot-separated part of ``model``'s parameter and buffer names (``model``,
+    ``layers``, ``0``, ``mlp``, ``weight``...), and the parts peft adds to them."""
+    names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    return frozenset(part for name in names for part in name.split(".")) | PEFT_PARTS
+
+
+def check_role_names(roles: Sequence[str], parts: frozenset[str] = frozenset()) -> None:
     """Roles must be distinct, non-empty, not pieces of peft's ``lora_`` prefix (peft
     would confuse such adapter names with its own parameter names), one folder name
-    each (no dot or slash), and none of ``RESERVED_ROLES``."""
+    each (no dot or slash), and none of ``RESERVED_ROLES``; with the model's
+    ``name_parts``, none of them either: saving one adapter, peft drops every key
+    with another adapter's name as a part, so a role named ``0`` or ``mlp`` would take
+    a layer's or every MLP's weights out of the other roles' files."""
     if not roles:
         raise ValueError("attach_roles needs at least one role")
     if len(set(roles)) != len(roles):
@@ -100,6 +117,12 @@ def check_role_names(roles: Sequence[str]) -> None:
         name = reserved[0]
         raise ValueError(
             f"role name {name!r} is reserved ({RESERVED_ROLES[name]}); rename the role"
+        )
+    clash = [r for r in roles if r in parts]
+    if clash:
+        raise ValueError(
+            f"role name {clash[0]!r} is also a part of the model's parameter names, which "
+            "peft would cut out of the other roles' saved adapters; rename the role"
         )
 
 
@@ -196,9 +219,9 @@ def attach_roles(
 
     Each view's ``policy_id`` is its role name; view ``i`` samples with seed ``seed + i``.
     """
-    check_role_names(roles)
     if isinstance(policy.model, PeftModel):
         raise ValueError("the policy's model already carries adapters; attach roles to a base")
+    check_role_names(roles, name_parts(policy.model))
     peft_cfg = _peft_config(cfg)
     model = get_peft_model(policy.model, peft_cfg, adapter_name=roles[0])
     for role in roles[1:]:
@@ -257,6 +280,7 @@ def load_roles(
     if missing:
         raise FileNotFoundError(f"no adapter for role {missing[0]!r} in {folder}")
     base = load_policy(folder / BASE, seed=seed)
+    check_role_names(roles, name_parts(base.model))  # such a role's adapters were cut
     model = PeftModel.from_pretrained(
         base.model, folder / roles[0], adapter_name=roles[0], is_trainable=trainable
     )

@@ -75,6 +75,14 @@ def test_a_roster_run_needs_a_role(tmp_path):
         find_policy(tmp_path, "third")
 
 
+def test_a_roster_run_before_its_end_says_it_has_saved_no_policy_yet(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "roster.yaml").write_text("roster: {}\n")
+    for role in (None, "first"):  # said "not a roster run", then "neither a checkpoint"
+        with pytest.raises(FileNotFoundError, match="roster run that has not saved its"):
+            find_policy(tmp_path, role)
+
+
 def test_a_lora_role_loads_its_adapter_on_the_base(lora_run):
     saved = find_policy(lora_run, "second")
     assert saved.adapter and saved.game() == KUHN3

@@ -4,6 +4,7 @@ import json
 import shutil
 
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
@@ -95,6 +96,14 @@ def _edit_config(**changes):
     return edit
 
 
+def _edit_meta(**changes):
+    def edit(folder):
+        meta = json.loads((folder / "coplay_policy.json").read_text())
+        (folder / "coplay_policy.json").write_text(json.dumps({**meta, **changes}))
+
+    return edit
+
+
 def _drop_weight(folder):
     weights = load_file(_weights(folder))
     save_file({k: v for k, v in weights.items() if k != "model.norm.weight"}, _weights(folder))
@@ -162,6 +171,26 @@ BAD_CHECKPOINTS = {
         lambda d: (d / "coplay_policy.json").write_text("[]"),
         "{d}/coplay_policy.json is not a JSON object of policy settings",
     ),
+    "config.json of fewer layers": (
+        _edit_config(num_hidden_layers=1),
+        "{d} holds weights its config.json has no place for: model.layers.1.",
+    ),
+    "a version that is not a number": (
+        _edit_meta(version="v3"),
+        "{d}/coplay_policy.json: version: Input should be a valid integer",
+    ),
+    "a text setting that is not a mapping": (
+        _edit_meta(text="free"),
+        "{d}/coplay_policy.json: text: Input should be a valid dictionary",
+    ),
+    "a policy id that is a list": (
+        _edit_meta(policy_id=[1]),
+        "{d}/coplay_policy.json: policy_id: Input should be a valid string",
+    ),
+    "a temperature of zero": (
+        _edit_meta(temperature=0),
+        "{d}/coplay_policy.json: temperature",
+    ),
     "no such folder": (
         shutil.rmtree,
         "{d} does not exist (expected a run directory or checkpoint)",
@@ -205,3 +234,15 @@ def test_a_bad_checkpoint_in_a_run_directory_names_the_file(checkpoint, tmp_path
 def test_a_good_checkpoint_still_loads_after_the_checks(checkpoint):
     check_checkpoint(checkpoint)
     assert load_policy(checkpoint).model.config.hidden_size == 32
+
+
+@pytest.mark.parametrize(
+    ("device", "seen"),
+    [("mps", "no mps device"), ("xpu:1", "no xpu device"), ("cuda:7", "cuda device")],
+)
+def test_a_device_torch_does_not_see_is_one_error_line(device, seen):
+    if device.startswith("cuda") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    cfg = ModelConfig(device=device)
+    with pytest.raises(ValueError, match=f"model.device is {device}, but torch sees .*{seen}"):
+        build_policy(cfg, corpus=["a b"], seed=0)

@@ -118,9 +118,9 @@ def test_adapters_start_as_the_base_and_diverge_with_training_while_the_base_sta
     assert max(abs(pa[k] - pb[k]) for k in pa) > 1e-4
 
 
-@pytest.mark.parametrize("roles", [("0", "1"), ("model", "first")])
+@pytest.mark.parametrize("roles", [("proj", "lay"), ("odel", "first")])
 def test_a_roles_parameters_are_its_adapter_alone_whatever_its_name(roles):
-    # "0" is also a layer index and "model" a module of the base in parameter names.
+    # Each name is inside the base's parameter names ("q_proj", "layers", "model").
     views = _views(roles=roles)
     a, b = (views[r].adapter_parameters() for r in roles)
     assert len(a) == len(b) == 2 * 7 * 2
@@ -229,6 +229,12 @@ def test_kl_reference_is_the_base_with_adapters_disabled():
         (("a/b",), "slash"),
         (("first", "default"), "'default' is reserved"),
         (("base",), "'base' is reserved"),
+        # Parts of the parameter names: saving one role, peft drops every key with
+        # another role's name as a part (a layer's, every MLP's weights).
+        (("0", "1"), "'0' is also a part of the model's parameter names"),
+        (("bob", "mlp"), "'mlp' is also a part"),
+        (("weight",), "'weight' is also a part"),
+        (("lora_A",), "'lora_A' is also a part"),
     ],
 )
 def test_bad_role_names_are_one_line_errors(roles, match):
