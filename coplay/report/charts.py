@@ -82,9 +82,9 @@ def build_charts(runs: Sequence[RunFiles]) -> list[Chart]:
         prefix = f"{run.name} " if len(runs) > 1 else ""
         lines: dict[tuple[str, str], Series] = {}
         for row in run.metrics:
-            seconds = row.get(TIME_KEY) if _number(row.get(TIME_KEY)) else 0.0
+            seconds = row.get(TIME_KEY) if finite_number(row.get(TIME_KEY)) else 0.0
             for key, value in row.items():
-                if key == "iteration" or not _number(value):
+                if key == "iteration" or not finite_number(value):
                     continue
                 name, label = chart_of(key)
                 line = lines.get((name, label))
@@ -98,10 +98,16 @@ def build_charts(runs: Sequence[RunFiles]) -> list[Chart]:
     return sorted(charts.values(), key=lambda c: (order.get(c.section, len(order)), c.key))
 
 
-def _number(value: object) -> bool:
+def finite_number(value: object) -> bool:
     """A finite number. NaN and infinities, which Python's json reads from a metrics
-    file, have no JSON form for the page: their points are left out (a gap)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    file, have no JSON form for the page: their points are left out (a gap), as is an
+    integer too large for a float (JSON integers have no size limit)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _add_point(line: Series, iteration: int, seconds: float, value: float) -> None:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from coplay.report.charts import SECTIONS, TIME_KEY, Chart, build_charts
+from coplay.report.charts import SECTIONS, TIME_KEY, Chart, build_charts, finite_number
 from coplay.report.runfiles import Metagame, RunFiles
 from coplay.report.transcripts import transcripts_html
 
@@ -134,7 +134,7 @@ def wall_time(run: RunFiles) -> float | None:
         wall = run.summary.get("wall_s")
     else:
         wall = last.get(TIME_KEY)
-    return float(wall) if isinstance(wall, int | float) and not isinstance(wall, bool) else None
+    return float(wall) if finite_number(wall) else None
 
 
 def _config_section(runs: Sequence[RunFiles], changes: Mapping[str, ConfigChanges]) -> str:
@@ -190,7 +190,7 @@ def _throughput_section(runs: Sequence[RunFiles]) -> str:
     for r in runs:
         cells = []
         for k in keys:
-            values = [row[k] for row in r.metrics if isinstance(row.get(k), int | float)]
+            values = [row[k] for row in r.metrics if finite_number(row.get(k))]
             if not values:
                 cells.append("<td>-</td>")
                 continue
@@ -228,7 +228,8 @@ def heatmap(game: Metagame) -> str:
     seat 0, columns the member in seat 1; a league's one matrix: seats averaged); blue
     above 0, red below, the value in each cell."""
     matrix = game.payoffs[0] if game.payoffs else ()
-    finite = [abs(v) for row in matrix for v in row if v is not None]
+    # An infinite cell would make every other cell transparent: scale by the finite ones.
+    finite = [abs(v) for row in matrix for v in row if v is not None and math.isfinite(v)]
     scale = max(finite, default=1.0) or 1.0
     head = "".join(f"<th>{_esc(m)}</th>" for m in game.members[: len(matrix[0]) if matrix else 0])
     rows = []
@@ -246,6 +247,8 @@ def heatmap(game: Metagame) -> str:
 def _heat_cell(value: float | None, scale: float) -> str:
     if value is None:
         return "<td>-</td>"
+    if not math.isfinite(value):  # shown, but left out of the colour scale
+        return f'<td data-value="{value}">{value}</td>'
     a = min(1.0, abs(value) / scale)
     rgb = "31,119,180" if value >= 0 else "214,39,40"
     return f'<td style="background: rgba({rgb},{a:.2f})" data-value="{value}">{value:.3f}</td>'

@@ -19,6 +19,7 @@ clean; the bar shares the terminal with the command's output, printed above it.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -49,6 +50,8 @@ def interval_s() -> float:
         value = float(raw) if raw.strip() else DEFAULT_INTERVAL_S
     except ValueError:
         raise ValueError(f"{INTERVAL_ENV} must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value):  # float() reads "nan" and "inf"; neither is an interval
+        raise ValueError(f"{INTERVAL_ENV} must be a finite number of seconds, got {raw!r}")
     if value < 0:
         raise ValueError(f"{INTERVAL_ENV} must be >= 0 seconds, got {raw!r}")
     return value

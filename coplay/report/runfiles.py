@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,30 +91,50 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """An int or float that converts to a float: JSON integers have no size limit, and a
+    400-digit one would overflow wherever the report formats or sums it."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _is_numbers(value: Any) -> bool:
     return isinstance(value, list) and all(map(_is_number, value))
 
 
-RECORD_FIELDS = {
+def _is_logprobs(value: Any) -> bool:
+    # A log-probability is <= 0 (-inf: an impossible token); a positive one is not one,
+    # and exp() of a large sum overflows. NaN fails the comparison, as it should.
+    return _is_numbers(value) and all(float(x) <= 0 for x in value)
+
+
+def _or_null(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or test(v)
+
+
+RECORD_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "iteration": ("an integer", _is_int),
     "seats": ("a list", lambda v: isinstance(v, list)),
     "returns": ("a list of numbers", _is_numbers),
 }
-"""Optional fields of a transcript record that the report reads: (what, test)."""
+"""Optional fields of a transcript record that the report reads: (what, test). Present
+means readable: a null is a fault unless the test allows it."""
 
-TURN_FIELDS = {
+TURN_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "step": ("an integer", _is_int),
     "observation": ("text", lambda v: isinstance(v, str)),
     "text": ("text", lambda v: isinstance(v, str)),
-    "action": ("text", lambda v: isinstance(v, str)),
-    "reward": ("a number", _is_number),
-    "logprobs": ("a list of numbers", _is_numbers),
+    # The writer logs null for a turn whose answer played no action.
+    "action": ("text or null", _or_null(lambda v: isinstance(v, str))),
+    "reward": ("a number or null", _or_null(_is_number)),
+    "logprobs": ("a list of numbers <= 0 (log-probabilities)", _is_logprobs),
     "rejected": ("a list", lambda v: isinstance(v, list)),
 }
-"""Optional fields of a turn that the report reads: (what, test)."""
+"""Optional fields of a turn that the report reads: (what, test), as RECORD_FIELDS."""
 
 
 def _transcript_fault(record: dict[str, Any]) -> str | None:
@@ -135,9 +155,11 @@ def _transcript_fault(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _field_fault(data: dict[str, Any], fields: dict, where: str) -> str | None:
+def _field_fault(
+    data: dict[str, Any], fields: dict[str, tuple[str, Callable[[Any], bool]]], where: str
+) -> str | None:
     for key, (what, test) in fields.items():
-        if data.get(key) is not None and not test(data[key]):
+        if key in data and not test(data[key]):
             return f"{where}{key!r} must be {what}, got {reprlib.repr(data[key])}"
     return None
 
@@ -219,12 +241,24 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def _metagame(path: Path) -> Metagame | None:
+    """``metagame.json``, its cells checked: the heatmap scales and formats each one."""
     data = _json(path)
     if not data:
         return None
-    try:
-        members = tuple(str(m) for m in data["members"])
-        payoffs = tuple(tuple(tuple(row) for row in p) for p in data["payoffs"])
-    except (KeyError, TypeError) as err:
-        raise ValueError(f"{path} lacks members or payoffs ({err})") from None
-    return Metagame(members, payoffs)
+    members, payoffs = data.get("members"), data.get("payoffs")
+    if not isinstance(members, list) or not isinstance(payoffs, list):
+        raise ValueError(f"{path} lacks members or payoffs (each a JSON list)")
+    for p, matrix in enumerate(payoffs):
+        if not isinstance(matrix, list) or not all(isinstance(row, list) for row in matrix):
+            raise ValueError(f"{path}: payoffs[{p}] is not a matrix (a list of lists)")
+        for i, row in enumerate(matrix):
+            for j, cell in enumerate(row):
+                if cell is not None and not _is_number(cell):
+                    raise ValueError(
+                        f"{path}: payoffs[{p}][{i}][{j}] must be a number or null, "
+                        f"got {reprlib.repr(cell)}"
+                    )
+    return Metagame(
+        tuple(str(m) for m in members),
+        tuple(tuple(tuple(row) for row in matrix) for matrix in payoffs),
+    )

@@ -21,7 +21,15 @@ from coplay.types import Episode
 
 
 def _clean(value: Any) -> Any:
-    """JSON has no NaN or infinity; write them as null rather than invalid JSON."""
+    """``value`` as JSON can hold it, nested dicts and lists included: a numpy scalar or
+    a 0-d tensor as the Python number it holds, and NaN or infinity (which JSON has no
+    form for) as null rather than invalid JSON."""
+    if isinstance(value, Mapping):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # numpy or torch scalar
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -134,7 +142,7 @@ def append_transcripts(path: Path, episodes: Sequence[Episode], iteration: int) 
 
 def write_summary(path: Path, summary: Mapping[str, Any]) -> None:
     """Replace ``summary.json`` atomically: a kill leaves the previous summary whole."""
-    write_text(path, json.dumps({k: _clean(v) for k, v in summary.items()}, indent=2) + "\n")
+    write_text(path, json.dumps(_clean(summary), indent=2) + "\n")
 
 
 def as_metrics(prefix: str, record: Any) -> dict[str, float]:

@@ -60,3 +60,12 @@ def test_several_runs_overlay_with_their_names():
     assert labels == [("a seat 0", 0), ("a seat 1", 0), ("b seat 0", 1), ("b seat 1", 1)]
     refs = [s for s in charts["eval/exploitability"].series if s.label == "reference"]
     assert len(refs) == 1  # one reference line, not one per run
+
+
+def test_an_integer_too_large_for_a_float_is_a_gap_not_an_overflow():
+    rows = [
+        {"iteration": 0, "loss/x": 1.0, "perf/elapsed_s": 10**400},
+        {"iteration": 1, "loss/x": 10**400, "perf/elapsed_s": 2.0},
+    ]
+    x = {c.key: c for c in build_charts([run("a", rows)])}["loss/x"].series[0]
+    assert (x.iterations, x.seconds, x.values) == ([0], [0.0], [1.0])

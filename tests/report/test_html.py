@@ -2,6 +2,7 @@
 headless Chromium; ``coplay report`` and its one-line errors."""
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -83,6 +84,35 @@ def test_the_heatmap_colours_each_payoff_and_shows_its_value():
     assert 'rgba(31,119,180,1.00)" data-value="0.5">0.500' in table
     assert 'rgba(214,39,40,1.00)" data-value="-0.5">-0.500' in table
     assert "<td>-</td>" in table and "<th>m1</th>" in table
+
+
+def test_an_infinite_payoff_leaves_the_other_cells_coloured():
+    table = heatmap(Metagame(("m0", "m1"), (((math.inf, 0.5), (-0.25, None)),)))
+    assert 'rgba(31,119,180,1.00)" data-value="0.5">0.500' in table
+    assert 'rgba(214,39,40,0.50)" data-value="-0.25">-0.250' in table
+    assert '<td data-value="inf">inf</td>' in table
+
+
+def test_bad_files_of_a_run_are_one_line_not_a_traceback(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    huge = "1" + "0" * 400  # a JSON integer no float holds
+    (run / "metrics.jsonl").write_text(
+        f'{{"iteration": 0, "loss/x": {huge}, "perf/elapsed_s": {huge}}}\n'
+    )
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+    transcripts = run / "transcripts.jsonl"
+    transcripts.write_text('{"iteration": 0, "turns": [{"player": 0, "logprobs": [800.0]}]}\n')
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay report: error: {transcripts}:1 is not a transcript record")
+    transcripts.unlink()
+    (run / "metagame.json").write_text('{"members": ["a"], "payoffs": [[["x"]]]}')
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"coplay report: error: {run / 'metagame.json'}: payoffs[0][0][0] must be a " \
+        "number or null, got 'x'\n"  # fmt: skip
 
 
 def test_coplay_report_writes_one_file_for_several_runs(tiny_run, tmp_path, capsys):

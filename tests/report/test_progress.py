@@ -70,7 +70,7 @@ def test_interval_from_the_environment(monkeypatch, raw, seconds):
     assert interval_s() == seconds
 
 
-@pytest.mark.parametrize("raw", ["soon", "-1"])
+@pytest.mark.parametrize("raw", ["soon", "-1", "nan", "inf"])
 def test_a_bad_interval_is_a_one_line_error(monkeypatch, raw):
     monkeypatch.setenv("COPLAY_PROGRESS_EVERY_S", raw)
     with pytest.raises(ValueError, match="COPLAY_PROGRESS_EVERY_S must be"):

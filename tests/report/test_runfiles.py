@@ -1,6 +1,7 @@
 """Reading a run directory back: rows, transcripts, the meta-game, one-line errors."""
 
 import json
+import math
 
 import pytest
 
@@ -86,6 +87,15 @@ def test_the_latest_response_is_found_by_number_not_by_name(tmp_path, names, lat
         ({"turns": [{"player": 0, "logprobs": ["x"]}]}, "'logprobs' must be a list of numbers"),
         ({"iteration": "1", "turns": []}, "'iteration' must be an integer, got '1'"),
         ({"returns": ["win"], "turns": []}, "'returns' must be a list of numbers"),
+        # a log-probability is <= 0; exp() of a large positive one overflows
+        ({"turns": [{"player": 0, "logprobs": [800.0]}]}, "'logprobs' must be a list of num"),
+        ({"turns": [{"player": 0, "logprobs": [math.nan]}]}, "'logprobs' must be a list of num"),
+        # a JSON integer too large for a float overflows wherever it is formatted
+        ({"turns": [{"player": 0, "reward": 10**400}]}, "turn 0: 'reward' must be a number"),
+        # an explicit null is not a missing field: the report would compare or int() it
+        ({"iteration": None, "turns": []}, "'iteration' must be an integer, got None"),
+        ({"turns": [{"player": 0, "step": None}]}, "turn 0: 'step' must be an integer, got None"),
+        ({"turns": [{"player": 0, "text": None}]}, "turn 0: 'text' must be text, got None"),
     ],
 )
 def test_a_transcript_record_the_report_cannot_read_is_named_by_file_and_line(
@@ -99,6 +109,32 @@ def test_a_transcript_record_the_report_cannot_read_is_named_by_file_and_line(
     ) as err:
         read_transcripts(path)
     assert fault in str(err.value)
+
+
+def test_the_fields_the_writer_logs_as_null_are_read(tmp_path):
+    path = tmp_path / "transcripts.jsonl"
+    turn = {"player": 0, "step": 0, "action": None, "reward": None, "logprobs": [0.0, -math.inf]}
+    record = {"iteration": 1, "forfeited_by": None, "opening": None, "turns": [turn]}
+    path.write_text(json.dumps(record) + "\n")
+    assert read_transcripts(path) == [record]
+
+
+@pytest.mark.parametrize(
+    ("payoffs", "fault"),
+    [
+        ([[["x", 0.5], [0.1, None]]], "payoffs[0][0][0] must be a number or null, got 'x'"),
+        ([[[0.5, 0.5], [True, 0.2]]], "payoffs[0][1][0] must be a number or null, got True"),
+        ([[[0.5, 10**400]]], "payoffs[0][0][1] must be a number or null"),
+        ([[0.5]], "payoffs[0] is not a matrix"),
+        ("0.5", "lacks members or payoffs"),
+    ],
+)
+def test_a_metagame_cell_that_is_not_a_number_is_a_one_line_error(tmp_path, payoffs, fault):
+    run = write_run(tmp_path / "a", [{"iteration": 0}])
+    (run / "metagame.json").write_text(json.dumps({"members": ["a", "b"], "payoffs": payoffs}))
+    with pytest.raises(ValueError, match=r"metagame.json") as err:
+        load_run(run)
+    assert fault in str(err.value) and "\n" not in str(err.value)
 
 
 def test_an_empty_config_is_no_config(tmp_path):

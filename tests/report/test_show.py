@@ -71,6 +71,9 @@ def test_coplay_show_names_the_file_and_line_of_a_bad_record(tmp_path, capsys):
     for bad, fault in [
         ({"iteration": 0}, "'turns' must be a list of turns"),
         ({"iteration": 0, "turns": [{"player": "1"}]}, "turn 0: 'player' must be a seat"),
+        ({"iteration": 0, "turns": [{"player": 0, "logprobs": [800.0]}]}, "'logprobs' must be"),
+        ({"iteration": 0, "turns": [{"player": 0, "step": None}]}, "'step' must be an integer"),
+        ({"iteration": None, "turns": []}, "'iteration' must be an integer"),
     ]:
         transcripts.write_text(json.dumps(ok) + "\n" + json.dumps(bad) + "\n")
         assert main(["show", str(run)]) == 2

@@ -4,6 +4,10 @@ import json
 import math
 from dataclasses import replace
 
+import numpy as np
+import pytest
+import torch
+
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.report.sinks import (
@@ -57,6 +61,20 @@ def test_a_restarted_episode_records_the_history_it_replayed(tmp_path):
 def test_summary_is_strict_json(tmp_path):
     write_summary(tmp_path / "s.json", {"a": math.inf, "b": 1})
     assert json.loads((tmp_path / "s.json").read_text()) == {"a": None, "b": 1}
+
+
+def test_nested_values_and_numpy_and_torch_scalars_are_written_as_json(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    append_metrics(path, 1, {"a": np.float32("nan"), "b": torch.tensor(0.5), "c": np.int64(3)})
+    assert read_metrics(path) == [{"iteration": 1, "a": None, "b": 0.5, "c": 3}]
+    summary = {"x": {"y": math.nan, "z": [1.0, np.float64(math.inf)]}, "t": torch.tensor(2.0)}
+    write_summary(tmp_path / "s.json", summary)
+    # strict: the file holds no NaN or Infinity token for json.loads to accept
+    text = (tmp_path / "s.json").read_text()
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in summary.json")) == {
+        "x": {"y": None, "z": [1.0, None]},
+        "t": 2.0,
+    }
 
 
 def test_repair_drops_only_a_torn_last_line(tmp_path):
