@@ -180,10 +180,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise ValueError(f"{run.path} has no transcripts (train.transcripts: 0, or no evaluation)")
     shown = show_games(run.transcripts, console, games=args.games, iteration=args.iteration)
     if not shown:
-        found = sorted({r.get("iteration") for r in run.transcripts})
+        # A record may omit its iteration (older or hand-written files): not sortable.
+        found = sorted({r["iteration"] for r in run.transcripts if "iteration" in r})
         raise ValueError(
             f"{run.path} has no transcripts of iteration {args.iteration}; "
-            f"it has {', '.join(map(str, found))}"
+            + (f"it has {', '.join(map(str, found))}" if found else "its records name none")
         )
     return 0
 

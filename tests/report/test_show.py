@@ -60,6 +60,13 @@ def test_coplay_show_bad_input_is_one_line(tiny_run, tmp_path, capsys):
     assert (
         err == f"coplay show: error: {tiny_run} has no transcripts of iteration 99; it has 1, 2\n"
     )
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "metrics.jsonl").write_text('{"iteration": 0}\n')
+    records = [{"iteration": 1, "turns": []}, {"turns": []}]  # the second names none
+    (mixed / "transcripts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["show", str(mixed), "--iteration", "7"]) == 2
+    assert capsys.readouterr().err.endswith("no transcripts of iteration 7; it has 1\n")
 
 
 def test_coplay_show_names_the_file_and_line_of_a_bad_record(tmp_path, capsys):
