@@ -273,7 +273,12 @@ def resolve_factory(game: str, params: Mapping[str, object]) -> Callable[[], Env
         if not sep or "." not in module_name and _find_module(module_name) is None:
             raise
         factory = partial(_import_factory(game, module_name, attr), **params)
-    require_env(factory(), game)
+    try:
+        built = factory()
+    except Exception as err:  # noqa: BLE001 - the user's function: say why in one line
+        # check-env's exit 1 means "the game has a defect": a crash must not read so.
+        raise ValueError(f"{game}: building the game failed: {type(err).__name__}: {err}") from err
+    require_env(built, game)
     return factory
 
 

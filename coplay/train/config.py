@@ -7,6 +7,7 @@ is validated when the config is built; errors name the key and what is allowed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -206,7 +207,12 @@ def check_seat_weights(weights: list[float] | None) -> None:
     """Seat weights are shares: non-negative and not all 0 (their count is checked
     against the game's seats when it is built, ``trainer.check_weights``). Shared by
     ``train.opponent`` and the league's and PSRO's configs."""
-    if weights is not None and (any(x < 0 for x in weights) or sum(weights) <= 0):
+    if weights is None:
+        return
+    # NaN passes every comparison as False: it would seat every group in seat 0.
+    if not all(map(math.isfinite, weights)):
+        raise ValueError(f"seat_weights must be finite numbers, got {weights}")
+    if any(x < 0 for x in weights) or sum(weights) <= 0:
         raise ValueError(f"seat_weights must be >= 0 and not all 0, got {weights}")
 
 

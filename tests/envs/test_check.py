@@ -285,6 +285,15 @@ def test_resolve_factory_by_name_family_and_module(monkeypatch):
         resolve_factory("sokoban", {"size": 40})
 
 
+def test_a_game_function_that_raises_is_one_error_line(monkeypatch, tmp_path):
+    # check-env's exit 1 means the game has a defect; a crash must not look like one.
+    (tmp_path / "badgames.py").write_text("def boom():\n    raise RuntimeError('boom')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="badgames:boom: building the game failed: RuntimeError"):
+        resolve_factory("badgames:boom", {})
+
+
 def test_the_guide_example_passes_and_pays_as_documented():
     from examples.bidding import make
 

@@ -128,6 +128,8 @@ def test_seat_weights_bad_input(tmp_path):
         build_config(overrides=opponent("[0, 0]"))
     with pytest.raises(ConfigError, match="seat_weights must be >= 0"):
         build_config(overrides=opponent("[-1, 2]"))
+    with pytest.raises(ConfigError, match="seat_weights must be finite numbers"):
+        build_config(overrides=opponent("[.nan, 1]"))  # sat every group in seat 0
     cfg = build_config(overrides=opponent("[1, 2, 3]"))
     with pytest.raises(ValueError, match="3 weights; kuhn_poker has 2 seats"):
         setup(cfg, tmp_path / "a")
