@@ -277,7 +277,7 @@ def test_a_gpu_device_without_a_gpu_is_one_error_line(tmp_path, capsys):
     out = tmp_path / "o"
     assert main(["train", "--quiet", "--out", str(out), *TINY, "model.device=cuda"]) == 2
     assert capsys.readouterr().err == (
-        "coplay train: error: model.device is cuda, but torch sees no GPU here\n"
+        "coplay train: error: model.device is cuda, but torch sees no cuda device here\n"
     )
     assert not out.exists()
 
@@ -290,12 +290,18 @@ def test_a_seed_out_of_range_is_one_error_line(command, capsys):
 
 
 @pytest.mark.parametrize(
-    "command", [["play", "random", "--game", "kuhn_poker", "--web"], ["serve", "runs/x"]]
+    ("command", "port", "message"),
+    [
+        (["play", "random", "--game", "kuhn_poker", "--web"], "99999", "a port is 0 to 65535"),
+        (["serve", "runs/x"], "99999", "a port is 1 to 65535"),
+        # 0 would serve on a free port but tell the clients remote:http://...:0
+        (["serve", "runs/x"], "0", "a port is 1 to 65535, got 0"),
+    ],
 )
-def test_a_port_out_of_range_is_one_error_line(command, capsys):
+def test_a_port_out_of_range_is_one_error_line(command, port, message, capsys):
     with pytest.raises(SystemExit):
-        main([*command, "--port", "99999"])
-    assert "a port is 0 to 65535, got 99999" in capsys.readouterr().err
+        main([*command, "--port", port])
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -828,17 +834,31 @@ def test_an_output_the_user_may_not_write_is_one_error_line(tmp_path, capsys, mo
 TOURNEY = ["tournament", "--game", "kuhn_poker", "--episodes", "10"]
 
 
-def test_tournament_that_cannot_write_still_prints_its_results(tmp_path, capsys):
-    (tmp_path / "afile").write_text("")
-    out = tmp_path / "afile" / "t.json"
+def test_tournament_that_cannot_write_still_prints_its_results(tmp_path, capsys, monkeypatch):
+    def full_disk(path, text):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("coplay.report.atomic.write_text", full_disk)
+    out = tmp_path / "t.json"
     assert main([*TOURNEY, "--players", "random", "nash", "--out", str(out)]) == 2
     captured = capsys.readouterr()
     assert "mean return of row vs column" in captured.out and "Elo" in captured.out
     # stderr holds the progress line too; the error is one line of its own
     errors = [line for line in captured.err.splitlines() if line.startswith("coplay ")]
     assert errors == [
-        f"coplay tournament: error: cannot write results to {out}: {out.parent} is a file"
+        f"coplay tournament: error: cannot write results to {out}: No space left on device"
     ]
+
+
+def test_tournament_refuses_an_out_under_a_file_before_playing(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "t.json"
+    assert main([*TOURNEY, "--players", "random", "nash", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "mean return" not in captured.out  # refused before a game was played
+    assert captured.err == (
+        f"coplay tournament: error: cannot write {out}: {tmp_path / 'afile'} is a file\n"
+    )
 
 
 def test_tournament_refuses_to_overwrite_results_unless_forced(tmp_path, capsys):
@@ -930,7 +950,8 @@ BAD_INPUT = {
     ),
     "league --resume of a training run": (
         ["league", "--resume", "{run}"],
-        "{run} holds no league run to resume (it has no league.yaml and config.yaml)",
+        "{run} is a training run, not a league run (it has no league.yaml); "
+        "resume it with coplay train --resume {run}",
     ),
     "psro --resume of an empty folder": (
         ["psro", "--resume", "{tmp}"],
@@ -978,3 +999,266 @@ def test_a_text_checkpoint_keeps_its_format_and_is_never_scored_exactly(tmp_path
     assert main(["eval", str(out), "--episodes", "4", "--samples", "2", "--exact"]) == 0
     shown = capsys.readouterr().out
     assert "exploitability (sampled, K=2)" in shown and "(exact)" not in shown
+
+
+# --- data on the console is text: ``[word]`` and ``:name:`` are never markup or emoji ---
+
+
+def test_brackets_in_config_values_and_help_are_printed_as_they_are(capsys):
+    assert main(["config", 'model.text.stop=["[/x]", ":smile:"]']) == 0  # was a MarkupError
+    values = _config_values(capsys.readouterr().out)
+    assert values["train.eval_opponents"] == "[random, nash]"
+    assert values["model.text.stop"] == "['[/x]', ':smile:']"
+    assert main(["config"]) == 0
+    assert "e.g. [mypkg.parts]: they" in capsys.readouterr().out
+    assert main(["games"]) == 0
+    assert "pip install 'coplay[textarena]'" in capsys.readouterr().out
+
+
+def test_a_run_directory_with_brackets_is_named_whole(kuhn_run, tmp_path, capsys):
+    out = tmp_path / "exp[seed1]"
+    assert main(["train", "--quiet", "--out", str(out), *TINY, "train.iterations=1"]) == 0
+    printed = capsys.readouterr().out
+    assert f"coplay train kuhn_poker -> {out}" in printed
+    assert f"run directory: {out}" in printed
+    argv = [*TOURNEY, "--players", str(out), "[/nash]"]
+    assert main(argv) == 2  # a player name is data in the error line too
+    assert "unknown opponent '[/nash]'" in capsys.readouterr().err
+    assert main([*TOURNEY, "--players", str(out), "random"]) == 0
+    assert "exp[seed1]" in capsys.readouterr().out  # its column header
+
+
+def test_check_env_colours_its_results_without_markup(capsys):
+    from coplay.cli.common import console
+
+    with console.capture() as captured:
+        assert main(["check-env", "kuhn_poker", "--episodes", "2"]) == 0
+    assert "[green]" not in captured.get() and "│ pass" in captured.get()
+
+
+# --- --force moves nothing aside before the rest of the command is checked ---------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["train", "--out", "{run}", "model.path={run}/checkpoints/final"],
+            "model.path {run}/checkpoints/final is inside {run}, which --force would move aside",
+        ),
+        (["train", "--out", "{run}", "--roster", "{tmp}/missing.yaml"], "does not exist"),
+        (["train", "--out", "{run}", "train.opponent=bogus"], "unknown opponent 'bogus'"),
+        (["train", "--out", "{run}", "train.eval_opponents=[bogus]"], "unknown opponent"),
+        (["train", "--out", "{run}", "model.path={tmp}"], "no Hugging Face checkpoint at {tmp}"),
+        (["league", "--out", "{run}", "--bots", "bogus"], "unknown opponent 'bogus'"),
+        (["psro", "--out", "{run}", "--config", "{run}/config.yaml"], "--config {run}/config."),
+    ],
+)
+def test_force_moves_nothing_before_the_other_arguments_are_checked(
+    argv, message, kuhn_run, tmp_path, capsys
+):
+    run = _copy(kuhn_run, tmp_path / "run")
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    names = {"run": run, "tmp": tmp_path}
+    assert main([*(a.format(**names) for a in argv), "--force", *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message.format(**names) in err and len(err.splitlines()) == 1
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    assert not list(tmp_path.glob("run.old-*"))
+
+
+def test_force_puts_the_old_run_back_when_the_new_one_fails_unwritten(
+    kuhn_run, tmp_path, capsys, monkeypatch
+):
+    from coplay.train import trainer
+
+    def refused(cfg, out, fresh=True):
+        raise ValueError("refused while setting up")
+
+    monkeypatch.setattr(trainer, "setup", refused)
+    run = _copy(kuhn_run, tmp_path / "run")
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(["train", "--quiet", "--out", str(run), "--force", *TINY]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "coplay train: error: refused while setting up\n"
+    assert f"put the old run back in {run}" in captured.out
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    assert not list(tmp_path.glob("run.old-*"))
+
+
+def test_demos_force_keeps_the_old_file_when_the_player_or_game_is_bad(tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    out.write_text("mine\n")
+    for bad in (["--player", "bogus"], ["--player", "nash", "players=3"], ["--game", "nogame"]):
+        argv = ["demos", "--game", "kuhn_poker", "--out", str(out), "--force", *bad]
+        assert main(argv) == 2
+        assert len(capsys.readouterr().err.splitlines()) == 1
+        assert out.read_text() == "mine\n" and not list(tmp_path.glob("d.jsonl.old-*"))
+
+
+def test_force_of_the_current_directory_is_one_error_line(kuhn_run, tmp_path, capsys, monkeypatch):
+    run = _copy(kuhn_run, tmp_path / "run")
+    monkeypatch.chdir(run)
+    assert main(["train", "--quiet", "--out", ".", "--force", *TINY]) == 2
+    assert capsys.readouterr().err == (
+        f"coplay train: error: cannot move {run} aside: it holds the current directory; "
+        "run from outside it\n"
+    )
+    assert not list(tmp_path.glob("run.old-*"))
+
+
+# --- checks made before the work they would throw away -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--game", "dilemma", "--costly", "2"],
+            "game 'dilemma' has no OpenSpiel backend; exact evaluation needs one",
+        ),
+        (["--samples", "0"], "--samples must be positive, got 0"),
+    ],
+)
+def test_eval_refuses_costly_and_samples_before_playing(
+    kuhn_run, capsys, monkeypatch, extra, message
+):
+    def no_match(*args, **kwargs):
+        raise AssertionError("the match was played before the refusal")
+
+    monkeypatch.setattr("coplay.eval.matches.play_match", no_match)
+    assert main(["eval", str(kuhn_run), "--episodes", "2000", *extra]) == 2
+    assert capsys.readouterr().err == f"coplay eval: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--resume", "", *TINY],
+        ["train", "--out", "", *TINY],
+        ["psro", "--resume", "", "--iterations", "1", "--oracle", "exact", *TINY],
+        ["league", "--out", "", *TINY],
+        ["report", "x", "--out", ""],
+        [*TOURNEY, "--players", "random", "nash", "--out", ""],
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_default(argv, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "an empty path names nothing" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # no runs/<preset> started instead
+
+
+# --- players, messages and widths ---------------------------------------------------------
+
+
+def test_play_takes_a_run_whose_path_holds_an_equals_sign(kuhn_run, tmp_path, monkeypatch):
+    seen = {}
+
+    def play(make_env, players, **kwargs):
+        seen.update(players)
+        return 0
+
+    monkeypatch.setattr("coplay.play.setup.play", play)
+    run = _copy(kuhn_run, tmp_path / "lr=0.1")
+    assert main(["play", str(run), "--seed", "1"]) == 0
+    assert sorted(p is None for p in seen.values()) == [False, True]  # the run and you
+
+
+def test_a_nash_folder_does_not_hide_the_nash_bot(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nash").mkdir()
+    assert main([*TOURNEY, "--players", "random", "nash"]) == 0
+
+
+def _fake_roster_run(path):
+    for role in ("alice", "bob"):
+        (path / "checkpoints" / "final" / role).mkdir(parents=True)
+        (path / "checkpoints" / "final" / role / "config.json").write_text("{}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*TOURNEY, "--players", "{run}", "random"],
+        ["tournament", "--players", "{run}", "random"],
+        ["play", "{run}", "--game", "kuhn_poker"],
+        ["eval", "{kuhn}", "--opponent", "{run}"],
+    ],
+)
+def test_a_roster_run_as_a_player_names_its_folders_not_a_missing_role_option(
+    argv, kuhn_run, tmp_path, capsys
+):
+    run = _fake_roster_run(tmp_path / "roster")
+    assert main([a.format(run=run, kuhn=kuhn_run) for a in argv]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: {run} is a roster run with policies alice, bob: pass one policy's folder, "
+        f"e.g. {run / 'checkpoints' / 'final' / 'alice'}\n"
+    )
+
+
+def test_train_resume_with_a_roster_says_what_the_run_is(kuhn_run, tmp_path, capsys):
+    roster = tmp_path / "r.yaml"
+    roster.write_text("{}")
+    assert main(["train", "--resume", str(kuhn_run), "--roster", str(roster)]) == 2
+    err = capsys.readouterr().err
+    assert f"{kuhn_run} was trained without a roster" in err and "roster.yaml" not in err
+
+
+def test_piped_show_is_no_wider_than_its_panels_need(kuhn_run, capsys):
+    from coplay.cli.common import PIPED_PANEL_WIDTH
+
+    assert main(["show", str(kuhn_run), "--games", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and max(map(len, lines)) == PIPED_PANEL_WIDTH
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["league", "--resume", "{run}", "--sampler", "uniform"], "--sampler cannot go"),
+        (["league", "--resume", "{run}", "--out", "{tmp}/x"], "--out cannot go"),
+        (["league", "--resume", "{run}", "--bots", "random"], "--bots cannot go"),
+        (["psro", "--resume", "{run}", "--iterations", "3"], "--iterations cannot go"),
+        (["psro", "--resume", "{run}", "--cold"], "--cold cannot go"),
+    ],
+)
+def test_population_resume_refuses_options_it_would_ignore(
+    argv, message, kuhn_run, tmp_path, capsys
+):
+    assert main([a.format(run=kuhn_run, tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{message} with --resume" in err and len(err.splitlines()) == 1
+
+
+def test_new_population_runs_take_the_configs_defaults(tmp_path, monkeypatch):
+    import coplay.population.league as league
+    import coplay.population.psro as psro
+
+    made = []
+    monkeypatch.setattr(league, "run_league", _stop_with(made))
+    monkeypatch.setattr(psro, "run_psro", _stop_with(made))
+    assert main(["league", "--out", str(tmp_path / "l"), *TINY]) == 130
+    assert main(["psro", "--out", str(tmp_path / "p"), *TINY]) == 130
+    assert made[0].model_dump(exclude={"run"}) == league.LeagueConfig().model_dump(exclude={"run"})
+    assert made[1].model_dump(exclude={"run"}) == psro.PsroConfig().model_dump(exclude={"run"})
+
+
+def test_report_makes_the_folders_of_its_out(kuhn_run, tmp_path, capsys):
+    out = tmp_path / "new" / "dir" / "x.html"
+    assert main(["report", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "no such run directory" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # no report: no folders left behind
+    assert main(["report", str(kuhn_run), "--out", str(out)]) == 0
+    assert out.is_file()
+    (tmp_path / "afile").write_text("")
+    assert main(["report", str(kuhn_run), "--out", str(tmp_path / "afile" / "x.html")]) == 2
+    assert capsys.readouterr().err.endswith(f"{tmp_path / 'afile'} is a file\n")
+
+
+def test_train_help_names_the_default_out_of_a_config_file(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "runs/<config file's stem>" in " ".join(capsys.readouterr().out.split())

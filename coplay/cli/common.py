@@ -4,9 +4,12 @@ that claim output paths, read game parameters and resolve players."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from rich.console import Console
@@ -15,10 +18,20 @@ from rich.text import Text
 
 from coplay.types import MAX_SEED
 
-console = Console()
+if TYPE_CHECKING:
+    from coplay.models.checkpoints import SavedPolicy
+
+console = Console(markup=False, emoji=False)
+"""Where the commands print. Its strings are never read as markup or emoji codes: they
+hold data (paths, config values, game text) in which ``[word]`` or ``:name:`` is text;
+a style is given as ``rich.text.Text`` (see ``heading``)."""
 PIPED_WIDTH = 1000
 """Console width when stdout is no terminal: wide enough that rich never truncates a
 key or a column header to fit (it would use 80 columns)."""
+PIPED_PANEL_WIDTH = 100
+"""Width of framed output (``coplay show``'s panels) when stdout is no terminal: a
+panel fills the width it is given, and ``PIPED_WIDTH`` would make every line 1000
+columns wide."""
 PROSE_WIDTH = 80
 """Widest a column of explanations grows before it wraps (keys never wrap)."""
 PRESET_HELP = "bundled preset (default: kuhn-selfplay; with --config, none: the file alone)"
@@ -64,6 +77,25 @@ def int_in(name: str, low: int, high: int) -> Callable[[str], int]:
 
 seed = int_in("seed", 0, MAX_SEED)
 port = int_in("port", 0, 65535)
+"""A port to listen on; 0 lets the system pick a free one (``play --web`` says which)."""
+serve_port = int_in("port", 1, 65535)
+"""A port that others are told to connect to, so never 0."""
+
+
+def path_arg(text: str) -> str:
+    """An argparse type: a path, not empty (an empty one would name the current
+    directory, or read as "not given")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names nothing; give a path")
+    return text
+
+
+path_arg.__name__ = "path"
+
+
+def heading(command: str, what: str) -> Text:
+    """``coplay train kuhn_poker -> runs/x``, the command's name in bold."""
+    return Text.assemble((f"coplay {command}", "bold"), f" {what}")
 
 
 def titled_table(title: str) -> Table:
@@ -71,25 +103,60 @@ def titled_table(title: str) -> Table:
     return Table(title=Text(title, no_wrap=True, overflow="ignore"))
 
 
-def claim_run(out: Path, force: bool, *, resumable: bool = True) -> None:
-    """Refuse an ``--out`` that holds a run unless ``--force``, which moves it aside."""
+@contextmanager
+def claimed_run(
+    out: Path,
+    force: bool,
+    *,
+    reads: Iterable[tuple[str, str | Path | None]] = (),
+    resumable: bool = True,
+) -> Iterator[None]:
+    """Hold ``out`` for a new run made inside the block: refuse one that holds a run
+    unless ``force``, which moves it aside (never with what the new run ``reads``,
+    ``("--roster", path)`` pairs), and back again if the block fails before writing there:
+    a setting refused while the run is set up must not cost the old run its place."""
     from coplay.train.checkpoints.rundir import claim
 
-    moved = claim(out, force=force, resumable=resumable)
+    moved = claim(out, force=force, resumable=resumable, reads=reads)
     if moved is not None:
         console.print(f"moved the old run in {out} to {moved}")
+    with _put_back_on_failure(out, moved, "run"):
+        yield
 
 
-def claim_file(path: Path, force: bool) -> None:
-    """Refuse an existing results file unless ``--force``, which moves it aside."""
-    from coplay.train.checkpoints.rundir import RunDirError, move_aside
+@contextmanager
+def claimed_file(path: Path, force: bool) -> Iterator[None]:
+    """Hold the results file ``path`` for the block: refuse one that exists unless
+    ``force``, which moves it aside (and back, if the block fails before writing it),
+    and a path no file can be written to, before any work is done."""
+    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor, move_aside
 
     if path.is_dir():
         raise RunDirError(f"--out {path} is a directory; name a file for the results")
+    if not (folder := existing_ancestor(path.parent)).is_dir():
+        raise RunDirError(f"cannot write {path}: {folder} is a file")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RunDirError(f"cannot write {path}: {folder} is not writable")
+    moved = None
     if path.exists():
         if not force:
             raise RunDirError(f"{path} already exists; pass --force to move it aside")
-        console.print(f"moved the old {path} to {move_aside(path)}")
+        moved = move_aside(path)
+        console.print(f"moved the old {path} to {moved}")
+    with _put_back_on_failure(path, moved, "file"):
+        yield
+
+
+@contextmanager
+def _put_back_on_failure(out: Path, moved: Path | None, what: str) -> Iterator[None]:
+    from coplay.train.checkpoints.rundir import put_back
+
+    try:
+        yield
+    except BaseException:  # Ctrl-C as well: the old run was not replaced
+        if moved is not None and put_back(out, moved):
+            console.print(f"put the old {what} back in {out}: the new one wrote nothing")
+        raise
 
 
 def game_params(items: Sequence[str]) -> dict[str, object]:
@@ -123,16 +190,43 @@ def build_player(spec: str, game: str, params: dict, *, seed: int):
     return build_opponent(spec, game, seed=seed, params=params)
 
 
+def is_checkpoint_player(spec: str) -> bool:
+    """Whether a player names a saved policy: not a remote endpoint, and not a scripted
+    bot's name, which wins over a folder of that name (as in ``build_opponent``)."""
+    from coplay.population.opponents import SCRIPTED_NAMES
+
+    return not spec.startswith("remote:") and spec not in SCRIPTED_NAMES and Path(spec).exists()
+
+
+def saved_player(spec: str) -> SavedPolicy:
+    """The saved policy a player path means (``find_policy``). These commands take no
+    ``--role``, so a roster run's refusal names the role folders to pass instead."""
+    from coplay.models.checkpoints import find_policy, lora_roles_of, roles_in
+
+    try:
+        return find_policy(spec)
+    except ValueError:
+        final = Path(spec) / "checkpoints" / "final"
+        holder = final if final.is_dir() else Path(spec)
+        if roles := roles_in(holder):
+            where = [holder / r for r in roles]
+            what = f"{spec} is a roster run with policies {', '.join(roles)}"
+        elif roles := lora_roles_of(holder):
+            where = [holder.parent / r for r in roles]
+            what = f"{spec} is the untrained base of a LoRA roster run"
+        else:
+            raise
+        raise ValueError(f"{what}: pass one policy's folder, e.g. {where[0]}") from None
+
+
 def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
     """--game, else the one game that the checkpoint players record (with its
     parameters, also when --game names that same game)."""
-    from coplay.models.checkpoints import find_policy
-
     recorded: dict[str, dict] = {}
     for spec in players:
-        if spec.startswith("remote:") or not Path(spec).exists():
+        if not is_checkpoint_player(spec):
             continue
-        played = find_policy(spec).game()
+        played = saved_player(spec).game()
         if played is not None and recorded.setdefault(played.name, played.params) != played.params:
             raise ValueError(f"the checkpoints play {played.name} with different parameters")
     if game:
@@ -142,6 +236,28 @@ def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
         raise ValueError(f"pass --game: the checkpoint players must record one game ({found})")
     name, params = next(iter(recorded.items()))
     return name, dict(params)
+
+
+def check_opponents(names: Iterable[str], game: str, params: Mapping[str, object]) -> None:
+    """Refuse, before a match is played or ``--force`` moves anything, an opponent that
+    is neither a scripted bot fit for the game (built here, which is quick) nor a saved
+    policy that a path alone names."""
+    from coplay.population.opponents import build_opponent
+
+    for name in names:
+        if is_checkpoint_player(name):
+            saved_player(name)
+        else:
+            build_opponent(name, game, params=params)
+
+
+def check_model_path(path: str | None) -> None:
+    """Check the checkpoint ``model.path`` names, when it is a local folder (else it is a
+    Hugging Face Hub name, found only when loaded), before ``--force`` moves anything."""
+    from coplay.models.loading import check_checkpoint
+
+    if path and Path(path).exists():
+        check_checkpoint(Path(path))
 
 
 def check_workers(args: argparse.Namespace) -> None:

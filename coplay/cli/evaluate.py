@@ -6,7 +6,14 @@ import argparse
 
 from rich.table import Table
 
-from coplay.cli.common import Command, check_workers, console, seed, titled_table
+from coplay.cli.common import (
+    Command,
+    check_opponents,
+    check_workers,
+    console,
+    seed,
+    titled_table,
+)
 from coplay.report.progress import track
 
 
@@ -71,14 +78,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if args.costly < 0:
         raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
+    if args.samples <= 0:
+        raise ValueError(f"--samples must be positive, got {args.samples}")
     check_workers(args)
     saved = find_policy(args.path, args.role)
     game, params = _game_of(saved, args.game)
     make = resolve_factory(game, params)
+    check_opponents([args.opponent], game, params)  # its --role would be the policy's
     policy = saved.load(seed=args.seed)
     spec = make().spec
     opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
-    if args.exact:  # before the match, which a refusal after it would throw away
+    if args.exact or args.costly:  # before the match, which a refusal after it would waste
         solvable_game(game, params)
     with track("eval", args.episodes, "episodes", console=console) as advance:
         res = play_match(
@@ -121,8 +131,6 @@ def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: di
     from coplay.eval.exact import decide_exact
     from coplay.eval.sampled import SampledPolicy, bootstrap, exploitability_metric, outcomes_metric
 
-    if args.samples <= 0:
-        raise ValueError(f"--samples must be positive, got {args.samples}")
     metrics = []
     if decide_exact("auto", spec, game, params):
         metrics.append(exploitability_metric(game, params))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from rich.text import Text
+
 from coplay.cli.common import (
     OVERRIDES_HELP,
     PRESET_HELP,
@@ -63,7 +65,7 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     colours = {"pass": "green", "fail": "red", "blocked": "red", "skip": "yellow"}
     for r in report.results:
         details = [f"{f.message}\n  fix: {f.fix}" for f in r.findings] + [r.note] * bool(r.note)
-        result = f"[{colours[r.status]}]{r.status}[/]"
+        result = Text(r.status, style=colours[r.status])
         table.add_row(r.check, result, "\n".join(details) or r.description)
     console.print(table)
     return 0 if report.passed else 1

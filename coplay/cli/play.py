@@ -42,18 +42,25 @@ def cmd_play(args: argparse.Namespace) -> int:
     from coplay.envs.probe import resolve_factory
     from coplay.play.setup import play, seating
 
-    # argparse may hand a game parameter (key=value) to the agent or to --watch.
-    named = [x for x in [args.agent, *(args.watch or [])] if x]
-    agent = args.agent if args.agent and "=" not in args.agent else None
-    if bool(agent) == bool(args.watch):
+    # argparse may hand a game parameter (key=value) to the agent or to --watch, and a
+    # player to the parameters; a path with '=' in it is still a player.
+    items = [x for x in [args.agent, *args.params] if x]
+    agents = [x for x in items if not _is_game_param(x)]
+    watched = [w for w in args.watch or [] if not _is_game_param(w)]
+    if len(agents) > 1:
+        raise ValueError(
+            f"name one agent to play against, got {' '.join(agents)} (game parameters look "
+            "like key=value, e.g. players=3)"
+        )
+    if bool(agents) == bool(watched):
         raise ValueError("name one agent to play against, or the policies to --watch (not both)")
-    specs = [agent] if agent else [w for w in args.watch if "=" not in w]
+    specs = agents or watched
     for spec in specs:
         _check_player(spec)
     if args.seed is None:  # below 2**30: the deals after it (seed + games) stay seeds
         args.seed = secrets.randbelow(2**30)
     game, params = players_game(args.game, specs)
-    params |= game_params([*args.params, *(w for w in named if "=" in w)])
+    params |= game_params([x for x in [*items, *(args.watch or [])] if _is_game_param(x)])
     make_env = resolve_factory(game, params)
     built = {
         spec: build_player(spec, game, params, seed=args.seed + i) for i, spec in enumerate(specs)
@@ -72,6 +79,14 @@ def cmd_play(args: argparse.Namespace) -> int:
         web=(args.host, args.port) if args.web else None,
         transcripts=Path(specs[0]) / "transcripts.jsonl",
     )
+
+
+def _is_game_param(item: str) -> bool:
+    """``key=value`` with a Python name for the key, and no player of that name (an
+    existing path such as ``runs/lr=0.1``, or a remote endpoint)."""
+    key, sep, _ = item.partition("=")
+    names_player = item.startswith("remote:") or Path(item).exists()
+    return bool(sep) and key.strip().isidentifier() and not names_player
 
 
 def _check_player(spec: str) -> None:

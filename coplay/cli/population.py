@@ -4,6 +4,7 @@ population, new or resumed from what a stopped run saved."""
 from __future__ import annotations
 
 import argparse
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from coplay.cli.common import (
@@ -11,16 +12,23 @@ from coplay.cli.common import (
     OVERRIDES_HELP,
     PRESET_HELP,
     Command,
-    claim_run,
+    check_model_path,
+    check_opponents,
+    claimed_run,
     console,
+    heading,
+    path_arg,
     train_status,
 )
 from coplay.report.progress import track
 
 POPULATION_RESUME_HELP = (
-    "continue a stopped run from its saved state, with the settings it saved (the other "
-    "options are ignored; key=value overrides still apply to the trainer)"
+    "continue a stopped run from its saved state, with the settings it saved (options "
+    "that would change them are refused; key=value overrides still apply to the trainer, "
+    "and --report writes the report)"
 )
+Options = dict[str, tuple[str, object]]
+"""A command's settings options: ``--option`` -> (config field, value; None: not given)."""
 SEAT_WEIGHTS_HELP = (
     "share of the learner's game groups per seat, one weight per seat, e.g. 1 3: a "
     "quarter in seat 0, three quarters in seat 1 (default: seats rotate evenly)"
@@ -51,28 +59,52 @@ def _is_number(text: str) -> bool:
 
 def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     from coplay.eval.metasolvers import META_SOLVERS
-    from coplay.population.psro import INITIAL_MEMBERS, ORACLES
+    from coplay.population.psro import INITIAL_MEMBERS, ORACLES, PsroConfig
 
+    # Settings default to None (not given), so that a resume can refuse them; a new run
+    # takes PsroConfig's defaults.
+    default = {name: f.default for name, f in PsroConfig.model_fields.items()}
     ps.add_argument("--preset", default=None, help=f"trainer {PRESET_HELP}")
     ps.add_argument("--config", default=None, help="YAML file merged over the preset")
-    ps.add_argument("--out", default="runs/psro", help="run directory (a new one: see --force)")
+    ps.add_argument(
+        "--out", type=path_arg, default=None, help="run directory (default: runs/psro; see --force)"
+    )
     ps.add_argument("--force", action="store_true", help=FORCE_HELP)
-    ps.add_argument("--resume", metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
-    ps.add_argument("--iterations", type=int, default=8, help="best responses to add")
-    ps.add_argument("--meta-solver", default="nash", help=", ".join(META_SOLVERS))
+    ps.add_argument("--resume", type=path_arg, metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
+    ps.add_argument(
+        "--iterations",
+        type=int,
+        help=f"best responses to add (default: {default['iterations']})",
+    )
+    ps.add_argument(
+        "--meta-solver",
+        help=f"{', '.join(META_SOLVERS)} (default: {default['meta_solver']})",
+    )
     # Names are checked by the config against its registries (one error line), so the
     # choices show in the metavar instead of argparse's ``choices``.
     ps.add_argument(
-        "--initial", default="lm", metavar="|".join(INITIAL_MEMBERS), help="first member"
+        "--initial",
+        metavar="|".join(INITIAL_MEMBERS),
+        help=f"first member (default: {default['initial']})",
     )
-    ps.add_argument("--cold", action="store_true", help="train each response from scratch")
+    ps.add_argument(
+        "--cold",
+        dest="warm_start",
+        action="store_false",
+        default=None,
+        help="train each response from scratch",
+    )
     ps.add_argument(
         "--oracle",
-        default="lm",
         metavar="|".join(ORACLES),
-        help="best-response oracle (exact: OpenSpiel best responses)",
+        help=f"best-response oracle (exact: OpenSpiel best responses; default: "
+        f"{default['oracle']})",
     )
-    ps.add_argument("--restarts", type=int, default=1, help="responses trained per iteration")
+    ps.add_argument(
+        "--restarts",
+        type=int,
+        help=f"responses trained per iteration (default: {default['restarts']})",
+    )
     ps.add_argument(
         "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
     )
@@ -85,26 +117,25 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
 def cmd_psro(args: argparse.Namespace) -> int:
     from coplay.population.psro import PsroConfig, run_psro
 
-    cfg, out = _population_run(
-        PsroConfig,
-        "psro",
-        args,
-        iterations=args.iterations,
-        meta_solver=args.meta_solver,
-        initial=args.initial,
-        warm_start=not args.cold,
-        oracle=args.oracle,
-        restarts=args.restarts,
-        seat_weights=args.seat_weights,
-    )
-    console.print(f"[bold]coplay psro[/] {cfg.run.game.name} -> {out}")
-    with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
-        res = run_psro(
-            cfg,
-            out,
-            progress=lambda step: _psro_step(step, advance, out if args.report else None),
-            resume=bool(args.resume),
-        )
+    options: Options = {
+        "--iterations": ("iterations", args.iterations),
+        "--meta-solver": ("meta_solver", args.meta_solver),
+        "--initial": ("initial", args.initial),
+        "--cold": ("warm_start", args.warm_start),
+        "--oracle": ("oracle", args.oracle),
+        "--restarts": ("restarts", args.restarts),
+        "--seat-weights": ("seat_weights", args.seat_weights),
+    }
+    cfg, out = _population_run(PsroConfig, "psro", args, options)
+    with _claimed(args, cfg, out, bots=()):
+        console.print(heading("psro", f"{cfg.run.game.name} -> {out}"))
+        with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
+            res = run_psro(
+                cfg,
+                out,
+                progress=lambda step: _psro_step(step, advance, out if args.report else None),
+                resume=args.resume is not None,
+            )
     console.print(f"members: {' '.join(res.members)}; run directory: {out}")
     if args.report:
         console.print(f"report: {_run_report(out)}")
@@ -125,23 +156,45 @@ def _psro_step(s, advance, report_to: Path | None) -> None:
 
 
 def _league_arguments(lg: argparse.ArgumentParser) -> None:
-    from coplay.population.league import SAMPLERS
+    from coplay.population.league import SAMPLERS, LeagueConfig
 
+    # Settings default to None (not given), so that a resume can refuse them; a new run
+    # takes LeagueConfig's defaults.
+    default = {name: f.default for name, f in LeagueConfig.model_fields.items()}
     lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
     lg.add_argument("--config", default=None, help="YAML file merged over the preset")
-    lg.add_argument("--out", default="runs/league", help="run directory (a new one: see --force)")
-    lg.add_argument("--force", action="store_true", help=FORCE_HELP)
-    lg.add_argument("--resume", metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
     lg.add_argument(
-        "--sampler", default="pfsp", metavar="|".join(SAMPLERS), help="opponent sampler"
+        "--out",
+        type=path_arg,
+        default=None,
+        help="run directory (default: runs/league; see --force)",
     )
-    lg.add_argument("--snapshot-every", type=int, default=20, help="0: only on the threshold")
-    lg.add_argument("--win-threshold", type=float, default=0.7)
-    lg.add_argument("--self-play", type=float, default=0.2, help="share of plain self-play")
+    lg.add_argument("--force", action="store_true", help=FORCE_HELP)
+    lg.add_argument("--resume", type=path_arg, metavar="RUN_DIR", help=POPULATION_RESUME_HELP)
+    lg.add_argument(
+        "--sampler",
+        metavar="|".join(SAMPLERS),
+        help=f"opponent sampler (default: {default['sampler']})",
+    )
+    lg.add_argument(
+        "--snapshot-every",
+        type=int,
+        help=f"0: only on the threshold (default: {default['snapshot_every']})",
+    )
+    lg.add_argument(
+        "--win-threshold",
+        type=float,
+        help="the learner's score against the league since the last snapshot that adds "
+        f"one (default: {default['win_threshold']})",
+    )
+    lg.add_argument(
+        "--self-play",
+        type=float,
+        help=f"share of plain self-play (default: {default['self_play']})",
+    )
     lg.add_argument(
         "--bots",
         type=lambda text: [b for b in text.split(",") if b],
-        default=[],
         help="scripted members, comma-separated, e.g. random,nash",
     )
     lg.add_argument(
@@ -154,25 +207,24 @@ def _league_arguments(lg: argparse.ArgumentParser) -> None:
 def cmd_league(args: argparse.Namespace) -> int:
     from coplay.population.league import LeagueConfig, run_league
 
-    cfg, out = _population_run(
-        LeagueConfig,
-        "league",
-        args,
-        sampler=args.sampler,
-        snapshot_every=args.snapshot_every,
-        win_threshold=args.win_threshold,
-        self_play=args.self_play,
-        bots=args.bots,
-        seat_weights=args.seat_weights,
-    )
-    console.print(f"[bold]coplay league[/] {cfg.run.game.name} -> {out}")
-    with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:
-        res = run_league(
-            cfg,
-            out,
-            progress=lambda it, m: advance(it, train_status(m)),
-            resume=bool(args.resume),
-        )
+    options: Options = {
+        "--sampler": ("sampler", args.sampler),
+        "--snapshot-every": ("snapshot_every", args.snapshot_every),
+        "--win-threshold": ("win_threshold", args.win_threshold),
+        "--self-play": ("self_play", args.self_play),
+        "--bots": ("bots", args.bots),
+        "--seat-weights": ("seat_weights", args.seat_weights),
+    }
+    cfg, out = _population_run(LeagueConfig, "league", args, options)
+    with _claimed(args, cfg, out, bots=cfg.bots):
+        console.print(heading("league", f"{cfg.run.game.name} -> {out}"))
+        with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:
+            res = run_league(
+                cfg,
+                out,
+                progress=lambda it, m: advance(it, train_status(m)),
+                resume=args.resume is not None,
+            )
     console.print(f"snapshots: {', '.join(f'{it} ({why})' for it, why in res.snapshots)}")
     for name, elo in zip(("learner", *res.members), res.elo, strict=True):
         rating = "not rated (no games)" if elo is None else f"Elo {elo:7.1f}"
@@ -190,26 +242,65 @@ def _run_report(out: Path) -> Path:
     return write_report([out], out / "report.html")
 
 
-def _population_run(kind, name: str, args: argparse.Namespace, **fields):
-    """A league's or PSRO's config and run directory: from the options for a new run
-    (claiming ``--out``), or from what a stopped run saved (``--resume``)."""
-    from coplay.train.config import ConfigError, build_config, load_yaml
+def _population_run(kind, name: str, args: argparse.Namespace, options: Options):
+    """A league's or PSRO's config and run directory: from the options for a new run,
+    or from what a stopped run saved (``--resume``, which refuses options that would
+    change its settings rather than ignore them)."""
+    from coplay.train.config import build_config, load_yaml
 
-    if not args.resume:
+    if args.resume is None:
+        fields = {field: value for field, value in options.values() if value is not None}
         cfg = _population_config(kind, args, **fields)
-        claim_run(Path(args.out), args.force)
-        return cfg, Path(args.out)
+        return cfg, Path(args.out if args.out is not None else f"runs/{name}")
     if args.force:
         raise ValueError("--force starts a new run; it cannot go with --resume")
     out = Path(args.resume)
-    settings = out / f"{name}.yaml"
-    if not settings.is_file() or not (out / "config.yaml").is_file():
-        raise ConfigError(
-            f"{out} holds no {name} run to resume (it has no {settings.name} and config.yaml); "
-            f"start one with --out {out}"
+    given = [f"--{o}" for o in ("preset", "config", "out") if getattr(args, o) is not None]
+    given += [option for option, (_, value) in options.items() if value is not None]
+    if given:
+        raise ValueError(
+            f"{given[0]} cannot go with --resume: a resumed {name} run keeps the settings "
+            f"and directory it saved (key=value overrides still change its trainer)"
         )
+    _check_resumable(out, name)
     run = build_config(file=out / "config.yaml", overrides=args.overrides)
-    return _validated(kind, run=run, **load_yaml(settings)), out
+    return _validated(kind, run=run, **load_yaml(out / f"{name}.yaml")), out
+
+
+def _check_resumable(out: Path, name: str) -> None:
+    """Refuse in one line a ``--resume`` of a folder that is no ``name`` run, naming
+    what it is and the command that continues it."""
+    from coplay.train.config import ConfigError
+
+    settings, config = out / f"{name}.yaml", out / "config.yaml"
+    if settings.is_file() and config.is_file():
+        return
+    if settings.is_file():
+        raise ConfigError(f"{out} holds no {name} run to resume (its config.yaml is missing)")
+    if not config.is_file():
+        raise ConfigError(
+            f"{out} holds no {name} run to resume (it has no {settings.name} and "
+            f"config.yaml); start one with --out {out}"
+        )
+    other = next((d for d in ("league", "psro") if (out / f"{d}.yaml").is_file()), "train")
+    what = f"a {other} run" if other != "train" else "a training run"
+    raise ConfigError(
+        f"{out} is {what}, not a {name} run (it has no {settings.name}); "
+        f"resume it with coplay {other} --resume {out}"
+    )
+
+
+def _claimed(
+    args: argparse.Namespace, cfg, out: Path, *, bots: list[str] | tuple[()]
+) -> AbstractContextManager[None]:
+    """``--out`` held for a new run (see ``claimed_run``); nothing to claim on resume."""
+    if args.resume is not None:
+        return nullcontext()
+    g = cfg.run.game
+    check_opponents(bots, g.name, g.params)  # before --force moves anything
+    check_model_path(cfg.run.model.path)
+    reads = [("--config", args.config), ("model.path", cfg.run.model.path)]
+    return claimed_run(out, args.force, reads=[*reads, *(("--bots", b) for b in bots)])
 
 
 def _population_config(kind, args: argparse.Namespace, **fields):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.table import Table
@@ -13,8 +14,9 @@ from coplay.cli.common import (
     Command,
     build_player,
     check_workers,
-    claim_file,
+    claimed_file,
     console,
+    path_arg,
     players_game,
     seed,
     titled_table,
@@ -41,6 +43,7 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
     tm.add_argument("--seed", type=seed, default=0)
     tm.add_argument(
         "--out",
+        type=path_arg,
         default=None,
         help="write the matrix and ratings as JSON here (partial results if a player fails); "
         "an existing file is refused unless --force",
@@ -64,16 +67,8 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
-    from coplay.distributed import RayConfig, evaluation_source
-    from coplay.envs.gameref import GameRef
     from coplay.envs.probe import resolve_factory
-    from coplay.eval.crossplay import (
-        CrossPlayInterrupted,
-        cross_play,
-        games_total,
-        rate_cross_play,
-        to_json,
-    )
+    from coplay.eval.crossplay import rate_cross_play, to_json
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
@@ -88,9 +83,27 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         spec: build_player(spec, game, params, seed=args.seed + i)
         for i, spec in enumerate(args.players)
     }
+    out = None if args.out is None else Path(args.out)
+    with nullcontext() if out is None else claimed_file(out, args.force):
+        res = _play(args, game, params, policies, seats, out)
+        ratings = rate_cross_play(res)
+        console.print(_crossplay_table(res))
+        console.print(_ratings_table(ratings))
+        if out is not None:
+            _write_results(out, to_json(res, ratings) | {"complete": True})
+    return 0
+
+
+def _play(
+    args: argparse.Namespace, game: str, params: dict, policies: dict, seats: int, out: Path | None
+):
+    """Every pairing's games; when a player fails, the matches played are shown and
+    saved to ``out`` (if given) before its error is raised."""
+    from coplay.distributed import RayConfig, evaluation_source
+    from coplay.envs.gameref import GameRef
+    from coplay.eval.crossplay import CrossPlayInterrupted, cross_play, games_total, to_json
+
     total = games_total(len(policies), seats, args.episodes)
-    if args.out:
-        claim_file(Path(args.out), args.force)
     ray = RayConfig(address=args.ray_address)
     try:
         with (
@@ -99,7 +112,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
             ) as source,
             track("tournament", total, "games", console=console) as advance,
         ):
-            res = cross_play(
+            return cross_play(
                 game,
                 policies,
                 episodes=args.episodes,
@@ -111,16 +124,10 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     except CrossPlayInterrupted as stop:
         console.print(_crossplay_table(stop.partial))
         cause = stop.__cause__ or stop
-        if args.out:
+        if out is not None:
             data = to_json(stop.partial) | {"complete": False, "stopped": f"{stop}: {cause}"}
-            _write_results(Path(args.out), data, what="partial results")
+            _write_results(out, data, what="partial results")
         raise cause from None
-    ratings = rate_cross_play(res)
-    console.print(_crossplay_table(res))
-    console.print(_ratings_table(ratings))
-    if args.out:
-        _write_results(Path(args.out), to_json(res, ratings) | {"complete": True})
-    return 0
 
 
 def _write_results(path: Path, data: dict, *, what: str = "results") -> None:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from coplay.cli.common import (
     FORCE_HELP,
     OVERRIDES_HELP,
+    PIPED_PANEL_WIDTH,
     PRESET_HELP,
     Command,
-    claim_run,
+    check_model_path,
+    check_opponents,
+    claimed_run,
     console,
+    heading,
+    path_arg,
     titled_table,
     train_status,
 )
@@ -23,20 +30,24 @@ def _train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--config", default=None, help="YAML file merged over the preset")
     t.add_argument(
         "--out",
+        type=path_arg,
         default=None,
-        help="run directory (default: runs/<preset>); one that already holds a run is "
-        "refused: continue it with --resume, or replace it with --force",
+        help="run directory (default: runs/<preset>, or runs/<config file's stem> with "
+        "--config and no --preset); one that already holds a run is refused: continue it "
+        "with --resume, or replace it with --force",
     )
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument(
         "--resume",
+        type=path_arg,
         default=None,
         metavar="RUN_DIR",
         help="continue a run from its saved state (its config.yaml plus any overrides)",
     )
     t.add_argument(
         "--roster",
+        type=path_arg,
         default=None,
         metavar="ROSTER_YAML",
         help="seat a roster (docs/roster.md): a policy per seat or role, several learners",
@@ -51,59 +62,100 @@ def _train_arguments(t: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from coplay.train.config import ConfigError, base_preset, build_config
+    from coplay.train.config import base_preset, build_config
+
+    overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
+    if args.resume is not None:
+        out, roster = _resumed(args)
+        cfg = build_config(file=out / "config.yaml", overrides=overrides)
+        return _train(args, cfg, out, roster)
+    preset = base_preset(args.preset, args.config)
+    cfg = build_config(preset=preset, file=args.config, overrides=overrides)
+    out = Path(args.out if args.out is not None else f"runs/{preset or Path(args.config).stem}")
+    roster = _load_roster(args.roster) if args.roster is not None else None
+    opponent = [cfg.train.opponent.name] if cfg.train.opponent else []
+    check_opponents([*opponent, *cfg.train.eval_opponents], cfg.game.name, cfg.game.params)
+    check_model_path(cfg.model.path)
+    reads = [
+        ("--config", args.config),
+        ("--roster", args.roster),
+        ("model.path", cfg.model.path),
+        *(("train.opponent", name) for name in opponent),
+        *(("train.eval_opponents", name) for name in cfg.train.eval_opponents),
+        *_roster_reads(roster),
+    ]
+    with claimed_run(out, args.force, reads=reads):
+        return _train(args, cfg, out, roster)
+
+
+def _resumed(args: argparse.Namespace):
+    """The run directory ``--resume`` names and its roster (None: a plain run); refuses
+    options a resume would ignore, and a run that is no training run."""
+    from coplay.train.config import ConfigError
+
+    if args.force:
+        raise ValueError("--force starts a new run; it cannot go with --resume")
+    for option in ("preset", "config", "out"):  # ignored, they would mislead
+        if getattr(args, option) is not None:
+            raise ValueError(
+                f"--{option} cannot go with --resume: a resumed run keeps its own "
+                "config.yaml and directory (change settings with key=value overrides)"
+            )
+    out = Path(args.resume)
+    if not (out / "config.yaml").is_file():
+        raise ConfigError(
+            f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
+        )
+    for driver in ("league", "psro"):  # their state is theirs to resume
+        if (out / f"{driver}.yaml").is_file():
+            raise ConfigError(
+                f"{out} is a {driver} run; resume it with coplay {driver} --resume {out}"
+            )
+    saved = out / "roster.yaml"
+    if args.roster is not None:
+        raise ValueError(
+            f"a resumed run keeps its roster ({saved}); drop --roster"
+            if saved.is_file()
+            else f"{out} was trained without a roster, and a resumed run keeps its seats; "
+            "drop --roster (or start a roster run with another --out)"
+        )
+    return out, _load_roster(saved) if saved.is_file() else None
+
+
+def _load_roster(path):
+    from coplay.train.roster import load_roster
+
+    return load_roster(path)
+
+
+def _roster_reads(roster) -> list[tuple[str, str | None]]:
+    """The checkpoints a roster's policies are or start from: what its run reads."""
+    if roster is None:
+        return []
+    return [
+        (f"roster policy {name}", getattr(entry, "path", None) or getattr(entry, "init", None))
+        for name, entry in roster.policies.items()
+    ]
+
+
+def _train(args: argparse.Namespace, cfg, out: Path, roster) -> int:
+    """Run the trainer (the roster trainer when there is a roster) and print its summary."""
+    from coplay.train.roster import train_roster
     from coplay.train.trainer import train
 
-    if args.resume:
-        if args.force:
-            raise ValueError("--force starts a new run; it cannot go with --resume")
-        for option in ("preset", "config", "out"):  # ignored, they would mislead
-            if getattr(args, option):
-                raise ValueError(
-                    f"--{option} cannot go with --resume: a resumed run keeps its own "
-                    "config.yaml and directory (change settings with key=value overrides)"
-                )
-        out = Path(args.resume)
-        if not (out / "config.yaml").is_file():
-            raise ConfigError(
-                f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
-            )
-        for driver in ("league", "psro"):  # their state is theirs to resume
-            if (out / f"{driver}.yaml").is_file():
-                raise ConfigError(
-                    f"{out} is a {driver} run; resume it with coplay {driver} --resume {out}"
-                )
-        overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
-        cfg = build_config(file=out / "config.yaml", overrides=overrides)
+    resume = args.resume is not None
+    console.print(heading("train", f"{cfg.game.name} -> {out}"))
+    if roster is not None:
+        run = lambda progress: train_roster(roster, cfg, out, progress=progress, resume=resume)  # noqa: E731
+        summary = _with_progress(run, cfg.train.iterations, args.quiet)
     else:
-        preset = base_preset(args.preset, args.config)
-        overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
-        cfg = build_config(preset=preset, file=args.config, overrides=overrides)
-        out = Path(args.out or f"runs/{preset or Path(args.config).stem}")
-        claim_run(out, args.force)
-    console.print(f"[bold]coplay train[/] {cfg.game.name} -> {out}")
-    if args.roster or (args.resume and (out / "roster.yaml").is_file()):
-        summary = _with_progress(_roster_run(args, cfg, out), cfg.train.iterations, args.quiet)
-    else:
-        run = lambda progress: train(cfg, out, resume=bool(args.resume), progress=progress)  # noqa: E731
+        run = lambda progress: train(cfg, out, resume=resume, progress=progress)  # noqa: E731
         summary = _with_progress(run, cfg.train.iterations, args.quiet, status=train_status)
     _print_summary(summary)
     if cfg.train.report:
         console.print(f"report: {out / 'report.html'}")
     console.print(f"run directory: {out}")
     return 0
-
-
-def _roster_run(args: argparse.Namespace, cfg, out: Path):
-    """``coplay train --roster``: the roster trainer on the same run config; a resumed
-    roster run keeps the roster it saved (``roster.yaml`` in its directory)."""
-    from coplay.train.roster import load_roster, train_roster
-
-    if args.resume and args.roster:
-        raise ValueError(f"a resumed run keeps its roster ({out / 'roster.yaml'}); drop --roster")
-    roster = load_roster(out / "roster.yaml" if args.resume else args.roster)
-    resume = bool(args.resume)
-    return lambda progress: train_roster(roster, cfg, out, progress=progress, resume=resume)
 
 
 def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):
@@ -132,6 +184,7 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("runs", nargs="+", metavar="RUN", help="run directories (several overlay)")
     r.add_argument(
         "--out",
+        type=path_arg,
         default=None,
         metavar="FILE.html",
         help="where to write it (default: RUN/report.html for one run, report.html for several)",
@@ -140,21 +193,40 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor
     from coplay.train.report import write_report
 
     if args.games < 0:
         raise ValueError(f"--games must be 0 or more, got {args.games}")
     default = Path(args.runs[0]) / "report.html" if len(args.runs) == 1 else Path("report.html")
-    out = Path(args.out) if args.out else default
+    out = Path(args.out) if args.out is not None else default
     if out.is_dir():
         raise ValueError(f"--out {out} is a directory; name an .html file")
     if out.is_file() and not _is_report(out):
         # A report replaces the one it wrote before, never another file (a run's
         # metrics.jsonl named by mistake would be lost).
         raise ValueError(f"--out {out} exists and is not a coplay report; name another file")
-    written = write_report(args.runs, out, games=args.games)
+    if not (folder := existing_ancestor(out.parent)).is_dir():
+        raise RunDirError(f"cannot write {out}: {folder} is a file")
+    with _folders_for(out) if args.out is not None else nullcontext():
+        written = write_report(args.runs, out, games=args.games)
     console.print(f"written: {written} ({written.stat().st_size / 1024:.0f} kB)")
     return 0
+
+
+@contextmanager
+def _folders_for(out: Path) -> Iterator[None]:
+    """Make the missing folders of ``out``'s path (as tournament's ``--out`` does), and
+    remove them again when the block fails: a report that was not written leaves none."""
+    new = [p for p in reversed(out.parents) if not p.exists()]  # outermost first
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for folder in reversed(new):
+            with suppress(OSError):  # not empty any more: someone else's now
+                folder.rmdir()
+        raise
 
 
 def _is_report(path: Path) -> bool:
@@ -178,6 +250,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     run = load_run(args.run)
     if not run.transcripts:
         raise ValueError(f"{run.path} has no transcripts (train.transcripts: 0, or no evaluation)")
+    if not console.is_terminal:  # panels fill the console's width: keep lines readable
+        console.width = PIPED_PANEL_WIDTH
     shown = show_games(run.transcripts, console, games=args.games, iteration=args.iteration)
     if not shown:
         # A record may omit its iteration (older or hand-written files): not sortable.

@@ -9,10 +9,14 @@ from coplay.cli.common import (
     FORCE_HELP,
     PRESET_HELP,
     Command,
-    claim_file,
-    claim_run,
+    check_model_path,
+    check_opponents,
+    claimed_file,
+    claimed_run,
     console,
     game_params,
+    heading,
+    path_arg,
     seed,
 )
 from coplay.report.progress import track
@@ -20,7 +24,9 @@ from coplay.report.progress import track
 
 def _sft_arguments(sf: argparse.ArgumentParser) -> None:
     sf.add_argument("--data", required=True, help="chat-format JSONL, one conversation a line")
-    sf.add_argument("--out", required=True, help="run directory (a new one: see --force)")
+    sf.add_argument(
+        "--out", type=path_arg, required=True, help="run directory (a new one: see --force)"
+    )
     sf.add_argument("--preset", default=None, help=PRESET_HELP)
     sf.add_argument("--config", default=None, help="YAML file merged over the preset")
     sf.add_argument("--force", action="store_true", help=FORCE_HELP)
@@ -38,18 +44,19 @@ def cmd_sft(args: argparse.Namespace) -> int:
     preset = base_preset(args.preset, args.config)
     cfg = build_sft_config(preset=preset, file=args.config, overrides=args.overrides)
     total = steps_total(len(read_conversations(args.data)), cfg.sft)
+    check_model_path(cfg.run.model.path)
     out = Path(args.out)
-    if args.force and Path(args.data).resolve().is_relative_to(out.resolve()):
-        raise ValueError(
-            f"the dataset {args.data} is inside {out}, which --force would move aside; "
-            "put it elsewhere or train into another --out"
-        )
-    claim_run(out, args.force, resumable=False)
-    console.print(f"[bold]coplay sft[/] {args.data} -> {out}")
-    with track("sft", total, "steps", console=console, quiet=args.quiet) as advance:
-        summary = run_sft(
-            cfg, args.data, out, progress=lambda s, m: advance(s, f"loss={m['sft/loss']:.3f}")
-        )
+    reads = [
+        ("the dataset", args.data),
+        ("--config", args.config),
+        ("model.path", cfg.run.model.path),
+    ]
+    with claimed_run(out, args.force, reads=reads, resumable=False):
+        console.print(heading("sft", f"{args.data} -> {out}"))
+        with track("sft", total, "steps", console=console, quiet=args.quiet) as advance:
+            summary = run_sft(
+                cfg, args.data, out, progress=lambda s, m: advance(s, f"loss={m['sft/loss']:.3f}")
+            )
     console.print(
         f"{summary['steps']} steps on {summary['conversations']} conversations "
         f"({summary['trained_tokens']} assistant tokens): loss {summary['first/sft/loss']:.4f} "
@@ -67,7 +74,7 @@ def _demos_arguments(dm: argparse.ArgumentParser) -> None:
         "--player", default="random", help="random, nash, perfect, optimal or a checkpoint path"
     )
     dm.add_argument("--games", type=int, default=100, help="games to play")
-    dm.add_argument("--out", required=True, help="JSONL file to write (see --force)")
+    dm.add_argument("--out", type=path_arg, required=True, help="JSONL file to write (see --force)")
     dm.add_argument(
         "--context",
         default="turn",
@@ -86,24 +93,30 @@ def _demos_arguments(dm: argparse.ArgumentParser) -> None:
 
 
 def cmd_demos(args: argparse.Namespace) -> int:
+    from coplay.envs.probe import resolve_factory
     from coplay.policies.answer import check_format
     from coplay.sft.demos import write_demos
 
     if args.games <= 0:
         raise ValueError(f"--games must be positive, got {args.games}")
-    check_format(args.answer)  # before --force moves anything
+    # What write_demos refuses is checked before --force moves anything: the answer
+    # format, the game and its parameters, the player.
+    check_format(args.answer)
+    params = game_params(args.params)
+    resolve_factory(args.game, params)  # builds the game once: unknown names fail here
+    check_opponents([args.player], args.game, params)
     out = Path(args.out)
-    claim_file(out, args.force)
-    count = write_demos(
-        out,
-        game=args.game,
-        player=args.player,
-        games=args.games,
-        seed=args.seed,
-        params=game_params(args.params),
-        context=args.context,
-        answer=args.answer,
-    )
+    with claimed_file(out, args.force):
+        count = write_demos(
+            out,
+            game=args.game,
+            player=args.player,
+            games=args.games,
+            seed=args.seed,
+            params=params,
+            context=args.context,
+            answer=args.answer,
+        )
     console.print(f"written: {out} ({count} conversations; train on it with coplay sft)")
     return 0
 

@@ -64,7 +64,9 @@ def parse_line(raw: str, path: Path, number: int) -> Conversation:
     try:
         record = json.loads(raw)
     except json.JSONDecodeError as err:
-        raise DataError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+        # json ends some messages with "at" ("Unterminated string starting at"): one is enough
+        reason = err.msg.removesuffix(" at")
+        raise DataError(f"{where}: not valid JSON ({reason} at column {err.colno})") from None
     except RecursionError:
         raise DataError(f"{where}: JSON nested too deeply to read") from None
     messages = record.get("messages") if isinstance(record, dict) else None

@@ -26,6 +26,8 @@ def test_reads_conversations_and_skips_blank_lines(tmp_path):
     ("bad", "says"),
     [
         ("{not json", "not valid JSON"),
+        # json's message ends in "at" here: the column follows it once
+        ('{"messages": "cut', "not valid JSON (Invalid control character at column 18)"),
         ({"msgs": []}, 'non-empty "messages" list'),
         ({"messages": [{"content": "x"}]}, 'message 0 has no "role"'),
         ({"messages": [{"role": "bot", "content": "x"}]}, "role 'bot'"),

@@ -2,7 +2,9 @@
 
 * A directory that already holds a run is never trained into afresh: the command
   refuses and names ``--resume`` and ``--force``; ``--force`` moves the old run aside
-  to ``DIR.old-<time>`` (nothing is deleted, nothing stale is mixed into the new run).
+  to ``DIR.old-<time>`` (nothing is deleted, nothing stale is mixed into the new run),
+  but never a file the new run reads, and puts it back when the new run fails before
+  writing anything (``put_back``).
 * A resumed run is checked before anything is written: the merged config must keep
   what the saved weights were built for (game, model shape, tokenizer seed).
 * Files a kill can tear are repaired on resume: a half-written last line of a JSONL
@@ -16,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from coplay.report import atomic, sinks
@@ -88,9 +90,18 @@ def check_writable(path: Path) -> None:
         raise RunDirError(f"cannot write to {probe}: permission denied")
 
 
-def claim(out: Path, *, force: bool, resumable: bool = True) -> Path | None:
+def claim(
+    out: Path,
+    *,
+    force: bool,
+    resumable: bool = True,
+    reads: Iterable[tuple[str, str | Path | None]] = (),
+) -> Path | None:
     """Make ``out`` ready for a new run: refuse one that holds a run unless ``force``,
-    which moves the old run aside; returns where it went (None: nothing was there)."""
+    which moves the old run aside; returns where it went (None: nothing was there).
+
+    ``reads`` names what the new run will read (``("--roster", path)`` pairs): ``force``
+    never moves one of them aside with the old run, where the new run would not find it."""
     out = Path(out)
     check_writable(out)
     if not holds_run(out):
@@ -101,11 +112,26 @@ def claim(out: Path, *, force: bool, resumable: bool = True) -> Path | None:
             f"{out} already holds a run; {resume}pass --force to move it to "
             f"{out}.old-<time> and start afresh"
         )
+    for what, path in reads:
+        if path and Path(path).exists() and Path(path).resolve().is_relative_to(out.resolve()):
+            raise RunDirError(
+                f"{what} {path} is inside {out}, which --force would move aside; "
+                "put it elsewhere or use another --out"
+            )
     return move_aside(out)
 
 
 def move_aside(out: Path) -> Path:
-    """Rename ``out`` to ``out.old-<YYYYmmdd-HHMMSS>`` (a free name); returns it."""
+    """Rename ``out`` to ``out.old-<YYYYmmdd-HHMMSS>`` (a free name); returns it.
+
+    ``out`` is made absolute first, so that ``.`` or ``run/..`` has a name to extend;
+    a folder holding the current directory is refused: this process (and the user's
+    shell) would go on working inside the moved run."""
+    out = Path(os.path.abspath(out))  # not resolve(): a symlink is moved, not its target
+    if Path.cwd().resolve().is_relative_to(out.resolve()):
+        raise RunDirError(
+            f"cannot move {out} aside: it holds the current directory; run from outside it"
+        )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     dest = out.with_name(f"{out.name}.old-{stamp}")
     n = 1
@@ -113,6 +139,15 @@ def move_aside(out: Path) -> Path:
         dest, n = out.with_name(f"{out.name}.old-{stamp}-{n}"), n + 1
     out.rename(dest)
     return dest
+
+
+def put_back(out: Path, moved: Path) -> bool:
+    """Undo ``move_aside`` when the new run wrote nothing to ``out`` (it failed while
+    being set up); returns whether ``moved`` is back in ``out``."""
+    if os.path.lexists(out) or not moved.exists():
+        return False
+    moved.rename(out)
+    return True
 
 
 def check_resume(cfg: RunConfig, out: Path) -> None:

@@ -3,6 +3,7 @@ repair what a kill tore, count every segment's time."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,8 @@ from coplay.train.checkpoints.rundir import (
     claim,
     elapsed_before,
     holds_run,
+    move_aside,
+    put_back,
     repair,
 )
 from coplay.train.config import ConfigError, build_config, to_yaml
@@ -67,6 +70,34 @@ def test_force_moves_the_old_run_aside_whole(tmp_path):
     assert (moved / "config.yaml").is_file() and (moved / "checkpoints" / "iter_000007").is_dir()
     _run_dir(run)
     assert claim(run, force=True) != moved  # a second move picks a free name
+
+
+def test_force_never_moves_aside_what_the_new_run_reads(tmp_path):
+    run = _run_dir(tmp_path / "run")
+    (run / "checkpoints" / "final").mkdir(parents=True)
+    reads = [("--roster", None), ("model.path", run / "checkpoints" / "final")]
+    with pytest.raises(RunDirError, match=r"model.path .*final is inside .*run, which --force"):
+        claim(run, force=True, reads=reads)
+    assert (run / "config.yaml").is_file()
+    assert claim(run, force=True, reads=[("--roster", tmp_path / "elsewhere")]) is not None
+
+
+def test_a_moved_run_goes_back_only_while_nothing_took_its_place(tmp_path):
+    run = _run_dir(tmp_path / "run")
+    moved = claim(run, force=True)
+    assert put_back(run, moved) and (run / "config.yaml").is_file() and not moved.exists()
+    moved = claim(run, force=True)
+    run.mkdir()  # the new run started writing: the old one stays aside
+    assert not put_back(run, moved) and (moved / "config.yaml").is_file()
+
+
+def test_move_aside_names_a_folder_given_with_dots(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    moved = move_aside(Path("a/b/.."))  # its name is "..", which has no name to extend
+    assert moved.parent == tmp_path and moved.name.startswith("a.old-")
+    with pytest.raises(RunDirError, match="holds the current directory"):
+        move_aside(Path("."))
 
 
 def test_an_output_that_is_a_file_or_under_one_is_refused(tmp_path):
