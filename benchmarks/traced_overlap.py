@@ -9,21 +9,25 @@ KV cache, the last position's logits), each ``--calls`` times alone, then beside
 thread playing ``--game-games`` tic-tac-toe games through pyspiel (the rollout
 benchmark's ``game`` arm), medians of ``--repeats``. ``--compiled`` adds a third arm,
 ``torch.compile(dynamic=True)`` of the same forward (Inductor's C++ kernels; with
-``--cpp-wrapper`` its graph called from C++ too). Printed per arm: the forward alone,
+``--cpp-wrapper`` its graph called from C++ too); ``--exported`` one more, the forward
+exported (``torch.export``) and compiled ahead of time into an AOTInductor package,
+for this batch's shape. Printed per arm: the forward alone,
 the game alone, the pair's wall time and wall / (forward + game): 1 is no overlap, and
 max / sum (about 0.6 at the defaults) complete overlap.
 
-    python benchmarks/traced_overlap.py --repeats 5 --compiled
+    python benchmarks/traced_overlap.py --repeats 5 --compiled --exported
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from rollout_throughput import game_run
@@ -73,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--compiled", action="store_true", help="also torch.compile the forward")
     ap.add_argument("--cpp-wrapper", action="store_true", help="Inductor's C++ wrapper")
+    ap.add_argument("--exported", action="store_true", help="also an AOTInductor package")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     game = GameRef("tic_tac_toe")
@@ -98,6 +103,14 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 inductor.cpp_wrapper = True
             arms["compiled"] = torch.compile(eager, dynamic=True)
             assert torch.allclose(arms["compiled"](*inputs), eager(*inputs), atol=1e-5)
+        if args.exported:
+            exported = torch.export.export(eager, inputs, strict=False)
+            with tempfile.TemporaryDirectory() as tmp:
+                package = torch._inductor.aoti_compile_and_package(
+                    exported, package_path=str(Path(tmp) / "forward.pt2")
+                )
+                arms["exported"] = torch._inductor.aoti_load_package(package)
+            assert torch.allclose(arms["exported"](*inputs), eager(*inputs), atol=1e-5)
         for fn in arms.values():
             timed(fn, inputs, 3)  # warm-up (the traced graph is optimised on its first calls)
         runs: dict[str, dict[str, list[float]]] = {
