@@ -129,12 +129,11 @@ def claimed_file(path: Path, force: bool) -> Iterator[None]:
     """Hold the results file ``path`` for the block: refuse one that exists unless
     ``force``, which moves it aside (and back, if the block fails before writing it),
     and a path no file can be written to, before any work is done."""
-    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor, move_aside
+    from coplay.train.checkpoints.rundir import RunDirError, move_aside
 
     if path.is_dir():
         raise RunDirError(f"--out {path} is a directory; name a file for the results")
-    if not (folder := existing_ancestor(path.parent)).is_dir():
-        raise RunDirError(f"cannot write {path}: {folder} is a file")
+    folder = check_parent(path)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise RunDirError(f"cannot write {path}: {folder} is not writable")
     moved = None
@@ -145,6 +144,16 @@ def claimed_file(path: Path, force: bool) -> Iterator[None]:
         console.print(f"moved the old {path} to {moved}")
     with _put_back_on_failure(path, moved, "file"):
         yield
+
+
+def check_parent(path: Path) -> Path:
+    """Refuse, before any work, an output file whose folder cannot exist because a file
+    stands in its path; returns the nearest folder that exists."""
+    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor
+
+    if not (folder := existing_ancestor(path.parent)).is_dir():
+        raise RunDirError(f"cannot write {path}: {folder} is a file")
+    return folder
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from coplay.cli.common import (
     Command,
     check_model_path,
     check_opponents,
+    check_parent,
     claimed_run,
     console,
     heading,
@@ -193,7 +194,6 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from coplay.train.checkpoints.rundir import RunDirError, existing_ancestor
     from coplay.train.report import write_report
 
     if args.games < 0:
@@ -206,8 +206,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         # A report replaces the one it wrote before, never another file (a run's
         # metrics.jsonl named by mistake would be lost).
         raise ValueError(f"--out {out} exists and is not a coplay report; name another file")
-    if not (folder := existing_ancestor(out.parent)).is_dir():
-        raise RunDirError(f"cannot write {out}: {folder} is a file")
+    check_parent(out)
     with _folders_for(out) if args.out is not None else nullcontext():
         written = write_report(args.runs, out, games=args.games)
     console.print(f"written: {written} ({written.stat().st_size / 1024:.0f} kB)")
