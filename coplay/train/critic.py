@@ -20,9 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from coplay.models.lora import base_model_copy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import left_pad
 from coplay.train.micro import auto_budget, prompt_passes
@@ -79,11 +81,22 @@ class Critic:
 
 def make_critic(policy: LMPolicy, cfg: CriticConfig) -> Critic:
     """A value model initialised from a copy of the policy's trunk."""
-    trunk = copy.deepcopy(policy.model.base_model)
+    trunk = _trunk(policy.model)
     model = ValueModel(trunk, policy.model.config.hidden_size).to(policy.device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     tokens = cfg.micro_batch_tokens or auto_budget(policy.model.config)
     return Critic(model=model, optimizer=opt, policy=policy, cfg=cfg, tokens=tokens)
+
+
+def _trunk(model: nn.Module) -> nn.Module:
+    """A copy of ``model``'s transformer trunk. A LoRA role's model is the peft model
+    every role shares: its trunk is the plain base (each adapter starts at zero, so the
+    base is the role's policy), not the peft wrapper, whose call runs the whole causal
+    model, nor the adapter layers, which belong to the roles."""
+    if isinstance(model, PeftModel):
+        inner = model.get_base_model()
+        return base_model_copy(model).to(inner.dtype).base_model
+    return copy.deepcopy(model.base_model)
 
 
 def _values(critic: Critic, prompts: Sequence[tuple[int, ...]]) -> torch.Tensor:

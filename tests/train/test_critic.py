@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from coplay.envs.registry import make_env
+from coplay.models.lora import LoraSettings, attach_roles
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.train.critic import CriticConfig, critic_update, fill_values, make_critic, value_loss
@@ -21,6 +22,29 @@ def test_starts_at_zero_and_fills_every_turn(tiny_policy, episodes):
     fill_values(critic, episodes)
     values = [t.value for e in episodes for t in e.turns]
     assert values and all(v == 0.0 for v in values)
+
+
+def test_a_lora_role_gets_a_plain_copy_of_the_shared_base(tiny_policy, episodes):
+    # A role's model is the peft model all roles share: its ``base_model`` runs the
+    # whole causal model, which has no hidden states to read (it raised).
+    views = attach_roles(tiny_policy, ("first", "second"), LoraSettings(rank=2), seed=0)
+    critic = make_critic(views["first"], CriticConfig(lr=1e-1))
+    trunk = critic.model.trunk.state_dict()
+    base = views["first"].model.get_base_model().state_dict()
+    assert trunk and not any("lora_" in n for n in trunk)
+    assert all(
+        torch.equal(v, base[f"model.{n}".replace("proj.", "proj.base_layer.")])
+        for n, v in trunk.items()
+    )
+    fill_values(critic, episodes)
+    assert all(t.value == 0.0 for e in episodes for t in e.turns)
+    shared = {n: p.detach().clone() for n, p in views["first"].model.named_parameters()}
+    turns = [t for e in episodes for t in e.turns]
+    critic_update(critic, turns, [1.0] * len(turns), np.random.default_rng(0))
+    fill_values(critic, episodes)
+    assert all(t.value != 0.0 for t in turns)
+    moved = dict(views["first"].model.named_parameters())
+    assert all(torch.equal(v, moved[n]) for n, v in shared.items())
 
 
 def test_value_loss_unclipped_and_clipped():
