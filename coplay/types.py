@@ -180,6 +180,9 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     ret: float = 0.0
     """The player's episode return including any penalties."""
+    shaping: float = 0.0
+    """The part of ``ret`` the game did not pay: invalid-answer penalties and format
+    rewards, training signals that are not part of the game's value."""
     outcome: float | None = None
     """The part of ``ret`` that pays what the episode achieved (a solved puzzle, a
     reached goal), where the game tells it apart from dense step rewards
@@ -222,6 +225,13 @@ class Episode:
     what was earned after the restart."""
     opening: Opening | None = None
     """The first move after the prefix that was assigned rather than sampled."""
+
+    @property
+    def game_returns(self) -> tuple[float, ...]:
+        """What the game paid each seat: ``returns`` less the training's shaping (its
+        penalties and format rewards). Evaluation reads these, as the exact values do."""
+        shaping = [t.shaping for t in self.trajectories] or [0.0] * len(self.returns)
+        return tuple(r - s for r, s in zip(self.returns, shaping, strict=True))
 
     @property
     def start_step(self) -> int:

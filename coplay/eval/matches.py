@@ -116,9 +116,12 @@ def _seat(policy: Policy, opponents: Sequence[Policy], seat: int) -> list[Policy
 
 
 def summarize(episodes: Sequence[Episode], seats: Sequence[int], num_players: int) -> MatchResult:
-    """Win / draw / loss and return statistics of the player in ``seats[i]`` of episode i."""
-    outs = [outcome(e.returns, s) for e, s in zip(episodes, seats, strict=True)]
-    rets = [e.returns[s] for e, s in zip(episodes, seats, strict=True)]
+    """Win / draw / loss and return statistics of the player in ``seats[i]`` of episode i,
+    on what the game paid (``Episode.game_returns``): an invalid answer's penalty is
+    counted in ``invalid_rate``, and a game won on the board is not lost to it."""
+    paid = [e.game_returns for e in episodes]
+    outs = [outcome(r, s) for r, s in zip(paid, seats, strict=True)]
+    rets = [r[s] for r, s in zip(paid, seats, strict=True)]
     by_seat = tuple(
         float(np.mean([r for r, s in zip(rets, seats, strict=True) if s == k] or [math.nan]))
         for k in range(num_players)

@@ -52,13 +52,14 @@ class WelfareResult:
 
 
 def return_matrix(episodes: Sequence[Episode]) -> np.ndarray:
-    """Returns as an array of shape (episodes, seats); all episodes must share a seat count."""
+    """What the game paid (``Episode.game_returns``) as an array of shape (episodes,
+    seats); all episodes must share a seat count."""
     if not episodes:
         raise ValueError("need at least one episode, got none")
     seats = {len(e.returns) for e in episodes}
     if len(seats) > 1:
         raise ValueError(f"episodes have different numbers of seats: {sorted(seats)}")
-    return np.asarray([e.returns for e in episodes], dtype=float)  # (E, n)
+    return np.asarray([e.game_returns for e in episodes], dtype=float)  # (E, n)
 
 
 def returns_by_seat(episodes: Sequence[Episode]) -> tuple[Interval, ...]:

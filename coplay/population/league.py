@@ -167,7 +167,7 @@ def tally_games(episodes: Sequence[Episode], learner_id: str, member_ids: Sequen
         if learner_id not in e.seats or len(others) != 1 or next(iter(others)) not in index:
             continue
         i = index[next(iter(others))]
-        result = outcome(e.returns, e.seats.index(learner_id))
+        result = outcome(e.game_returns, e.seats.index(learner_id))
         t.games[i] += 1
         t.wins[i] += result == 1
         t.draws[i] += result == 0

@@ -511,6 +511,7 @@ def _end(
         if abs(residual) > 0.0 or game.carry[p]:
             _credit(game, p, residual)
         traj.ret = float(env_returns[p]) - game.prefix_reward[p] + game.penalties[p]
+        traj.shaping = game.penalties[p]
         traj.outcome = None if outcomes is None else float(outcomes[p])
     game.done = True
 

@@ -55,6 +55,7 @@ def add_format_rewards(
                 turn.reward += shaping
                 total += shaping
             traj.ret += total
+            traj.shaping += total
             returns[seat] += total
             totals.append(total)
         ep.returns = tuple(returns)

@@ -5,6 +5,8 @@ import pytest
 from coplay.envs.registry import make_env
 from coplay.eval.matches import mean_interval, outcome, play_match, wilson
 from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy
+from coplay.rollout.invalid import InvalidActionConfig
+from coplay.types import Decision
 
 
 def test_wilson_known_values():
@@ -54,3 +56,23 @@ def test_loss_by_seat_splits_the_overall_loss():
     )
     # Random loses more often moving second against perfect play than moving first.
     assert res.loss_by_seat[1].value >= res.loss_by_seat[0].value
+
+
+class _NeverLegal:
+    """Answers nothing legal: with a penalty, the engine plays a random move for it."""
+
+    policy_id = "never-legal"
+
+    def act(self, observations):
+        return [Decision("pass?", None, self.policy_id) for _ in observations]
+
+
+def test_a_penalty_is_not_a_loss_on_the_board():
+    # The penalty is a training signal: the exact values leave it out, so must the
+    # match. It used to decide the game: every game read as lost, at a return near -5.
+    make = lambda: make_env("tic_tac_toe")  # noqa: E731
+    invalid = InvalidActionConfig(on_fail="penalty", penalty=-5.0)
+    res = play_match(make, _NeverLegal(), [RandomPolicy(seed=1)], episodes=60, invalid=invalid)
+    assert res.invalid_rate == 1.0
+    assert res.win.value > 0.2 and res.loss.value < 0.8
+    assert res.mean_return.low >= -1.0 and res.mean_return.high <= 1.0

@@ -23,7 +23,7 @@ from coplay.population.league import (
 )
 from coplay.population.opponents import OpponentPool
 from coplay.train.config import build_config
-from coplay.types import Episode
+from coplay.types import Episode, Trajectory
 
 TINY = [
     "model.tiny.hidden_size=32",
@@ -123,6 +123,14 @@ def test_tally_reads_the_learners_games_from_the_seats():
     np.testing.assert_allclose(t.win_rates(), [1.5 / 2, 1.0 / 3])
     assert t.score() == pytest.approx(1.5 / 3)
     assert (t + Tally.empty(3)).games.tolist() == [1, 2, 0]
+
+
+def test_tally_judges_a_game_by_the_board_not_by_a_penalty():
+    # The learner won on the board (+1) but was charged two invalid-answer penalties.
+    mine = Trajectory(0, "learner", ret=1.0 - 2.0, shaping=-2.0)
+    eps = [Episode("kuhn_poker", 0, 0, ("learner", "a"), (mine, Trajectory(1, "a")), (-1.0, -1.0))]
+    t = tally_games(eps, "learner", ["a"])
+    assert t.wins.tolist() == [1] and t.draws.tolist() == [0]
 
 
 def test_league_elo_ranks_the_beaten_member_below_the_learner():

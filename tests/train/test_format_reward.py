@@ -27,6 +27,7 @@ def test_rewards_and_penalties_go_to_the_turns_and_returns_of_the_policy_only():
     assert mine.ret == pytest.approx(2.0 - 0.3) and ep.returns[0] == pytest.approx(1.7)
     assert theirs.ret == -2.0 and ep.returns[1] == -2.0 and theirs.turns[0].reward == 1.0
     assert metrics == {"rollout/format_reward": pytest.approx(-0.3)}
+    assert ep.game_returns == pytest.approx((2.0, -2.0))  # what evaluation reads
 
 
 def test_no_shaping_and_no_metric_when_both_are_zero():
