@@ -64,11 +64,13 @@ def quoted(message: str) -> str:
 
 
 def heard_messages(episode: Episode) -> list[tuple[int, int, str]]:
-    """(turn index, speaker, message) of every non-empty message of an episode, in order."""
+    """(turn index, speaker, message) of every non-empty message of an episode, in order:
+    the message as the game read it and showed it (``Turn.played_action``), which is
+    what the listeners' observations quote."""
     return [
-        (i, t.player, t.decision.action)
+        (i, t.player, t.played_action)
         for i, t in enumerate(episode.turns)
-        if t.observation.legal_actions is None and t.decision.action
+        if t.observation.legal_actions is None and t.played_action
     ]
 
 

@@ -397,6 +397,7 @@ def _resolve(
     earlier = game.rejected.get(player, ())
     if obs.history:  # the turn keeps what the env showed; the decisions hold the rest
         obs = replace(obs, history=())
+    message = None
     if dec.valid and obs.legal_actions is None:
         # A message is free text, so only the game can say whether it is one (an
         # empty or unknown message is invalid): the same treatment as a bad action.
@@ -412,7 +413,9 @@ def _resolve(
             observation=obs,
             decision=dec,
             step=game.step,
-            played_action=dec.action,
+            # A message is played, and recorded, as the game reads it: what the others
+            # are shown (cleaned, cut), never the raw text, which may read as a move.
+            played_action=dec.action if message is None else message,
             invalid_attempts=tuple(earlier),
             treatment="retry" if earlier else None,
         )

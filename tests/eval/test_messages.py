@@ -71,6 +71,36 @@ def test_listener_states_swap_the_latest_message_of_the_other_player():
         assert s.real.text.replace(f'"{s.message}"', f'"{s.replacement}"') == s.swapped.text
 
 
+class Untidy:
+    """Says messages the game tidies up (spaces collapsed, a bracket), moves at random."""
+
+    policy_id, version = "untidy", 0
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observations):
+        out = []
+        for o in observations:
+            n = int(self.rng.integers(40))
+            options = o.legal_actions or (f"plan  {n} [go] ",)
+            a = options[int(self.rng.integers(len(options)))]
+            out.append(Decision(text=a, action=a, policy_id=self.policy_id))
+        return out
+
+
+def test_a_message_the_game_cleaned_is_found_as_the_listener_saw_it():
+    # The listener's observation quotes the cleaned message; the raw text was looked
+    # for instead and every listener state was dropped.
+    make = lambda: make_env("dilemma", rounds=2)  # noqa: E731
+    eps = play_episodes(make, [[Untidy(1), Untidy(2)]] * 12, range(12))
+    states = listener_states(eps, seed=0)
+    assert len(states) > 10
+    for s in states:
+        assert "  " not in s.message and "[" not in s.message
+        assert f'"{s.message}"' in s.real.text and f'"{s.replacement}"' in s.swapped.text
+
+
 def test_a_policy_that_ignores_messages_scores_about_zero():
     states = listener_states(_episodes(), seed=0)
     result = message_dependence(Ignores(seed=2), states, k=32, bootstrap=200, seed=0)

@@ -324,6 +324,15 @@ def test_a_message_the_game_rejects_gets_the_invalid_treatment():
     assert lost.forfeited_by == 0 and lost.returns == (-1.0,)
 
 
+def test_a_message_is_recorded_as_the_game_read_it():
+    # The decision keeps what was written; the turn records what the game played and
+    # showed, which metrics and the message-swap evaluation read (the raw text used to
+    # stand there, so "[Defect] " read as a move to the metrics).
+    ep = play_episodes(Shout, [[Writer(["  hello  "])]], [0])[0]
+    turn = ep.turns[0]
+    assert turn.decision.action == "  hello  " and turn.played_action == "hello"
+
+
 class SteeredFirst(FirstLegal):
     """Plays the first legal action, or the one it is told to (and records when)."""
 
