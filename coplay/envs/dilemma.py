@@ -21,13 +21,15 @@ the other's message or choice of the current step, made at the same time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from coplay.envs import actions
+from coplay.envs.chance import check_seed
 from coplay.envs.talk import Talk
-from coplay.types import Episode, GameKind, GameSpec, Observation
+from coplay.types import Episode, GameKind, GameSpec, Observation, Turn
 
 COOPERATE, DEFECT = "[Cooperate]", "[Defect]"
 CHOICES = (COOPERATE, DEFECT)
@@ -37,6 +39,12 @@ SYMBOLS = ("I will cooperate", "I will defect")
 
 def check_payoffs(t: float, r: float, p: float, s: float) -> None:
     """Reject payoffs that do not make a prisoner's dilemma (T > R > P > S, 2R > T + S)."""
+    named = {"temptation": t, "reward": r, "punishment": p, "sucker": s}
+    for name, payoff in named.items():
+        # An infinite payoff passes both inequalities (-inf < 0) but makes every
+        # return, and the spec's bounds, infinite.
+        if not math.isfinite(payoff):
+            raise ValueError(f"payoff {name} must be a finite number, got {payoff}")
     if not t > r > p > s:
         raise ValueError(f"payoffs must satisfy T > R > P > S, got T={t} R={r} P={p} S={s}")
     if not 2 * r > t + s:
@@ -83,7 +91,9 @@ class DilemmaEnv:
         self.reset(0)
 
     def reset(self, seed: int) -> None:
-        """Start a new game; the game has no chance, so ``seed`` changes nothing."""
+        """Start a new game; the game has no chance, so ``seed`` changes nothing (it is
+        still checked, as every env checks it)."""
+        check_seed(seed, owner=self.spec.name)
         self.said: list[tuple[str, str]] = []
         """Messages per round, (player 0's, player 1's)."""
         self.chose: list[tuple[str, str]] = []
@@ -177,12 +187,14 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """Cooperation rate (choices), mutual cooperation rate (rounds), mean return.
 
     Rounds are the steps in which both players chose; message steps are skipped, and
-    so is a round a forfeit ended (a player's move there was never made).
+    so is a round a forfeit ended (a player's move there was never made). A turn is a
+    choice when its observation listed the choices: a free-text message turn lists no
+    legal actions, and its played action is the text, which may read "[Defect]".
     """
     if not episodes:
         raise ValueError("episode_metrics needs at least one episode")
     steps = [
-        [t.played_action for t in e.turns if t.step == step]
+        [t.played_action for t in e.turns if t.step == step and _chose(t)]
         for e in episodes
         for step in sorted({t.step for t in e.turns})
     ]
@@ -193,5 +205,10 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "mutual_cooperation_rate": (
             float(np.mean([r == [COOPERATE, COOPERATE] for r in rounds])) if rounds else 0.0
         ),
-        "mean_return": float(np.mean([r for e in episodes for r in e.returns])),
+        "mean_return": float(np.mean([r for e in episodes for r in e.game_returns])),
     }
+
+
+def _chose(turn: Turn) -> bool:
+    """Whether ``turn`` was a choice of a round rather than a message."""
+    return turn.observation.legal_actions == CHOICES

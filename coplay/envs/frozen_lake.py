@@ -253,9 +253,11 @@ def make_frozen_lake(**params: object) -> FrozenLake:
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """``success_rate``: the share of episodes that reached the goal. Reaching it pays
-    1 (sparse) or the full progress 1 plus the bonus 1 (dense); anything else pays
-    less than 1, so success is a return of at least 1."""
+    """``success_rate``: the share of episodes that reached the goal, read from the
+    outcome (1 on the goal; None after a forfeit). Not from the return, which holds
+    the invalid-action penalties: a penalised run that reached the goal returns less
+    than 1."""
     if not episodes:
         raise ValueError("episode_metrics needs at least one episode")
-    return {"success_rate": sum(e.returns[0] >= 1.0 for e in episodes) / len(episodes)}
+    reached = sum(e.trajectories[0].outcome == 1.0 for e in episodes)
+    return {"success_rate": reached / len(episodes)}

@@ -35,8 +35,9 @@ from itertools import product
 import numpy as np
 
 from coplay.envs import actions
+from coplay.envs.chance import check_seed
 from coplay.envs.talk import Talk
-from coplay.types import Episode, GameKind, GameSpec, Observation
+from coplay.types import Episode, GameKind, GameSpec, Observation, Turn
 
 ITEMS = ("book", "hat", "ball")
 MAX_COUNT = 3
@@ -161,7 +162,7 @@ class NegotiationEnv:
         self.reset(0)
 
     def reset(self, seed: int) -> None:
-        self.deal = draw_deal(seed, self.total_value)
+        self.deal = draw_deal(check_seed(seed, owner=self.spec.name), self.total_value)
         self.player = 0
         self.speaking = self.talk is not None
         self.events: list[tuple[int, str, str]] = []
@@ -281,13 +282,21 @@ class NegotiationEnv:
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """Deal and walk-away rates and welfare (mean sum of both returns) of episodes.
 
-    An episode is a deal when its last played action is ``[Accept]``.
+    An episode is a deal when its last turn played a real ``[Accept]`` (the game ends
+    there), a walk when it played ``[Walk]``. A turn is a move when its observation
+    listed legal moves: a free-text message turn lists none and plays its text, which
+    may read "[Accept]" right before the rollout's turn limit cuts the game off.
     """
     if not episodes:
         raise ValueError("episode_metrics needs at least one episode")
-    last = [e.turns[-1].played_action if e.turns else None for e in episodes]
+    last = [_move(e.turns[-1]) if e.turns else None for e in episodes]
     return {
         "deal_rate": float(np.mean([a == ACCEPT for a in last])),
         "walk_rate": float(np.mean([a == WALK for a in last])),
-        "welfare": float(np.mean([sum(e.returns) for e in episodes])),
+        "welfare": float(np.mean([sum(e.game_returns) for e in episodes])),
     }
+
+
+def _move(turn: Turn) -> str | None:
+    """The move ``turn`` played, None for a message (or a forfeit)."""
+    return turn.played_action if turn.observation.legal_actions is not None else None

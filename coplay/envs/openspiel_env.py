@@ -64,14 +64,37 @@ def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> d
     spec = game_type.parameter_specification
     out = dict(params)
     for key, val in params.items():
-        if isinstance(spec.get(key), dict) and isinstance(val, str):
-            out[key] = pyspiel.game_parameters_from_string(val)
-            if _game_type(out[key]["name"]) is None:
+        if isinstance(spec.get(key), dict) and isinstance(val, str | dict):
+            out[key] = pyspiel.game_parameters_from_string(val) if isinstance(val, str) else val
+            # '' parses to no name and '()' to an empty one: a KeyError or an unknown
+            # game '' would not say which parameter is wrong.
+            name = out[key].get("name")
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(
+                    f"parameter {key!r} of game {game_type.short_name!r} must name a game "
+                    f"(such as 'matrix_pd' or 'goofspiel(num_cards=3)'), got {val!r}"
+                )
+            if _game_type(name) is None:
                 raise UnknownGameError(
                     f"parameter {key!r} names unknown OpenSpiel game {val!r}; "
                     "see pyspiel.registered_names()"
                 )
     return out
+
+
+def _check_values(game_type: pyspiel.GameType, params: Mapping[str, object]) -> None:
+    """One error line for a value OpenSpiel cannot take (a list, None), which it would
+    refuse with a TypeError about converting a dictionary."""
+    spec = game_type.parameter_specification
+    for key, val in params.items():
+        game_valued = isinstance(spec.get(key), dict)
+        if isinstance(val, int | float | str | bool) or (game_valued and isinstance(val, dict)):
+            continue
+        kinds = "a game string" if game_valued else "an int, float, str or bool"
+        raise ValueError(
+            f"parameter {key!r} of game {game_type.short_name!r} must be {kinds}, "
+            f"got {type(val).__name__} {val!r}"
+        )
 
 
 _LOADED: dict[tuple, pyspiel.Game] = {}
@@ -111,6 +134,7 @@ def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
             f"unknown parameter(s) {', '.join(unknown)} for game {openspiel_name!r}; "
             f"available: {', '.join(allowed) or 'none'}"
         )
+    _check_values(game_type, params)
     try:
         with c_stderr_silenced():
             return pyspiel.load_game(openspiel_name, _game_valued(game_type, params))

@@ -19,7 +19,8 @@ After Lewis signalling games as used in emergent communication (Lazaridou et al.
   names one: ``[Pick red circle]``. Naming rather than numbering the candidate makes
   decoding a message one association (symbol to item) instead of a search for the
   item's position, which a tiny model learns much sooner.
-* Both players get 1 when the receiver picks the target, else 0 (cooperative).
+* Both players get 1 when the receiver picks the target, else 0 (cooperative); the
+  same is the game's outcome (``outcomes``), which invalid-action penalties leave alone.
   With ``talk=False`` the sender never acts and the receiver guesses: success 1/K.
 """
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coplay.envs import actions
+from coplay.envs.chance import check_seed
 from coplay.envs.talk import Talk
 from coplay.types import Episode, GameKind, GameSpec, Observation
 
@@ -109,7 +111,7 @@ class SignallingEnv:
         self.reset(0)
 
     def reset(self, seed: int) -> None:
-        self.scene = draw_scene(seed, self.candidates)
+        self.scene = draw_scene(check_seed(seed, owner=self.spec.name), self.candidates)
         self.message: str | None = None
         self.picked: int | None = None
         """The item the receiver picked."""
@@ -159,6 +161,11 @@ class SignallingEnv:
         hit = self.picked == self.scene.target
         return [float(hit)] * 2
 
+    def outcomes(self) -> list[float]:
+        """1 for both when the receiver picked the target, else 0 (``HasOutcomes``): the
+        return itself, kept apart from the invalid-action penalties the engine adds."""
+        return self.returns()
+
     def observe(self, player: int) -> Observation:
         if player == SENDER:
             text, counterfactuals = self._sender_text(), ()
@@ -199,7 +206,10 @@ class SignallingEnv:
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Success rate: the share of episodes in which the receiver picked the target."""
+    """Success rate: the share of episodes in which the receiver picked the target,
+    read from the outcome (None after a forfeit), not from the return, which holds the
+    invalid-action penalties."""
     if not episodes:
         raise ValueError("episode_metrics needs at least one episode")
-    return {"success_rate": float(np.mean([e.returns[RECEIVER] > 0.5 for e in episodes]))}
+    hits = [e.trajectories[RECEIVER].outcome == 1.0 for e in episodes]
+    return {"success_rate": float(np.mean(hits))}

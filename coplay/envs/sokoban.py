@@ -349,8 +349,10 @@ def make_sokoban(**params: object) -> Sokoban:
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """``success_rate``: the share of episodes that ended solved. A level ends only
-    when every box is on a target, so an episode that was not truncated was solved."""
+    """``success_rate``: the share of episodes that ended solved, read from the
+    outcome (1 for a solved room). Not from "not truncated": a forfeit also ends an
+    episode untruncated, and its outcome is None."""
     if not episodes:
         raise ValueError("episode_metrics needs at least one episode")
-    return {"success_rate": sum(not e.truncated for e in episodes) / len(episodes)}
+    solved = sum(e.trajectories[0].outcome == 1.0 for e in episodes)
+    return {"success_rate": solved / len(episodes)}

@@ -103,7 +103,7 @@ def read_move(text: str, observation: Observation, parse: Callable[[str], str | 
     by_name = {_bare(a).lower(): a for a in legal}
     if _bare(answer).lower() in by_name:
         return by_name[_bare(answer).lower()]
-    if numbered(legal) and answer.isdigit() and 1 <= int(answer) <= len(legal):
+    if numbered(legal) and _index_like(answer) and 1 <= int(answer) <= len(legal):
         return legal[int(answer) - 1]
     action = parse(answer)
     if action is None:
@@ -115,6 +115,16 @@ def numbered(legal: Sequence[str]) -> bool:
     """Whether moves can be picked by number: not where a move's name is a number
     (tic-tac-toe's cells), which would make "3" mean two things."""
     return not any(_bare(a).isdigit() for a in legal)
+
+
+def _index_like(answer: str) -> bool:
+    """Whether ``answer`` is a move number: ASCII decimal digits only (``str.isdigit``
+    also holds for '²', which ``int`` refuses).
+
+    >>> _index_like("2"), _index_like("\u00b2"), _index_like("\u0661")
+    (True, False, False)
+    """
+    return answer.isascii() and answer.isdigit()
 
 
 def _bare(action: str) -> str:

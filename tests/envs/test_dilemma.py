@@ -8,6 +8,7 @@ from coplay.envs.dilemma import DilemmaEnv, episode_metrics
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 from tests.envs.players import Replay
 
 
@@ -124,3 +125,39 @@ def test_a_round_a_forfeit_ended_is_no_round_of_the_metrics():
 def test_bad_parameters_are_one_line_errors(params, match):
     with pytest.raises(ValueError, match=match):
         make_env("dilemma", **params)
+
+
+def _turn(step, player, legal, played):
+    """A recorded turn whose observation listed ``legal`` and that played ``played``."""
+    obs = Observation("dilemma", player, "", legal_actions=legal)
+    return Turn(player, obs, Decision(played, played, "p"), step, played_action=played)
+
+
+def test_a_message_that_reads_like_a_choice_is_no_round():
+    # Free-text messages list no legal actions; their played action is the text.
+    turns = [[_turn(0, p, None, D), _turn(1, p, (C, D), C)] for p in (0, 1)]
+    trajs = tuple(Trajectory(p, "p", turns[p], ret=3.0) for p in (0, 1))
+    ep = Episode("dilemma", 0, 0, ("p", "p"), trajs, (3.0, 3.0), num_steps=2)
+    metrics = episode_metrics([ep])
+    assert (metrics["cooperation_rate"], metrics["mutual_cooperation_rate"]) == (1.0, 1.0)
+
+
+def test_the_mean_return_is_what_the_game_paid_without_penalties():
+    turns = [[_turn(0, p, (C, D), C)] for p in (0, 1)]
+    penalised = Trajectory(0, "p", turns[0], ret=3.0 - 1.0, shaping=-1.0)
+    trajs = (penalised, Trajectory(1, "p", turns[1], ret=3.0))
+    ep = Episode("dilemma", 0, 0, ("p", "p"), trajs, (2.0, 3.0), num_steps=1)
+    assert episode_metrics([ep])["mean_return"] == 3.0
+
+
+@pytest.mark.parametrize("payoff", ["temptation", "reward", "punishment", "sucker"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_payoff_that_is_not_finite_is_refused_by_name(payoff, value):
+    with pytest.raises(ValueError, match=f"^payoff {payoff} must be a finite number"):
+        make_env("dilemma", **{payoff: value})
+
+
+@pytest.mark.parametrize("seed", [-1, True])
+def test_a_bad_seed_is_the_same_line_as_every_envs(seed):
+    with pytest.raises(ValueError, match="^dilemma: a seed must be a non-negative integer"):
+        DilemmaEnv().reset(seed)

@@ -206,3 +206,22 @@ def test_the_outcome_is_the_sparse_reward_the_dense_return_holds():
     assert 0 < sum(outcomes) < 100
     # Progress pays even in a game that falls in a hole: the return alone hides it.
     assert any(e.returns[0] > 0 for e, o in zip(eps["dense"], outcomes, strict=True) if o == 0)
+
+
+def test_a_penalised_run_that_reaches_the_goal_succeeds():
+    from coplay.envs.frozen_lake import episode_metrics
+    from coplay.rollout.invalid import InvalidActionConfig
+    from tests.envs.players import Replay
+
+    # No holes: after the penalty's random move (staying put or one step away), right
+    # and down in turn reach the far corner within 8 moves.
+    walker = Replay(["nonsense"] + ["[Right]", "[Down]"] * 4)
+    (ep,) = play_episodes(
+        lambda: make_env("frozen_lake", hole_prob=0.0),
+        [[walker]],
+        [0],
+        invalid=InvalidActionConfig(on_fail="penalty", penalty=-0.5),
+    )
+    assert ep.trajectories[0].turns[0].treatment == "penalty"
+    assert not ep.truncated and ep.returns[0] == pytest.approx(0.5)  # 1 less the penalty
+    assert episode_metrics([ep])["success_rate"] == 1.0

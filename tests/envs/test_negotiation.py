@@ -9,11 +9,13 @@ from coplay.envs.negotiation import (
     NegotiationEnv,
     draw_deal,
     episode_metrics,
+    propose,
     value,
 )
 from coplay.envs.registry import make_env
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
+from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 from tests.envs.players import Replay
 
 # Player 0 values (1, 3, 2), player 1 values (2, 2, 1): each 10 over 3 books, 1 hat, 2 balls.
@@ -188,3 +190,26 @@ def test_episode_metrics_from_hand_played_games():
 def test_bad_parameters_are_one_line_errors(params, match):
     with pytest.raises(ValueError, match=match):
         make_env("negotiation", **params)
+
+
+def _turn(step, player, legal, played):
+    """A recorded turn whose observation listed ``legal`` and that played ``played``."""
+    obs = Observation("negotiation", player, "", legal_actions=legal)
+    return Turn(player, obs, Decision(played, played, "p"), step, played_action=played)
+
+
+@pytest.mark.parametrize("message", [ACCEPT, WALK])
+def test_a_message_that_reads_like_a_move_ends_no_game(message):
+    # A free-text message lists no legal actions and plays its text; the rollout's turn
+    # limit cut the game off right after it: no deal, no walk.
+    moves = (propose((1, 1, 1)), ACCEPT, WALK)
+    turns = [_turn(0, 0, None, "hi"), _turn(1, 0, moves, moves[0]), _turn(2, 1, None, message)]
+    trajs = tuple(Trajectory(p, "p", [t for t in turns if t.player == p]) for p in (0, 1))
+    ep = Episode("negotiation", 0, 0, ("p", "p"), trajs, (0.0, 0.0), truncated=True, num_steps=3)
+    assert episode_metrics([ep]) == {"deal_rate": 0.0, "walk_rate": 0.0, "welfare": 0.0}
+
+
+@pytest.mark.parametrize("seed", [-1, True])
+def test_a_bad_seed_is_the_same_line_as_every_envs(seed):
+    with pytest.raises(ValueError, match="^negotiation: a seed must be a non-negative integer"):
+        NegotiationEnv().reset(seed)

@@ -242,3 +242,25 @@ def test_a_chance_node_without_outcomes_is_a_clear_error():
     # OpenSpiel accepts goofspiel of 0 cards, whose first chance node has no outcome.
     with pytest.raises(ValueError, match="goofspiel: a chance node without outcomes"):
         make_env("openspiel:goofspiel", num_cards=0).reset(0)
+
+
+@pytest.mark.parametrize("stage_game", ["", "()", "  ", {}])
+def test_a_game_valued_parameter_must_name_a_game(stage_game):
+    with pytest.raises(
+        ValueError, match="^parameter 'stage_game' of game 'repeated_game' must name a game"
+    ):
+        make_env("openspiel:repeated_game", stage_game=stage_game, num_repetitions=2)
+
+
+@pytest.mark.parametrize("players", [[2], (2,), None, np.int64(2)])
+def test_a_value_openspiel_cannot_take_is_one_line_naming_it(players):
+    with pytest.raises(
+        ValueError, match="^parameter 'players' of game 'kuhn_poker' must be an int"
+    ):
+        make_env("kuhn_poker", players=players)
+
+
+def test_a_game_valued_parameter_may_be_a_string_or_parameters():
+    for stage_game in ("matrix_pd", {"name": "matrix_pd"}):
+        env = make_env("openspiel:repeated_game", stage_game=stage_game, num_repetitions=2)
+        assert env.spec.num_players == 2 and env.spec.simultaneous

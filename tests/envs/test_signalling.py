@@ -170,3 +170,29 @@ def test_invalid_sender_answer_forfeits_for_both():
 def test_bad_parameters_are_one_line_errors(params, match):
     with pytest.raises(ValueError, match=match):
         make_env("signalling", **params)
+
+
+def test_success_is_the_pick_of_the_target_whatever_the_penalty():
+    from coplay.envs.signalling import pick
+    from coplay.rollout.invalid import InvalidActionConfig
+
+    # The receiver's nonsense is penalised and a random candidate played for it: the
+    # target is hit about one time in four, each hit returning 1 - 0.5.
+    bot = Replay(["nonsense"])
+    eps = play_episodes(
+        lambda: make_env("signalling", talk=False),
+        [[bot, bot]] * 40,
+        range(40),
+        invalid=InvalidActionConfig(on_fail="penalty", penalty=-0.5),
+    )
+    hits = [e.turns[-1].played_action == pick(draw_scene(e.seed).target) for e in eps]
+    assert 0 < sum(hits) < 40
+    assert all(e.returns[1] == 0.5 for e, hit in zip(eps, hits, strict=True) if hit)
+    assert episode_metrics(eps)["success_rate"] == pytest.approx(sum(hits) / 40)
+    assert [e.trajectories[1].outcome for e in eps] == [float(h) for h in hits]
+
+
+@pytest.mark.parametrize("seed", [-1, True])
+def test_a_bad_seed_is_the_same_line_as_every_envs(seed):
+    with pytest.raises(ValueError, match="^signalling: a seed must be a non-negative integer"):
+        SignallingEnv().reset(seed)

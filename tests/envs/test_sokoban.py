@@ -212,3 +212,15 @@ def test_the_outcome_is_whether_the_room_was_solved():
     )
     assert [e.trajectories[0].outcome for e in eps] == [float(not e.truncated) for e in eps]
     assert any(e.truncated for e in eps) and not all(e.truncated for e in eps)
+
+
+def test_a_forfeited_episode_is_not_solved():
+    from coplay.envs.sokoban import episode_metrics
+    from tests.envs.players import Replay
+
+    # A forfeit ends the episode untruncated, as a solved room does; only one is solved.
+    solver = Replay(list(make_env("sokoban").level.solution))  # reset(0)'s level
+    eps = play_episodes(lambda: make_env("sokoban"), [[solver], [Replay(["nonsense"])]], [0, 0])
+    assert [e.forfeited_by for e in eps] == [None, 0]
+    assert not any(e.truncated for e in eps)
+    assert episode_metrics(eps)["success_rate"] == 0.5

@@ -141,6 +141,20 @@ def test_read_move_accepts_the_name_its_number_or_text_the_game_parses():
         read_move("1", cells, lambda t: None)
 
 
+@pytest.mark.parametrize("digits", ["\u00b2", "\u0661", "\uff12"])
+def test_a_number_in_other_digits_is_an_illegal_move_not_a_crash(digits):
+    # '²', Arabic-Indic 1 and fullwidth 2 pass str.isdigit; a move number is ASCII.
+    obs = Observation("kuhn_poker", 0, "", legal_actions=("[Pass]", "[Bet]"))
+    with pytest.raises(IllegalMove, match="legal: \\[Pass\\] \\[Bet\\]"):
+        read_move(digits, obs, lambda t: None)
+    s = kuhn(seed=0)
+    s.new_game()
+    s.advance()
+    (seat,) = s.waiting()
+    with pytest.raises(IllegalMove, match="is no legal move"):
+        s.answer(seat, digits)
+
+
 def test_answers_out_of_turn_are_refused():
     s = kuhn(seed=0)
     s.new_game()

@@ -6,7 +6,8 @@ passes a threshold, so that a policy cannot collect step rewards on episodes tha
 fail. What this module implements, for seat s of episode e with turn rewards
 r(e, s, 0..T-1) (``Turn.reward``) and outcome reward O(e, s) = ``Trajectory.outcome``
 (the part of the return that pays what the episode achieved: 1 for a solved Sokoban
-room or a reached FrozenLake goal, whose dense returns add step rewards to it;
+room or a reached FrozenLake goal, whose dense returns add step rewards to it, or a
+signalling receiver's pick of the target, apart from invalid-answer penalties;
 ``HasOutcomes``), or the return ``Trajectory.ret`` where the game gives no outcome or
 a forfeit ended the episode:
 
