@@ -1001,6 +1001,40 @@ def test_a_text_checkpoint_keeps_its_format_and_is_never_scored_exactly(tmp_path
     assert "exploitability (sampled, K=2)" in shown and "(exact)" not in shown
 
 
+@pytest.fixture(scope="module")
+def writer(tmp_path_factory) -> Path:
+    """A saved tiny text-mode Kuhn model: an opponent whose choice scores are no
+    distribution of its play."""
+    from coplay.models.loading import PlayedGame, save_policy
+    from tests.eval.writers import writing_lm
+
+    folder = tmp_path_factory.mktemp("writer") / "writer"
+    save_policy(writing_lm(0), folder, game=PlayedGame("kuhn_poker", {}))
+    return folder
+
+
+def test_eval_exact_and_costly_read_a_text_opponent_by_its_sampled_answers(
+    kuhn_run, writer, capsys
+):
+    # --exact against a writing checkpoint played every game, then died before the table.
+    argv = ["eval", str(kuhn_run), "--opponent", str(writer), "--episodes", "4", "--samples", "2"]
+    assert main([*argv, "--exact", "--costly", "1"]) == 0
+    shown = capsys.readouterr().out
+    for seat in (0, 1):
+        assert f"exact loss seat{seat} (opponent sampled, K=2)" in shown
+        assert f"costliest positions, seat {seat}" in shown
+    assert "opponent's invalid answers (sampled, K=2)" in shown
+    assert "seat 0 (exact)" not in shown  # no row claims the opponent's choice scores
+
+
+def test_eval_of_a_text_policy_against_a_text_opponent_samples_both(writer, capsys):
+    argv = ["eval", str(writer), "--opponent", str(writer), "--episodes", "4", "--samples", "2"]
+    assert main([*argv, "--exact"]) == 0
+    shown = capsys.readouterr().out
+    assert "exact loss seat1 (sampled, K=2)" in shown
+    assert "opponent's invalid answers (sampled, K=2)" in shown
+
+
 # --- data on the console is text: ``[word]`` and ``:name:`` are never markup or emoji ---
 
 

@@ -40,7 +40,8 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
         default=32,
         metavar="K",
         help="a text-mode policy's answers per information state for its sampled "
-        "exploitability and exact rows, with bootstrap intervals (coplay/eval/sampled.py)",
+        "exploitability and exact rows, with bootstrap intervals (coplay/eval/sampled.py); "
+        "a text-mode opponent's too, for --exact and --costly",
     )
     e.add_argument(
         "--workers",
@@ -90,6 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
     if args.exact or args.costly:  # before the match, which a refusal after it would waste
         solvable_game(game, params)
+    exact_opponent = _exact_view(opponent, args)
     with track("eval", args.episodes, "episodes", console=console) as advance:
         res = play_match(
             make,
@@ -108,24 +110,44 @@ def cmd_eval(args: argparse.Namespace) -> int:
         table.add_row(f"mean return, seat {seat}", f"{r:.3f}")
     table.add_row("episodes", str(res.episodes))
     table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
-    if getattr(policy, "mode", "choice") == "text":
-        return _eval_text(args, table, policy, opponent, spec, game, params)
+    if _writes(policy):
+        return _eval_text(args, table, policy, exact_opponent, spec, game, params)
     if decide_exact("auto", spec, game, params):
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
         table.add_row("NashConv (exact)", f"{ex.nash_conv:.4f}")
-    if args.exact:
+    if args.exact and _writes(opponent):
+        _against_sampled_rows(args, table, policy, exact_opponent, game, params)
+    elif args.exact:
         _exact_rows(table, policy, opponent, game, params)
     console.print(table)
     if args.costly:
-        _print_costly(policy, opponent, game, params, args.costly)
+        _print_costly(policy, exact_opponent, game, params, args.costly)
     return 0
+
+
+def _writes(policy) -> bool:
+    """Whether ``policy`` answers in free text (``coplay.train.evaluate.writes``)."""
+    return getattr(policy, "mode", "choice") == "text"
+
+
+def _exact_view(opponent, args: argparse.Namespace):
+    """What ``--exact`` and ``--costly`` read of the opponent: itself, or if it writes,
+    its sampled distribution (``--samples`` answers per state, asked in this process),
+    as training reads a writing evaluation opponent; its choice scores are no
+    distribution of its play."""
+    from coplay.eval.sampled import SampledPolicy
+
+    if not _writes(opponent):
+        return opponent
+    return SampledPolicy(opponent, k=args.samples, seed=args.seed + 1)
 
 
 def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: dict) -> int:
     """``coplay eval`` of a text-mode policy: its exact rows are those of its sampled
     distribution (``--samples`` answers per state, asked on ``--workers`` Ray workers
-    or here), each with a bootstrap interval."""
+    or here), each with a bootstrap interval. ``opponent`` is the one exact rows read
+    (``_exact_view``; a writing one's estimate is held fixed)."""
     from coplay.distributed import RayConfig, evaluation_source
     from coplay.envs.gameref import GameRef
     from coplay.eval.exact import decide_exact
@@ -142,19 +164,46 @@ def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: di
         sampler = getattr(source, "tally", None)
         sampled = SampledPolicy(policy, k=args.samples, seed=args.seed, sampler=sampler)
         for metric in metrics:
-            for name, e in bootstrap(metric, sampled, seed=args.seed).items():
-                table.add_row(
-                    f"{name.replace('_', ' ')} (sampled, K={e.k})",
-                    f"{e.value:.4f} [{e.ci_low:.4f}, {e.ci_high:.4f}]",
-                )
+            _estimate_rows(table, bootstrap(metric, sampled, seed=args.seed), "sampled")
         if metrics:
             table.add_row(
                 f"invalid answers (sampled, K={args.samples})", f"{sampled.invalid_rate():.3f}"
             )
+        if args.exact:
+            _opponent_invalid_row(table, opponent)
         console.print(table)
         if args.costly:
             _print_costly(sampled, opponent, game, params, args.costly)
     return 0
+
+
+def _against_sampled_rows(args, table: Table, policy, opponent, game: str, params: dict) -> None:
+    """``--exact`` of a choice policy against a writing opponent: the policy's exact
+    outcomes against the opponent's estimate, with bootstrap intervals over its answers."""
+    from coplay.eval.sampled import bootstrap, outcomes_against_metric
+
+    metric = outcomes_against_metric(policy, game, params)
+    _estimate_rows(table, bootstrap(metric, opponent, seed=args.seed), "opponent sampled")
+    _opponent_invalid_row(table, opponent)
+
+
+def _estimate_rows(table: Table, estimates, how: str) -> None:
+    for name, e in estimates.items():
+        table.add_row(
+            f"{name.replace('_', ' ')} ({how}, K={e.k})",
+            f"{e.value:.4f} [{e.ci_low:.4f}, {e.ci_high:.4f}]",
+        )
+
+
+def _opponent_invalid_row(table: Table, opponent) -> None:
+    """The share of invalid answers among a writing opponent's samples (none else)."""
+    from coplay.eval.sampled import SampledPolicy
+
+    if isinstance(opponent, SampledPolicy):
+        table.add_row(
+            f"opponent's invalid answers (sampled, K={opponent.k})",
+            f"{opponent.invalid_rate():.3f}",
+        )
 
 
 def _print_costly(policy, opponent, game: str, params: dict, top: int) -> None:

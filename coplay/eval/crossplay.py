@@ -4,7 +4,9 @@ Two-player games: each unordered pair (and each policy against itself) plays
 ``episodes`` games with the seats alternating, and both sides are read from the same
 games, so ``results[i][j]`` and ``results[j][i]`` are the two sides of one match.
 A policy against itself sits in every seat, so ``results[i][i]`` reads every seat
-(its win and loss rates are equal and, in a zero-sum game, its mean return is 0).
+(its win and loss rates are equal and, in a zero-sum game, its mean return is 0); its
+intervals count the games, each game's seats averaged, since one game's seats are no
+independent samples.
 
 n-player games (n > 2): each ordered pair plays "focal against the field": policy i
 in one seat, rotating through every seat, and copies of policy j in all the others.
@@ -30,13 +32,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.probe import resolve_factory
-from coplay.eval.matches import MatchResult, outcome, summarize
+from coplay.eval.matches import (
+    Interval,
+    MatchResult,
+    mean_interval,
+    outcome,
+    summarize,
+    wilson,
+)
 from coplay.eval.ratings import Ratings, rate
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.invalid import InvalidActionConfig
@@ -305,9 +314,28 @@ def _collect(
 
 def _self_play(episodes: Sequence[Episode], n: int) -> MatchResult:
     """A policy against copies of itself is in every seat: read every seat of every game,
-    so that in a zero-sum game its mean return is exactly 0, as the symmetry demands."""
+    so that in a zero-sum game its mean return is exactly 0, as the symmetry demands.
+
+    The intervals count games, not seats: the seats of one game are no independent
+    draws (a cooperative game pays them alike, a zero-sum one sums them to 0), so the
+    sample is each game's seat-averaged return and win / draw / loss share."""
     every_seat = [s for s in range(n) for _ in episodes]
-    return summarize(list(episodes) * n, every_seat, n)
+    seats = summarize(list(episodes) * n, every_seat, n)  # the point values
+    games = len(episodes)
+
+    def per_game(share: float) -> Interval:
+        # Wilson's interval of ``games`` games at this rate (a game may count in part)
+        iv = wilson(share * games, games)
+        return Interval(share, iv.low, iv.high)
+
+    return replace(
+        seats,
+        episodes=games,
+        win=per_game(seats.win.value),
+        draw=per_game(seats.draw.value),
+        loss=per_game(seats.loss.value),
+        mean_return=mean_interval([float(np.mean(e.game_returns)) for e in episodes]),
+    )
 
 
 def _field_return(episodes: Sequence[Episode], seats: Sequence[int]) -> float:

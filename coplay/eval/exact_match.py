@@ -211,9 +211,11 @@ def exact_match_opponents(
     exact: bool,
 ) -> tuple[str, ...]:
     """The evaluation opponents to add exact matches against. ``mode`` True: every one
-    that reports action probabilities (an error where the game has no OpenSpiel
-    backend); False: none; "auto": the optimal bots, where exact exploitability is on
-    or in perfect-information OpenSpiel games of at most ``AUTO_MAX_HISTORIES``."""
+    that reports action probabilities (a text-mode policy's are those of its sampled
+    answers: callers read it through a ``SampledPolicy``, never its ``action_probs``;
+    an error where the game has no OpenSpiel backend); False: none; "auto": the
+    optimal bots, where exact exploitability is on or in perfect-information OpenSpiel
+    games of at most ``AUTO_MAX_HISTORIES``."""
     if mode is True and spec.openspiel_name is None:
         raise ValueError(
             f"train.exact_matches=on needs an OpenSpiel game; {spec.name!r} is not one"

@@ -47,6 +47,7 @@ from coplay.eval.exact import (
     tabular_exploitability,
     to_table,
 )
+from coplay.eval.exact_match import ExactOutcome, Oracle, exact_outcomes, outcomes
 from coplay.eval.forfeits import forfeit_exploitability, has_forfeits
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.streams import SeatStream
@@ -288,17 +289,36 @@ def outcomes_metric(
 ) -> Callable[[SampledPolicy], dict[str, float]]:
     """``metric`` for ``bootstrap``: the exact win / loss / mean return per seat of the
     estimate against ``opponent`` (``coplay.eval.exact_match``)."""
-    from coplay.eval.exact_match import exact_outcomes
 
     def metric(policy: SampledPolicy) -> dict[str, float]:
-        m = {}
-        for o in exact_outcomes(policy, opponent, game_name, params=params):
-            m[f"exact_win_seat{o.seat}"] = o.win
-            m[f"exact_loss_seat{o.seat}"] = o.loss
-            m[f"exact_return_seat{o.seat}"] = o.mean_return
-        return m
+        return _outcome_rows(exact_outcomes(policy, opponent, game_name, params=params))
 
     return metric
+
+
+def outcomes_against_metric(
+    policy: TabularQueryable, game_name: str, params: Mapping[str, object] | None
+) -> Callable[[SampledPolicy], dict[str, float]]:
+    """``metric`` for ``bootstrap`` over an opponent's estimate: the exact win / loss /
+    mean return per seat of ``policy`` against the estimate in every other seat (the
+    rows of ``outcomes_metric``, seen from the fixed side). ``policy``'s answers are
+    asked once and kept across the replicates, which resample the opponent's alone."""
+    env, game = solvable_game(game_name, params)
+    mine = Oracle(policy, env)
+
+    def metric(opponent: SampledPolicy) -> dict[str, float]:
+        return _outcome_rows(outcomes(game, mine, Oracle(opponent, env)))
+
+    return metric
+
+
+def _outcome_rows(found: Sequence[ExactOutcome]) -> dict[str, float]:
+    m = {}
+    for o in found:
+        m[f"exact_win_seat{o.seat}"] = o.win
+        m[f"exact_loss_seat{o.seat}"] = o.loss
+        m[f"exact_return_seat{o.seat}"] = o.mean_return
+    return m
 
 
 def as_metrics(prefix: str, estimates: Mapping[str, Estimate]) -> dict[str, float]:

@@ -15,11 +15,13 @@ from coplay.eval.exact import exploitability
 from coplay.eval.exact_match import exact_outcomes, sampled_and_greedy_outcomes
 from coplay.eval.matches import play_match
 from coplay.eval.sampled import (
+    Estimate,
     SampledPolicy,
     as_metrics,
     bootstrap,
     exploitability_metric,
     forfeiting_exploitability,
+    outcomes_against_metric,
     outcomes_metric,
 )
 from coplay.eval.welfare import welfare_report
@@ -144,18 +146,18 @@ def sampled_exploitability_metrics(views: Views, policy: Policy, prefix: str) ->
 
 def exact_match_metrics(views: Views, policy: Policy, name: str, opp: Policy) -> dict[str, float]:
     """The policy's exact outcome from each seat against ``opp`` (no sampling noise),
-    and in perfect-information games that of its greedy version too. A text policy's
-    outcomes are those of its sampled distribution, with intervals (``*_sampled``)."""
+    and in perfect-information games that of its greedy version too. Where either side
+    writes, the outcomes are those of its sampled distribution, with intervals over its
+    answers (``*_sampled``; no greedy rows): the policy's where it writes (a writing
+    opponent then read through its estimate, held fixed), else the opponent's."""
     run = views.run
     game, params = run.cfg.game.name, run.cfg.game.params
     if writes(policy):
-        res = bootstrap(
-            outcomes_metric(opp, game, params),
-            views.sampled(policy),
-            replicates=run.cfg.train.eval_bootstrap,
-            seed=run.cfg.train.seed,
-        )
-        return as_metrics(f"eval/{name}/", res)
+        metric = outcomes_metric(views(opp), game, params)
+        return as_metrics(f"eval/{name}/", _bootstrap(views, metric, views.sampled(policy)))
+    if writes(opp):
+        metric = outcomes_against_metric(policy, game, params)
+        return as_metrics(f"eval/{name}/", _bootstrap(views, metric, views.sampled(opp)))
     if run.spec.perfect_information:
         sampled, greedy = sampled_and_greedy_outcomes(policy, opp, game, params=params)
     else:  # an argmax is no candidate for equilibrium play here: skip its walk
@@ -167,6 +169,11 @@ def exact_match_metrics(views: Views, policy: Policy, name: str, opp: Policy) ->
         m[f"eval/{name}/exact_return_seat{o.seat}"] = o.mean_return
     m |= {f"eval/{name}/greedy_loss_seat{o.seat}": o.loss for o in greedy}
     return m
+
+
+def _bootstrap(views: Views, metric, sampled: SampledPolicy) -> dict[str, Estimate]:
+    cfg = views.run.cfg.train
+    return bootstrap(metric, sampled, replicates=cfg.eval_bootstrap, seed=cfg.seed)
 
 
 def selfplay_metrics(run: Run) -> dict[str, float]:
@@ -201,9 +208,11 @@ def evaluate_roster(run: Run) -> dict[str, float]:
     seating, game = run.seating, run.cfg.game
     n = run.spec.num_players
     views = Views(run)
-    # Text learners are read through their sampled distributions (point estimates here)
-    # and every exact number of the roster then says so: a ``_sampled`` suffix.
-    tag = "_sampled" if any(writes(t.policy) for t in run.trainees) else ""
+    # Members that write (learners or frozen checkpoints) are read through their sampled
+    # distributions (point estimates here) and every exact number of the roster then
+    # says so: a ``_sampled`` suffix; the exact values against a writing opponent too.
+    members = [*run.policies.values(), *(t.policy for t in run.trainees)]
+    tag = "_sampled" if any(writes(p) for p in members) else ""
     if run.exact:
         profile = [views(run.policies[p]) for p in seating.rows(1, run.rng)[0]]
         res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)
@@ -219,7 +228,8 @@ def evaluate_roster(run: Run) -> dict[str, float]:
             m[f"eval/{member.name}/exploitability{tag}"] = res.exploitability
         for i, (opp_name, opp) in enumerate(run.eval_opponents.items()):
             if run.exact:
-                m |= {k + tag: v for k, v in exact_values(views, member, opp, opp_name).items()}
+                against = "_sampled" if writes(opp) else tag
+                m |= {k + against: v for k, v in exact_values(views, member, opp, opp_name).items()}
             match = play_match(
                 run.game.make,
                 member.policy,
@@ -237,11 +247,12 @@ def evaluate_roster(run: Run) -> dict[str, float]:
 
 def exact_values(views: Views, member: Trainee, opp: Policy, opp_name: str) -> dict[str, float]:
     """Exact expected return of ``member`` in each seat it holds (unrotated seating)
-    with ``opp`` in every other seat: no match noise."""
+    with ``opp`` in every other seat: no match noise (either side read through its
+    sampled distribution where it writes)."""
     run = views.run
     m, game, n = {}, run.cfg.game, run.spec.num_players
     for seat in sorted({s for s, name in enumerate(run.seating.order) if name == member.name}):
-        profile = [opp] * n
+        profile = [views(opp)] * n
         profile[seat] = views(member.policy)
         res = forfeiting_exploitability(SeatedPolicy(profile), game.name, params=game.params)
         m[f"eval/{member.name}/{opp_name}/exact_value_seat{seat}"] = res.on_policy_values[seat]

@@ -10,6 +10,7 @@ from open_spiel.python.algorithms import expected_game_score
 from coplay.envs.gameref import GameRef
 from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
 from coplay.eval.exact import to_openspiel_policy
+from coplay.eval.matches import mean_interval, wilson
 from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy, ScriptedPolicy
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import LocalSource
@@ -175,3 +176,46 @@ def test_one_policy_is_its_self_play_cell_the_first_meta_game_of_a_population():
     res = cross_play("tic_tac_toe", {"r": RandomPolicy(seed=1)}, episodes=20, seed=0)
     assert res.names == ("r",) and res.meta_game[0].shape == (1, 1)
     assert res.meta_game[0][0, 0] == pytest.approx(0.0)  # both seats read: zero-sum
+
+
+def _recording(monkeypatch) -> list:
+    """Every game cross-play plays in this process from now on, in order."""
+    from coplay.eval import crossplay
+
+    games, real = [], crossplay.play_episodes
+
+    def play(*args, **kwargs):
+        played = real(*args, **kwargs)
+        games.extend(played)
+        return played
+
+    monkeypatch.setattr(crossplay, "play_episodes", play)
+    return games
+
+
+def test_cooperative_self_play_counts_each_game_once_not_once_per_seat(monkeypatch):
+    # Tiny Hanabi pays both seats the same: reading both seats adds no information, so
+    # the self-play interval is the one of a single seat's N returns (was sqrt(2) narrower).
+    games = _recording(monkeypatch)
+    res = cross_play("openspiel:tiny_hanabi", {"random": RandomPolicy(seed=0)}, episodes=40)
+    assert len(games) == 40 and all(e.returns[0] == e.returns[1] for e in games)
+    cell = res.results[0][0]
+    one_seat = mean_interval([e.returns[0] for e in games])
+    assert cell.mean_return.value == pytest.approx(one_seat.value)
+    assert (cell.mean_return.low, cell.mean_return.high) == pytest.approx(
+        (one_seat.low, one_seat.high)
+    )
+    assert cell.episodes == 40
+
+
+def test_zero_sum_self_play_has_a_degenerate_return_interval_at_zero():
+    # Each Kuhn game's two returns sum to zero: the self-play mean is 0 by construction,
+    # game by game, and its interval is the point 0 (was about +-0.3 around it).
+    res = cross_play("kuhn_poker", {"random": RandomPolicy(seed=0)}, episodes=40, seed=1)
+    cell = res.results[0][0]
+    assert (cell.mean_return.value, cell.mean_return.low, cell.mean_return.high) == (0.0, 0.0, 0.0)
+    # Every game is one win and one loss: a rate of 1/2 out of 40 games, not 40 of 80 seats.
+    half = wilson(20, 40)
+    for rate in (cell.win, cell.loss):
+        assert (rate.value, rate.low, rate.high) == pytest.approx((0.5, half.low, half.high))
+    assert cell.draw.value == 0.0 and cell.draw.high == pytest.approx(wilson(0, 40).high)

@@ -168,3 +168,41 @@ def test_answers_are_asked_through_the_sampler():
     sampled.tally(obs[:5])  # only the two not asked yet
     assert asked == [(3, 2, 7), (2, 2, 7)]
     assert sampled.replicate(np.random.default_rng(0)).sampler is sampler
+
+
+def test_outcomes_against_an_estimate_are_the_estimates_seen_from_the_other_seat():
+    # Two-player zero-sum Kuhn: nash's outcome in one seat against the estimate is the
+    # estimate's outcome in the other seat against nash, turned around (a forfeit of
+    # the estimate is a win of nash's).
+    from coplay.eval.sampled import outcomes_against_metric
+
+    estimate = SampledPolicy(Scripted(["[Bet]", None, "[Pass]"]), k=3)
+    nash = NashPolicy("kuhn_poker")
+    theirs = outcomes_metric(nash, "kuhn_poker", None)(estimate)
+    mine = outcomes_against_metric(nash, "kuhn_poker", None)(estimate)
+    for seat, other in ((0, 1), (1, 0)):
+        assert mine[f"exact_return_seat{seat}"] == pytest.approx(
+            -theirs[f"exact_return_seat{other}"]
+        )
+        assert mine[f"exact_win_seat{seat}"] == pytest.approx(theirs[f"exact_loss_seat{other}"])
+        assert mine[f"exact_loss_seat{seat}"] == pytest.approx(theirs[f"exact_win_seat{other}"])
+    assert any(theirs[f"exact_loss_seat{s}"] > 0 for s in (0, 1))  # the case is not trivial
+
+
+def test_outcomes_against_an_estimate_ask_the_fixed_policy_once_per_state():
+    # Every bootstrap replicate walks the tree again; the fixed side's answers are kept.
+    from coplay.eval.sampled import outcomes_against_metric
+
+    asked = []
+
+    class Counting(NashPolicy):
+        def action_probs(self, observations):
+            asked.extend(observations)
+            return super().action_probs(observations)
+
+    estimate = SampledPolicy(Scripted(["[Bet]", "[Pass]"]), k=2)
+    metric = outcomes_against_metric(Counting("kuhn_poker"), "kuhn_poker", None)
+    est = bootstrap(metric, estimate, replicates=5)
+    assert len(asked) == len(set(asked)) <= 12  # Kuhn's 12 information states
+    e = est["exact_return_seat0"]
+    assert e.ci_low <= e.value <= e.ci_high and e.replicates == 5

@@ -6,10 +6,22 @@ from types import SimpleNamespace
 import pytest
 
 from coplay.eval.exact import exploitability
+from coplay.eval.exact_match import exact_outcomes
+from coplay.eval.sampled import SampledPolicy
+from coplay.models.loading import PlayedGame, save_policy
 from coplay.policies.scripted import RandomPolicy, make_scripted
 from coplay.train.config import build_config
-from coplay.train.evaluate import SeatedPolicy, evaluate, final_policy, selfplay_metrics
+from coplay.train.evaluate import (
+    SeatedPolicy,
+    evaluate,
+    evaluate_roster,
+    final_policy,
+    selfplay_metrics,
+)
+from coplay.train.roster import setup_roster, validate_roster
 from coplay.train.trainer import setup
+from tests.eval.writers import write_actions, writing_lm
+from tests.train.rosters import TWO_ROLES
 from tests.train.runs import TINY, iterate
 
 
@@ -203,3 +215,71 @@ def _counting_view(sampler):
         return SampledPolicy(policy, **{**kw, "sampler": sampler})
 
     return view
+
+
+@pytest.fixture(scope="module")
+def writer(tmp_path_factory) -> str:
+    """A saved tiny text-mode Kuhn model: an evaluation opponent or frozen roster member
+    whose choice scores are no distribution of its play. (The bias that makes it write
+    legal actions is not saved; ``write_actions`` gives it back to the loaded model.)"""
+    folder = tmp_path_factory.mktemp("writer") / "writer"
+    save_policy(writing_lm(0), folder, game=PlayedGame("kuhn_poker", {}))
+    return str(folder)
+
+
+SAMPLED = ["train.eval_samples=4", "train.eval_bootstrap=5"]
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_a_text_opponent_is_matched_exactly_through_its_sampled_answers(tmp_path, writer, mode):
+    # train.exact_matches=on with a writing checkpoint among the opponents died at the
+    # first evaluation: its choice scores were asked for.
+    over = [*TINY, *SAMPLED, f"train.eval_opponents=[{writer}]", "train.exact_matches=on"]
+    if mode == "text":
+        over += ["model.mode=text", "model.max_new_tokens=4"]
+    run = setup(build_config(overrides=over), tmp_path)
+    write_actions(run.eval_opponents[writer])
+    m = evaluate(run)
+    exact = [k for k in m if "/exact_" in k]
+    assert exact and all("_sampled" in k for k in exact)
+    for seat in (0, 1):
+        row = f"eval/{writer}/exact_return_seat{seat}_sampled"
+        assert m[f"{row}_ci_low"] <= m[row] <= m[f"{row}_ci_high"] and m[f"{row}_k"] == 4
+    if mode == "choice":  # the point values: the learner, exactly, against the estimate
+        cfg = run.cfg
+        opp = SampledPolicy(
+            run.eval_opponents[writer], k=4, invalid=cfg.game.invalid, seed=cfg.train.seed
+        )
+        for o in exact_outcomes(final_policy(run), opp, "kuhn_poker"):
+            assert m[f"eval/{writer}/exact_loss_seat{o.seat}_sampled"] == pytest.approx(o.loss)
+            assert m[f"eval/{writer}/exact_return_seat{o.seat}_sampled"] == pytest.approx(
+                o.mean_return
+            )
+
+
+def test_a_roster_reads_a_text_opponent_through_its_sampled_answers(tmp_path, writer):
+    # Kuhn with train.exact auto: the exact values against each opponent died here too.
+    cfg = build_config(overrides=[*TINY, *SAMPLED, f"train.eval_opponents=[{writer}]"])
+    run = setup_roster(validate_roster(TWO_ROLES), cfg, tmp_path)
+    write_actions(run.eval_opponents[writer])
+    m = evaluate_roster(run)
+    for name, seat in (("first", 0), ("second", 1)):
+        assert f"eval/{name}/{writer}/exact_value_seat{seat}_sampled" in m
+        assert f"eval/{name}/{writer}/exact_value_seat{seat}" not in m
+    # the seated profile's numbers read no sampled policy, and say so
+    assert "eval/exploitability" in m and "eval/exploitability_sampled" not in m
+
+
+def test_a_frozen_text_member_makes_the_rosters_exact_numbers_sampled(tmp_path, writer):
+    # The seated profile reads the writer's sampled distribution: its exploitability is a
+    # sampled estimate and must be named so, though no learner writes.
+    roster = {
+        "policies": {"me": {"kind": "learner"}, "writer": {"kind": "frozen", "path": writer}},
+        "seats": ["me", "writer"],
+    }
+    cfg = build_config(overrides=[*TINY, *SAMPLED])
+    run = setup_roster(validate_roster(roster), cfg, tmp_path)
+    write_actions(run.policies["writer"])
+    m = evaluate_roster(run)
+    assert {"eval/exploitability_sampled", "eval/value_seat1_sampled"} <= set(m)
+    assert "eval/exploitability" not in m and "eval/value_seat1" not in m
