@@ -70,6 +70,11 @@ class AnswerFormat:
     reasoning: Literal["required", "optional", "none"] = "required"
     strict: bool = True
     """False: today's lenient reading, the last bracketed legal action anywhere."""
+    opened: bool = False
+    """The prompt opened the reasoning block: a reasoning model's chat template
+    (DeepSeek-R1-Distill's, QwQ's) ends its generation prompt with ``<think>``, so the
+    answer is read as if it began with the tag (``reasoning</think> [Bet]``). Formats
+    that read no reasoning block, or read leniently, are unaffected."""
 
     @property
     def instruction(self) -> str:
@@ -111,7 +116,10 @@ class AnswerFormat:
         """
         if not self.strict:
             action = clean_text(text) if legal is None else parse_action(text, legal)
-            return Parsed(action, None, action is not None)
+            # silence (an empty message) is no more well formed here than in strict formats
+            return Parsed(action, None, bool(action))
+        if self.opened and self.reasoning != "none":
+            text = THINK_OPEN + text
         split = self._split(text)
         if split is None:
             return Parsed(None, None, False)

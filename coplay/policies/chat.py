@@ -22,6 +22,7 @@ user message that says how many turns were left out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from jinja2 import TemplateError
 
@@ -68,6 +69,12 @@ class Prompter:
         self._turns: dict[tuple[str, bool], tuple[int, ...]] = {}
         close = tokenizer(THINK_CLOSE, add_special_tokens=False)["input_ids"]
         self._close_ids = tuple(close)
+        # A reasoning model's template (DeepSeek-R1-Distill's, QwQ's) opens the reasoning
+        # block in the generation prompt: its answers start inside it.
+        self.opens_reasoning = self.templated and self._render("-").rstrip().endswith(THINK_OPEN)
+        self.format = replace(text.format, opened=True) if self.opens_reasoning else text.format
+        """The answer format the policy reads its answers with: where the prompts open
+        the reasoning block, one that reads each answer as its continuation."""
 
     @property
     def eos_id(self) -> int | None:
@@ -125,12 +132,16 @@ class Prompter:
     def kept(self, response: Sequence[int]) -> tuple[int, ...]:
         """The part of an earlier answer that stays in the context: all of it, or with
         ``drop_reasoning`` what follows its reasoning block (a complete one that opens
-        the answer; anything else is kept whole)."""
+        the answer, or that the prompt opened; anything else is kept whole). Where the
+        prompt opened the block, its closing tag stays too: the context holds an empty
+        block, not one left open."""
         response = tuple(response)
         if not self.text.drop_reasoning:
             return response
         tok = self.tokenizer
-        if not tok.decode(response, skip_special_tokens=True).lstrip().startswith(THINK_OPEN):
+        opened = self.format.opened and self.format.reasoning != "none"
+        text = tok.decode(response, skip_special_tokens=True)
+        if not (opened or text.lstrip().startswith(THINK_OPEN)):
             return response
         end = _find(response, self._close_ids)
         if end is None:  # the closing tag is split across tokens: find it by decoding
@@ -138,7 +149,9 @@ class Prompter:
                 (k for k in range(1, len(response) + 1) if THINK_CLOSE in tok.decode(response[:k])),
                 None,
             )
-        return response if end is None else response[end:]
+        if end is None:
+            return response
+        return self._close_ids + response[end:] if opened else response[end:]
 
     # ---------------------------------------------------------------- prompts
     def prompt(self, obs: Observation) -> tuple[int, ...]:

@@ -487,7 +487,7 @@ class LMPolicy:
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):
             ids, lps = cut_at_stop(ids, lps, sampling.stop)
             ids, lps = cut_at_stop_text(ids, lps, self.text.stop, self._answer_text)
-            decisions.append(self._decision(obs, prompt, ids, lps, self.text.format))
+            decisions.append(self._decision(obs, prompt, ids, lps, self.prompter.format))
         return decisions
 
     def _answer_text(self, ids: Sequence[int]) -> str:

@@ -5,8 +5,11 @@ vLLM (``vllm serve``), Text Generation Inference and llama.cpp's server all answ
 (or its text as one user message, after an optional system prompt); the reply is
 parsed with the game's action parser (``coplay.envs.actions.parse_action``), and a
 reply naming no legal action is an invalid decision, which the rollout engine treats
-as the game is configured to (retry, penalty or forfeit). To an observation without
+as the game is configured to (retry, penalty or forfeit); so is a reply without text
+(``content: null``: a reasoning model cut off, a refusal). To an observation without
 a legal list the reply is a message, passed on whole as the language-model policy does.
+A run served by ``coplay serve`` renders its own policy's prompt in place of the
+system prompt sent here (``coplay.serve``).
 
 Only the standard library is used. The policy is for evaluation and as an opponent:
 it returns no token ids or log-probs, so it is never trained.
@@ -73,6 +76,11 @@ class RemotePolicy:
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if not base_url.isascii():  # http.client writes the request line in ASCII
+            raise ValueError(
+                f"base_url {base_url!r} holds non-ASCII characters; percent-encode them "
+                "(é as %C3%A9) and write a host name in its xn-- form"
+            )
         try:  # a bad port would otherwise surface at the first request, as http.client's
             _ = urllib.parse.urlsplit(base_url).port
         except ValueError as err:
@@ -89,6 +97,7 @@ class RemotePolicy:
                 f"on_error must be one of {[e.value for e in OnError]}, got {on_error!r}"
             )
         if api_key:
+            _check_key(api_key, policy_id or f"remote:{model}")
             refuse_plain_http_key(base_url, policy_id or f"remote:{model}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
@@ -147,6 +156,8 @@ class RemotePolicy:
             raise RemotePolicyError(f"{self.url} did not answer within {self.timeout_s} s") from err
         except http.client.HTTPException as err:  # not HTTP, a cut-off body, a huge line
             raise RemotePolicyError(f"{self.url} gave no valid HTTP answer: {err!r}") from err
+        except UnicodeError as err:  # a header or URL that http.client cannot encode
+            raise RemotePolicyError(f"cannot send a request to {self.url}: {err}") from err
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             if isinstance(reason, TimeoutError):
@@ -179,6 +190,8 @@ def _reply_text(raw: bytes, url: str) -> str:
         raise RemotePolicyError(
             f"{url} gave no chat completion (expected choices[0].message.content): {raw[:200]!r}"
         ) from err
+    if content is None:  # the schema allows it (a model cut off, a refusal): no action
+        return ""
     if not isinstance(content, str):
         raise RemotePolicyError(f"{url} gave non-text content: {content!r}")
     return content
@@ -203,6 +216,15 @@ def remote_from_spec(spec: str, *, environ: Mapping[str, str] | None = None) -> 
         if not key:
             raise ValueError(f"{spec}: the environment variable {env_var} holding its key is unset")
     return RemotePolicy(url, model, key, policy_id=spec)
+
+
+def _check_key(api_key: str, who: str) -> None:
+    """A ValueError, without the key, when ``api_key`` cannot go in an HTTP header."""
+    if not (api_key.isascii() and api_key.isprintable()):
+        raise ValueError(
+            f"{who}: the API key holds a non-ASCII or control character (a line break "
+            "read with it?); an HTTP header carries printable ASCII only"
+        )
 
 
 LOCAL_HOSTS = ("localhost",)

@@ -130,6 +130,12 @@ class TablePolicy(ScriptedPolicy):
 
     def __init__(self, table: NashTable, *, policy_id: str = "table", seed: int = 0) -> None:
         super().__init__(seed)
+        empty = next((key for key, row in table.items() if not sum(row.values()) > 0), None)
+        if empty is not None:
+            raise ValueError(
+                f"{policy_id}: the table gives no action a positive probability at "
+                f"information state {empty!r}"
+            )
         self.table = table
         self.policy_id = policy_id
 
@@ -140,7 +146,15 @@ class TablePolicy(ScriptedPolicy):
             if obs.info_key not in self.table:
                 raise KeyError(f"{self.policy_id}: unknown information state {obs.info_key!r}")
             row = self.table[obs.info_key]
-            probs.append({a: row.get(a, 0.0) for a in legal})
+            legal_probs = {a: row.get(a, 0.0) for a in legal}
+            # Renormalising zero mass would play an arbitrary action, not the table
+            if not sum(legal_probs.values()) > 0:
+                raise ValueError(
+                    f"{self.policy_id}: the table gives none of the legal actions "
+                    f"{', '.join(legal)} a positive probability at information state "
+                    f"{obs.info_key!r}"
+                )
+            probs.append(legal_probs)
         return probs
 
 

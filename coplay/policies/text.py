@@ -63,8 +63,18 @@ class TextConfig(BaseModel):
     def _known_answer(cls, name: str) -> str:
         return check_format(name)
 
+    @field_validator("stop")
+    @classmethod
+    def _no_empty_stop(cls, stop: list[str]) -> list[str]:
+        if "" in stop:
+            raise ValueError("an empty stop string would end every answer at once; remove it")
+        return stop
+
     @property
     def format(self) -> AnswerFormat:
+        """The answer format as configured; a policy reads its answers through its
+        prompts' builder (``Prompter.format``), which knows whether the prompts open
+        the reasoning block."""
         return ANSWER_FORMATS[self.answer]
 
     def sampling(self, tokenizer) -> Sampling:

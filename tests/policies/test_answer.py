@@ -1,5 +1,7 @@
 """Answer formats: what each format reads from well-formed and malformed answers."""
 
+from dataclasses import replace
+
 import pytest
 
 from coplay.policies.answer import (
@@ -79,6 +81,24 @@ def test_the_action_format_is_the_action_alone():
 def test_free_format_is_the_lenient_reading():
     parsed = ANSWER_FORMATS["free"].parse("\x11garbage [Bet] more [Pass]", LEGAL)
     assert parsed.action == "[Pass]"
+
+
+def test_silence_is_not_well_formed_in_the_free_format_either():
+    fmt = ANSWER_FORMATS["free"]
+    assert fmt.parse("  \x11 ", None) == Parsed("", None, False)
+    assert fmt.parse("I take\x11 the books", None) == Parsed("I take the books", None, True)
+
+
+@pytest.mark.parametrize("name", ["think", "think-boxed", "bracket", "boxed"])
+def test_an_answer_inside_a_reasoning_block_the_prompt_opened_is_read_as_its_continuation(name):
+    # A reasoning model's template ends the prompt with <think>: the answer closes it.
+    fmt = replace(ANSWER_FORMATS[name], opened=True)
+    answer = ANSWER_FORMATS[name].render("I hold K.", "[Bet]").removeprefix("<think>")
+    assert fmt.parse(answer, LEGAL) == Parsed("[Bet]", "I hold K.", True)
+    assert fmt.parse("I hold K.</think> hello", None) == Parsed("hello", "I hold K.", True)
+    for malformed in ("<think>x</think> [Bet]", "never closed [Bet]", "[Bet]"):
+        assert fmt.parse(malformed, LEGAL).action is None
+    assert fmt.render("I hold K.", "[Bet]") == ANSWER_FORMATS[name].render("I hold K.", "[Bet]")
 
 
 def test_a_message_is_the_cleaned_text_after_the_reasoning():

@@ -128,6 +128,32 @@ def test_dropping_reasoning_keeps_the_answers_from_the_closing_tag_on():
     assert len(conversations(decisions)) == len(decisions)
 
 
+REASONING_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{{ eos_token }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}"
+)
+"""A reasoning model's template (DeepSeek-R1-Distill's, QwQ's): the generation prompt
+opens the reasoning block, so the answer starts inside it."""
+
+
+def test_an_answer_to_a_prompt_that_opened_the_reasoning_block_is_read_and_dropped():
+    policy = text_policy("kuhn_poker", context="chat", drop_reasoning=True)
+    policy.tokenizer.chat_template = REASONING_TEMPLATE
+    answers = ["not sure</think> [Raise]<eos>", "I hold a card.</think> [Pass]<eos>"] * 3
+    policy = scripted(policy, answers)
+    (episode,) = play_kuhn(policy)
+    tok = policy.tokenizer
+    first, second = decisions_in_order(episode.trajectories[0])[:2]
+    assert tok.decode(first.prompt_ids).endswith("<|assistant|><think>\n")
+    assert (first.action, second.action, second.well_formed) == (None, "[Pass]", True)
+    # the log-probs are those of the tokens drawn, no tag added to them
+    drawn = tuple(tok(answers[1], add_special_tokens=False)["input_ids"])
+    assert second.response_ids == drawn and second.logprobs == (0.0,) * len(drawn)
+    # the reasoning is dropped from the context; the block the prompt opened stays closed
+    between = tok.decode(second.prompt_ids[len(first.prompt_ids) :])
+    assert between.startswith("</think> [Raise]<eos>") and "not sure" not in between
+
+
 def test_answers_without_reasoning_stay_whole_when_dropping():
     policy = scripted(
         text_policy("kuhn_poker", context="chat", drop_reasoning=True),

@@ -242,3 +242,34 @@ def test_the_named_key_reaches_its_endpoint(server):
     policy = remote_from_spec(f"remote:{server.url}#m@MINE", environ={"MINE": "k9"})
     policy.act([OBS])
     assert server.requests[-1][1]["Authorization"] == "Bearer k9"
+
+
+def test_a_reply_without_text_is_an_invalid_decision_not_an_error(server):
+    # content: null is a valid chat completion: a reasoning model cut off, a refusal
+    server.reply = lambda body: (200, completion(None))
+    [dec] = RemotePolicy(server.url, "m").act([OBS])
+    assert dec.action is None and dec.text == ""
+    talk = Observation("talk", 0, "Say something.", legal_actions=None)
+    assert RemotePolicy(server.url, "m").act([talk])[0].action == ""
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "refusal"),
+    [
+        ({"api_key": "κλειδί"}, "API key holds a non-ASCII or control character"),
+        ({"api_key": "k123\n"}, "API key holds a non-ASCII or control character"),
+        ({"base_url": "http://127.0.0.1:8000/v1/é"}, "non-ASCII characters; percent-encode"),
+    ],
+)
+def test_what_an_http_request_cannot_carry_is_refused_when_built(kwargs, refusal):
+    args = {"base_url": "http://127.0.0.1:8000/v1", "model": "m"} | kwargs
+    with pytest.raises(ValueError, match=refusal) as err:
+        RemotePolicy(**args)
+    assert "κλειδί" not in str(err.value) and "k123" not in str(err.value)  # keys stay secret
+
+
+def test_a_request_that_cannot_be_encoded_is_a_remote_error(server):
+    policy = RemotePolicy(server.url, "m", on_error="invalid")
+    policy.api_key = "κλειδί"  # set past the constructor's check
+    [dec] = policy.act([OBS])
+    assert dec.action is None and dec.text.startswith("error: cannot send a request")

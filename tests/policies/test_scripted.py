@@ -10,7 +10,8 @@ from open_spiel.python.policy import TabularPolicy
 from coplay.envs import make_env, observation_for_state
 from coplay.envs.renderers import legal_action_map, renderer_for
 from coplay.policies import NashPolicy, PerfectPlayer, RandomPolicy, make_scripted, solvers
-from coplay.types import Decision, Policy, TabularQueryable
+from coplay.policies.scripted import TablePolicy
+from coplay.types import Decision, Observation, Policy, TabularQueryable
 
 
 @pytest.fixture(autouse=True)
@@ -140,3 +141,12 @@ def test_random_answers_free_text_turns_with_an_empty_message():
     talk, pick = RandomPolicy(seed=0).act(obs)
     assert (talk.text, talk.action) == ("", "")
     assert pick.action in ("[A]", "[B]")
+
+
+def test_a_table_row_without_mass_on_the_legal_actions_is_an_error_naming_its_state():
+    obs = Observation("kuhn_poker", 0, "t", legal_actions=("[Pass]", "[Bet]"), info_key="0")
+    table = TablePolicy({"0": {"[Call]": 1.0}, "1": {"[Pass]": 1.0}}, policy_id="br")
+    with pytest.raises(ValueError, match="br: .*none of the legal actions.*state '0'"):
+        table.act([obs])
+    with pytest.raises(ValueError, match="br: .*no action a positive probability.*state '1'"):
+        TablePolicy({"0": {"[Pass]": 1.0}, "1": {"[Pass]": 0.0, "[Bet]": 0.0}}, policy_id="br")

@@ -19,6 +19,12 @@ def test_bad_settings_are_refused(bad):
         TextConfig(**bad)
 
 
+def test_an_empty_stop_string_is_refused_when_the_config_is_built():
+    # It would end every answer at once: sampling refused it only after the model was built.
+    with pytest.raises(ValidationError, match="empty stop string would end every answer"):
+        TextConfig(stop=["\n", ""])
+
+
 def test_sampling_keeps_only_what_differs_from_plain_sampling(tiny):
     _, tok = tiny
     assert TextConfig().sampling(tok).kwargs() == {}
