@@ -519,12 +519,68 @@ def test_league_seat_weights_survive_a_resume(tmp_path, monkeypatch):
         (["psro", "--seat-weights", "1", "2", "3"], "seat_weights has 3 weights; kuhn_poker has 2"),
         (["league", "--seat-weights", "0", "0"], "seat_weights must be >= 0 and not all 0"),
         (["league", "--seat-weights", "1", "2", "3"], "seat_weights has 3 weights; kuhn_poker"),
+        (["league", "--pfsp-weighting", "soft"], "pfsp_weighting: Input should be 'hard' or"),
+        (["league", "--pfsp-power", "0"], "pfsp_power: Input should be greater than 0"),
+        (["league", "--min-games", "0"], "min_games: Input should be greater than 0"),
+        (["league", "--meta-episodes", "0"], "meta_episodes: Input should be greater than 0"),
+        (["league", "--meta-solver", "best"], "unknown meta_solver 'best'"),
+        (["psro", "--crossplay-episodes", "0"], "crossplay_episodes: Input should be greater"),
     ],
 )
 def test_population_commands_reject_bad_settings_in_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_population_settings_options_reach_the_config(tmp_path, monkeypatch):
+    # None of these could be set from the command line: --sampler meta on a general-sum
+    # game asked for a solver that no option could name.
+    import coplay.population.league as league
+    import coplay.population.psro as psro
+
+    made = []
+    monkeypatch.setattr(league, "run_league", _stop_with(made))
+    monkeypatch.setattr(psro, "run_psro", _stop_with(made))
+    argv = ["league", "--out", str(tmp_path / "l"), "--sampler", "meta", "--meta-solver", "ce"]
+    argv += ["--pfsp-weighting", "variance", "--pfsp-power", "1.5", "--min-games", "8"]
+    assert main([*argv, "--meta-episodes", "4", "game.name=dilemma", *TINY]) == 130
+    want = {"sampler": "meta", "meta_solver": "ce", "pfsp_weighting": "variance"}
+    want |= {"pfsp_power": 1.5, "min_games": 8, "meta_episodes": 4}
+    assert {k: getattr(made[0], k) for k in want} == want
+    argv = ["psro", "--out", str(tmp_path / "p"), "--crossplay-episodes", "7", *TINY]
+    assert main(argv) == 130
+    assert made[1].crossplay_episodes == 7
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # Its meta-game pairs two members: an IndexError traceback at the first snapshot.
+        (
+            ["league", "--sampler", "meta", "game.params={players: 3}"],
+            "sampler=meta needs a two-player game; 'kuhn_poker' has 3 players",
+        ),
+        # The exact oracle trains no LM: both were accepted and had no effect.
+        (
+            ["psro", "--oracle", "exact", "--restarts", "2", "--initial", "random"],
+            "oracle=exact trains no language model: restarts=2",
+        ),
+        (
+            ["psro", "--oracle", "exact", "--seat-weights", "1", "3", "--initial", "random"],
+            "oracle=exact trains no language model: seat_weights=[1.0, 3.0]",
+        ),
+    ],
+)
+def test_population_settings_that_cannot_work_are_refused_before_anything_is_written(
+    argv, message, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    tiny = [*TINY, "train.eval_opponents=[]"]
+    assert main([argv[0], "--out", str(out), *argv[1:], *tiny]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not out.exists()
 
 
 def test_train_with_a_roster_file_trains_two_roles(tmp_path, capsys):
@@ -1257,6 +1313,15 @@ def test_piped_show_is_no_wider_than_its_panels_need(kuhn_run, capsys):
         (["league", "--resume", "{run}", "--bots", "random"], "--bots cannot go"),
         (["psro", "--resume", "{run}", "--iterations", "3"], "--iterations cannot go"),
         (["psro", "--resume", "{run}", "--cold"], "--cold cannot go"),
+        (
+            ["psro", "--resume", "{run}", "--crossplay-episodes", "7"],
+            "--crossplay-episodes cannot go",
+        ),
+        (["league", "--resume", "{run}", "--meta-solver", "ce"], "--meta-solver cannot go"),
+        (["league", "--resume", "{run}", "--pfsp-weighting", "hard"], "--pfsp-weighting cannot go"),
+        (["league", "--resume", "{run}", "--pfsp-power", "1"], "--pfsp-power cannot go"),
+        (["league", "--resume", "{run}", "--min-games", "8"], "--min-games cannot go"),
+        (["league", "--resume", "{run}", "--meta-episodes", "8"], "--meta-episodes cannot go"),
     ],
 )
 def test_population_resume_refuses_options_it_would_ignore(

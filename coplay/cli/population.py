@@ -4,6 +4,7 @@ population, new or resumed from what a stopped run saved."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -55,6 +56,15 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _field_help(config, name: str, *, choices: Sequence[str] = ()) -> str:
+    """A settings option's help: the config field's docstring (the names ``choices``
+    lists, if any) and its default."""
+    field = config.model_fields[name]
+    text = " ".join(field.description.replace("``", "").split()).rstrip(".")
+    listed = f": {', '.join(choices)}" if choices else ""
+    return f"{text}{listed} (default: {field.default})"
 
 
 def _psro_arguments(ps: argparse.ArgumentParser) -> None:
@@ -109,6 +119,12 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
         "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
     )
     ps.add_argument(
+        "--crossplay-episodes",
+        type=int,
+        metavar="N",
+        help=_field_help(PsroConfig, "crossplay_episodes"),
+    )
+    ps.add_argument(
         "--report", action="store_true", help=f"{POPULATION_REPORT_HELP} after every iteration"
     )
     ps.add_argument("overrides", nargs="*", help=f"trainer {OVERRIDES_HELP}")
@@ -125,6 +141,7 @@ def cmd_psro(args: argparse.Namespace) -> int:
         "--oracle": ("oracle", args.oracle),
         "--restarts": ("restarts", args.restarts),
         "--seat-weights": ("seat_weights", args.seat_weights),
+        "--crossplay-episodes": ("crossplay_episodes", args.crossplay_episodes),
     }
     cfg, out = _population_run(PsroConfig, "psro", args, options)
     with _claimed(args, cfg, out, bots=()):
@@ -156,7 +173,8 @@ def _psro_step(s, advance, report_to: Path | None) -> None:
 
 
 def _league_arguments(lg: argparse.ArgumentParser) -> None:
-    from coplay.population.league import SAMPLERS, LeagueConfig
+    from coplay.eval.metasolvers import META_SOLVERS
+    from coplay.population.league import PFSP_WEIGHTINGS, SAMPLERS, LeagueConfig
 
     # Settings default to None (not given), so that a resume can refuse them; a new run
     # takes LeagueConfig's defaults.
@@ -177,6 +195,25 @@ def _league_arguments(lg: argparse.ArgumentParser) -> None:
         help=f"opponent sampler (default: {default['sampler']})",
     )
     lg.add_argument(
+        "--pfsp-weighting",
+        metavar="|".join(PFSP_WEIGHTINGS),
+        help=_field_help(LeagueConfig, "pfsp_weighting"),
+    )
+    lg.add_argument(
+        "--pfsp-power", type=float, metavar="P", help=_field_help(LeagueConfig, "pfsp_power")
+    )
+    lg.add_argument(
+        "--meta-solver",
+        metavar="NAME",
+        help=_field_help(LeagueConfig, "meta_solver", choices=list(META_SOLVERS)),
+    )
+    lg.add_argument(
+        "--meta-episodes",
+        type=int,
+        metavar="N",
+        help=_field_help(LeagueConfig, "meta_episodes"),
+    )
+    lg.add_argument(
         "--snapshot-every",
         type=int,
         help=f"0: only on the threshold (default: {default['snapshot_every']})",
@@ -186,6 +223,9 @@ def _league_arguments(lg: argparse.ArgumentParser) -> None:
         type=float,
         help="the learner's score against the league since the last snapshot that adds "
         f"one (default: {default['win_threshold']})",
+    )
+    lg.add_argument(
+        "--min-games", type=int, metavar="N", help=_field_help(LeagueConfig, "min_games")
     )
     lg.add_argument(
         "--self-play",
@@ -209,8 +249,13 @@ def cmd_league(args: argparse.Namespace) -> int:
 
     options: Options = {
         "--sampler": ("sampler", args.sampler),
+        "--pfsp-weighting": ("pfsp_weighting", args.pfsp_weighting),
+        "--pfsp-power": ("pfsp_power", args.pfsp_power),
+        "--meta-solver": ("meta_solver", args.meta_solver),
+        "--meta-episodes": ("meta_episodes", args.meta_episodes),
         "--snapshot-every": ("snapshot_every", args.snapshot_every),
         "--win-threshold": ("win_threshold", args.win_threshold),
+        "--min-games": ("min_games", args.min_games),
         "--self-play": ("self_play", args.self_play),
         "--bots": ("bots", args.bots),
         "--seat-weights": ("seat_weights", args.seat_weights),

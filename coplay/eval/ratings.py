@@ -123,6 +123,11 @@ def elo_ratings(wins: object, draws: object | None = None) -> np.ndarray:
     ignored. A 75% score against one opponent gives ``400 * log10(3) ≈ 191`` points;
     OpenSpiel's small default smoothing keeps unbeaten players finite. Players with
     no game against another get NaN: the fit would only give them its prior.
+
+    All players with games are fitted in one fit, but ratings compare only within a
+    group connected by games: for groups that never met (directly or through common
+    opponents) the fit has nothing to place one against the other, so the offset
+    between their ratings is arbitrary; only differences within a group mean anything.
     """
     w, d = check_results(wins, draws)
     np.fill_diagonal(w, 0)

@@ -11,7 +11,7 @@ Samplers (AlphaStar, Vinyals et al. 2019, prioritised fictitious self-play):
   uniform   every member alike (fictitious self-play);
   pfsp      weight f(x), x = P[learner beats member]: "hard" f = (1 - x)^p,
             "variance" f = x (1 - x);
-  meta      a meta-solver's mixture of the members' own meta-game.
+  meta      a meta-solver's mixture of the members' own meta-game (two-player games).
 
 P[learner beats member] is estimated from the episodes the learner played against the
 member (``Episode.seats`` names each seat's policy): (wins + draws / 2 + 1/2) / (games + 1),
@@ -111,10 +111,17 @@ class LeagueConfig(BaseModel):
 
 def league_seats(cfg: LeagueConfig) -> tuple[float, ...] | None:
     """The seat weights, one per seat of the game (which this builds); the meta
-    sampler's solver is checked against the game too."""
+    sampler's game and solver are checked too."""
     game = cfg.run.game
     spec = resolve_factory(game.name, game.params)().spec
     if cfg.sampler == "meta":
+        # Its meta-game pairs two members (exact_payoffs, sampled_payoffs); with more
+        # seats it failed with a traceback at the first snapshot.
+        if spec.num_players != 2:
+            raise ValueError(
+                f"sampler=meta needs a two-player game; {game.name!r} has "
+                f"{spec.num_players} players (use sampler=uniform or pfsp)"
+            )
         check_meta_solver(cfg.meta_solver, spec)
     return check_weights(cfg.seat_weights, spec)
 

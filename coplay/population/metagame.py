@@ -57,8 +57,15 @@ def exact_payoffs(
     tables: Sequence[os_policy.Policy],
     previous: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact 2-player meta-game of ``tables``; entries of ``previous`` (the meta-game of
-    the first members) are reused and only new rows and columns are computed."""
+    """Exact 2-player meta-game of ``tables``: ``payoffs[p][i, j]`` is player p's return
+    with member i in seat 0 and member j in seat 1. Entries of ``previous`` (the
+    meta-game of the first members) are reused and only new rows and columns are
+    computed."""
+    if game.num_players() != 2:
+        raise ValueError(
+            f"exact_payoffs builds 2-player meta-games; {game.get_type().short_name!r} has "
+            f"{game.num_players()} players"
+        )
     k = len(tables)
     done = 0 if previous is None else previous[0].shape[0]
     out = np.zeros((2, k, k))
@@ -77,7 +84,11 @@ def sampled_payoffs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cross-play meta-game (mean returns, seats alternating) of any 2-player game,
     played on ``cfg.rollout.workers`` Ray workers where that is above 0 (started for
-    this evaluation and stopped after it)."""
+    this evaluation and stopped after it).
+
+    Seat-averaged and symmetric, unlike ``exact_payoffs``: ``payoffs[0][i, j]`` is member
+    i's mean return against j over both seats and ``payoffs[1] == payoffs[0].T`` (in a
+    zero-sum game the diagonal, each member's self-play, is 0)."""
     game = GameRef(cfg.game.name, cfg.game.params)
     with evaluation_source(
         game, workers=cfg.rollout.workers, ray=cfg.ray, invalid=cfg.game.invalid

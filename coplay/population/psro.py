@@ -5,10 +5,13 @@ to Multiagent Reinforcement Learning"); JPSRO (Marris et al. 2021) when the meta
 returns a correlated joint distribution. One population serves both seats: every
 member is a frozen policy that can sit in either. Each PSRO iteration:
 
-  1. meta-game: ``payoffs[p][i, j]`` = player p's expected return when member i sits
-     in seat 0 and member j in seat 1 (OpenSpiel's layout). Exact for games OpenSpiel
-     can evaluate (each member's tabular policy, ``expected_game_score.policy_value``),
-     else sampled cross-play;
+  1. meta-game ``payoffs = (P0, P1)`` in OpenSpiel's two-population layout, one of two
+     kinds. Exact for games OpenSpiel can evaluate (each member's tabular policy,
+     ``expected_game_score.policy_value``): ``payoffs[p][i, j]`` is player p's expected
+     return when member i sits in seat 0 and member j in seat 1. Else sampled
+     cross-play with seats alternating (``sampled_payoffs``): ``P0[i, j]`` is member i's
+     mean return against j over both seats and ``P1 = P0.T``, a symmetric meta-game
+     whose two players are not game seats (its diagonal is 0 in a zero-sum game);
   2. meta-strategy: a solver from ``coplay.eval.metasolvers`` (Nash by default);
   3. best response: an oracle of ``ORACLES`` (``coplay.population.oracles``): by
      default the one training loop against the meta-strategy, the opponent of each
@@ -74,6 +77,10 @@ from coplay.types import Policy
 PSRO_STATE = "psro"
 """The outer loop's state: ``out/state/psro.json`` and ``psro.safetensors``."""
 
+UNTRAINED_ORACLES = frozenset({"exact"})
+"""Oracles that train no language model: the LM response settings (``restarts``,
+``seat_weights``, ``warm_start``) would be ignored, so the config refuses them."""
+
 CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
 """Solvers whose best responses train against the conditional distribution (JPSRO(CE));
 every other solver's responses face the opponent's marginal (PSRO, JPSRO(CCE))."""
@@ -96,7 +103,8 @@ class PsroConfig(BaseModel):
     warm_start: bool = True
     """Start each best response from the previous one's weights (saves compute)."""
     crossplay_episodes: int = Field(200, gt=0)
-    """Games per pairing for the sampled meta-game of games without exact evaluation."""
+    """Games per pairing for the sampled meta-game of games without exact evaluation
+    (and for judging ``restarts`` there)."""
     oracle: str = "lm"
     """Best-response oracle (``ORACLES``): lm, the language-model trainer, or exact,
     OpenSpiel's exact best response to the mixture (games with exact evaluation; a
@@ -104,11 +112,11 @@ class PsroConfig(BaseModel):
     seat_weights: list[float] | None = None
     """Share of each response's game groups per seat (see train.opponent.seat_weights),
     one non-negative weight per seat, not all 0; each group's opponent is drawn from
-    the meta-strategy of the seat it faces. None rotates seats evenly."""
+    the meta-strategy of the seat it faces. None rotates seats evenly. LM oracle only."""
     restarts: int = Field(1, gt=0)
     """LM responses trained per iteration, each with its own seed; the one with the
     highest value against the meta-strategy (exact where the game allows, else sampled
-    cross-play) joins the population."""
+    cross-play) joins the population. LM oracle only."""
 
     @model_validator(mode="after")
     def _check(self) -> PsroConfig:
@@ -122,9 +130,27 @@ class PsroConfig(BaseModel):
                     f"unknown {key} {getattr(self, key)!r}; available: {', '.join(registry)}"
                 )
         check_seat_weights(self.seat_weights)
+        _check_oracle_settings(self)
         if not names_user_factory(self.run.game.name):
             check_game_fits(self)  # a user's game is imported only when run_psro builds it
         return self
+
+
+def _check_oracle_settings(cfg: PsroConfig) -> None:
+    """Refuse LM response settings that an oracle training no LM would silently ignore."""
+    if cfg.oracle not in UNTRAINED_ORACLES:
+        return
+    given = {
+        "restarts": cfg.restarts != 1,
+        "seat_weights": cfg.seat_weights is not None,
+        "warm_start": not cfg.warm_start,
+    }
+    ignored = [key for key, changed in given.items() if changed]
+    if ignored:
+        raise ValueError(
+            f"oracle={cfg.oracle} trains no language model: {ignored[0]}="
+            f"{getattr(cfg, ignored[0])} would have no effect; drop it or use oracle=lm"
+        )
 
 
 def check_game_fits(cfg: PsroConfig) -> None:
@@ -301,8 +327,11 @@ def run_psro(
     out = Path(out)
     game = exact_game(cfg.run)
     if resume:
+        rundir.check_resume(cfg.run, out)  # before anything is written
         rundir.repair(out, ["psro.jsonl"])  # a line a kill tore during its append
         outer = load_outer(cfg, out)
+        # The responses from here on train with this resume's overrides: record them.
+        rundir.write_config(out, cfg.run)
         sinks.keep_until(out / "psro.jsonl", len(outer.steps) - 1)
     else:
         out.mkdir(parents=True, exist_ok=True)

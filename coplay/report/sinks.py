@@ -156,7 +156,10 @@ def as_metrics(prefix: str, record: Any) -> dict[str, float]:
 
 def write_metagame(path: Path, members: Sequence[str], payoffs: Sequence[Any] | None) -> None:
     """The population's meta-game (``metagame.json``), replaced atomically: member ids and
-    ``payoffs[p][i][j]``, player p's expected return with member i in seat 0 and member j
-    in seat 1 (a league's single matrix: member i's mean return against j)."""
+    ``payoffs[p][i][j]`` as the caller built them. PSRO's exact meta-game: player p's
+    expected return with member i in seat 0 and member j in seat 1. PSRO's sampled one:
+    ``payoffs[0][i][j]`` member i's mean return against j over both seats, and
+    ``payoffs[1]`` its transpose. A league's single matrix: member i's mean return
+    against j over both seats."""
     matrices = [[[_clean(float(x)) for x in row] for row in p] for p in (payoffs or [])]
     write_text(path, json.dumps({"members": list(members), "payoffs": matrices}) + "\n")

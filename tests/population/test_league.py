@@ -314,3 +314,14 @@ def test_the_meta_samplers_nash_is_refused_for_a_general_sum_game():
     with pytest.raises(ValueError, match="meta_solver=nash needs a zero-sum game"):
         LeagueConfig(run=run, sampler="meta")
     assert LeagueConfig(run=run, sampler="pfsp").sampler == "pfsp"  # nash is not read
+
+
+def test_the_meta_sampler_is_refused_for_a_game_that_is_not_two_player():
+    # Its meta-game pairs two members: three-player Kuhn failed with an IndexError
+    # traceback at the first snapshot, its run folder already written.
+    run = build_config(preset="kuhn-selfplay", overrides=[*TINY, "game.params={players: 3}"])
+    with pytest.raises(
+        ValueError, match="sampler=meta needs a two-player game; 'kuhn_poker' has 3"
+    ):
+        LeagueConfig(run=run, sampler="meta")
+    assert LeagueConfig(run=run, sampler="pfsp").sampler == "pfsp"

@@ -8,6 +8,7 @@ import numpy as np
 import pyspiel
 import pytest
 import torch
+import yaml
 
 from coplay.envs.gameref import GameRef
 from coplay.eval.crossplay import cross_play
@@ -30,7 +31,7 @@ from coplay.population.psro import (
 from coplay.report import sinks
 from coplay.rollout.source import LocalSource
 from coplay.train.checkpoints.rundir import RunRepaired
-from coplay.train.config import build_config
+from coplay.train.config import ConfigError, build_config
 from coplay.train.parts.seating import FromPool
 
 KUHN = GameRef("kuhn_poker")
@@ -172,6 +173,16 @@ def test_seat_weights_draw_each_opponent_for_the_seat_it_faces():
         ({"seat_weights": [-1, 3]}, r"seat_weights must be >= 0 and not all 0, got \[-1.0, 3.0\]"),
         ({"seat_weights": [0, 0]}, "seat_weights must be >= 0 and not all 0"),
         ({"seat_weights": [1, 1, 1]}, "seat_weights has 3 weights; kuhn_poker has 2 seats"),
+        # The exact oracle trains no LM: these were accepted and silently ignored.
+        ({"oracle": "exact", "restarts": 2}, "oracle=exact trains no language model: restarts=2"),
+        (
+            {"oracle": "exact", "warm_start": False},
+            "oracle=exact trains no language model: warm_start=False",
+        ),
+        (
+            {"oracle": "exact", "seat_weights": [1, 3]},
+            r"oracle=exact trains no language model: seat_weights=\[1.0, 3.0\]",
+        ),
     ],
 )
 def test_bad_psro_settings_are_refused(kwargs, match):
@@ -404,6 +415,42 @@ def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypa
     assert [s.exploitability for s in split.steps] == [s.exploitability for s in whole.steps]
     assert _psro_rows(tmp_path / "split") == _psro_rows(tmp_path / "whole")
     assert _member_digests(tmp_path / "split") == _member_digests(tmp_path / "whole")
+
+
+@pytest.mark.parametrize(
+    "override,diff",
+    [
+        ("game.name=tic_tac_toe", "game.name: 'kuhn_poker' -> 'tic_tac_toe'"),
+        ("train.seed=5", "train.seed: 0 -> 5"),
+    ],
+)
+def test_psro_resume_refuses_overrides_the_members_weights_do_not_fit(tmp_path, override, diff):
+    # Resumed as Kuhn's PSRO on tic-tac-toe it finished silently with mixed rows; a new
+    # seed was taken too, and the run no longer equalled an uninterrupted one.
+    run_psro(tiny_psro(iterations=2, initial="random"), tmp_path, stop_after=0)
+    before = {f: (tmp_path / f).read_bytes() for f in ("config.yaml", "psro.jsonl")}
+    moved = PsroConfig(
+        run=build_config(preset="kuhn-selfplay", overrides=[*TINY, override]),
+        iterations=2,
+        initial="random",
+    )
+    with pytest.raises(ConfigError, match=f"cannot resume {tmp_path}: .*{diff}"):
+        run_psro(moved, tmp_path, resume=True)
+    assert {f: (tmp_path / f).read_bytes() for f in before} == before  # nothing written
+
+
+def test_psro_resume_records_its_trainer_overrides_in_config_yaml(tmp_path):
+    run_psro(tiny_psro(iterations=2, initial="random"), tmp_path, stop_after=0)
+    more = PsroConfig(
+        run=build_config(preset="kuhn-selfplay", overrides=[*TINY, "train.iterations=3"]),
+        iterations=2,
+        initial="random",
+    )
+    run_psro(more, tmp_path, resume=True)
+    # The next resume reads config.yaml: it must be what the later responses trained with.
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["train"]["iterations"] == 3
+    rows = (tmp_path / "responses" / "02" / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 3
 
 
 def test_psro_resume_without_state_is_a_clear_error(tmp_path):
