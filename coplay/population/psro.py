@@ -70,7 +70,7 @@ from coplay.report.loggers import Loggers, Opening, open_loggers
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.safe_tree import save_tree
 from coplay.train.checkpoints.state import STATE_DIR, StateError, read_state, restoring
-from coplay.train.config import RunConfig, check_seat_weights
+from coplay.train.config import ConfigError, RunConfig, check_seat_weights, load_yaml, validate
 from coplay.train.trainer import check_weights, game_text
 from coplay.types import Policy
 
@@ -150,6 +150,22 @@ def _check_oracle_settings(cfg: PsroConfig) -> None:
         raise ValueError(
             f"oracle={cfg.oracle} trains no language model: {ignored[0]}="
             f"{getattr(cfg, ignored[0])} would have no effect; drop it or use oracle=lm"
+        )
+
+
+def _check_same_metagame(cfg: RunConfig, out: Path, *, exact: bool) -> None:
+    """Refuse a resume whose overrides (``train.exact``, ``model.mode``) would switch
+    between the exact meta-game and the sampled one: the two have different layouts
+    (module docstring), and one run's rows and payoffs would mix them."""
+    saved = out / "config.yaml"
+    if not saved.is_file():
+        return  # no run there: loading its state says what is missing
+    was = exact_game(validate(load_yaml(saved))) is not None
+    if was != exact:
+        kinds = {True: "exact", False: "sampled"}
+        raise ConfigError(
+            f"cannot resume {out}: its meta-game is {kinds[was]} and the new config's "
+            f"would be {kinds[exact]} (train.exact, model.mode); start a new run instead"
         )
 
 
@@ -328,6 +344,7 @@ def run_psro(
     game = exact_game(cfg.run)
     if resume:
         rundir.check_resume(cfg.run, out)  # before anything is written
+        _check_same_metagame(cfg.run, out, exact=game is not None)
         rundir.repair(out, ["psro.jsonl"])  # a line a kill tore during its append
         outer = load_outer(cfg, out)
         # The responses from here on train with this resume's overrides: record them.

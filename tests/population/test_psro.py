@@ -439,6 +439,23 @@ def test_psro_resume_refuses_overrides_the_members_weights_do_not_fit(tmp_path, 
     assert {f: (tmp_path / f).read_bytes() for f in before} == before  # nothing written
 
 
+def test_psro_resume_refuses_to_switch_from_the_exact_metagame_to_a_sampled_one(tmp_path):
+    # train.exact=off keeps the weights but samples the meta-game, whose layout is not
+    # the exact one's: the run's rows and payoffs would have mixed the two.
+    run_psro(tiny_psro(iterations=2, initial="random"), tmp_path, stop_after=0)
+    before = (tmp_path / "psro.jsonl").read_bytes()
+    sampled = PsroConfig(
+        run=build_config(preset="kuhn-selfplay", overrides=[*TINY, "train.exact=off"]),
+        iterations=2,
+        initial="random",
+    )
+    with pytest.raises(
+        ConfigError, match="its meta-game is exact and the new config's would be sampled"
+    ):
+        run_psro(sampled, tmp_path, resume=True)
+    assert (tmp_path / "psro.jsonl").read_bytes() == before
+
+
 def test_psro_resume_records_its_trainer_overrides_in_config_yaml(tmp_path):
     run_psro(tiny_psro(iterations=2, initial="random"), tmp_path, stop_after=0)
     more = PsroConfig(
