@@ -39,6 +39,7 @@ from coplay.train.config import (
     load_preset,
     load_yaml,
     merge,
+    refuse_bool_numbers,
     to_yaml,
     validate,
 )
@@ -56,11 +57,12 @@ class SftSettings(BaseModel):
     """Passes over the dataset."""
     batch_size: int = Field(8, gt=0)
     """Conversations per optimizer step."""
-    lr: float = Field(1e-3, gt=0.0)
+    # Finite: ``gt`` refuses NaN but not inf, which would train on NaN.
+    lr: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
     """AdamW learning rate (1e-3 suits the tiny model; real checkpoints want ~1e-5)."""
-    weight_decay: float = Field(0.0, ge=0.0)
+    weight_decay: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     """AdamW weight decay."""
-    max_grad_norm: float = Field(1.0, gt=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0, allow_inf_nan=False)
     """Gradient clipping threshold."""
     max_tokens: int | None = Field(None, gt=0)
     """Longest conversation in tokens (default: the model's context length); a longer
@@ -101,12 +103,14 @@ def build_sft_config(
     data = apply_override(data, "model.mode=text")
     for item in overrides:
         data = apply_override(data, item)
-    settings = data.pop(SECTION, None) or {}
+    section = {SECTION: data.pop(SECTION, None) or {}}
     try:  # validated under its section's name, so errors read ``sft.epochs: ...``
-        sft = _Section.model_validate({SECTION: settings}).sft
+        sft = _Section.model_validate(section)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err)) from None
-    return SftConfig(run=validate(data), sft=sft)
+    # As in the run config: pydantic reads ``sft.epochs=true`` as 1.
+    refuse_bool_numbers(section, sft)
+    return SftConfig(run=validate(data), sft=sft.sft)
 
 
 def base_policy(cfg: RunConfig, conversations: Sequence[Conversation]) -> LMPolicy:

@@ -8,7 +8,7 @@ is validated when the config is built; errors name the key and what is allowed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -127,16 +127,19 @@ class AlgoConfig(_Strict):
 
 
 class OptimConfig(_Strict):
-    lr: float = Field(1e-3, gt=0.0)
+    # ``allow_inf_nan=False``: ``gt`` refuses NaN but not inf, with which a run trained
+    # on NaN weights and failed later, far from the setting.
+    lr: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
     """Adam learning rate."""
     lr_schedule: Literal["constant", "linear"] = "constant"
-    """'linear' decays the learning rate to lr * final_lr_frac over the run, which damps
-    the cycling of self-play in the last iterations."""
+    """'linear' decays the learning rate to lr * final_lr_frac over the run's
+    train.iterations updates (an iteration with nothing to train on is none), which
+    damps the cycling of self-play in the last iterations."""
     final_lr_frac: float = Field(0.1, gt=0.0, le=1.0)
     """Final learning rate as a fraction of lr (linear schedule)."""
-    weight_decay: float = Field(0.0, ge=0.0)
+    weight_decay: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     """AdamW weight decay."""
-    max_grad_norm: float = Field(1.0, gt=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0, allow_inf_nan=False)
     """Gradient clipping threshold."""
     epochs: int = Field(1, gt=0)
     """Passes over each batch of turns (PPO epochs)."""
@@ -171,7 +174,7 @@ class OptimConfig(_Strict):
 class MagnetConfig(_Strict):
     ema: float = Field(gt=0.0, le=1.0)
     """The KL reference (loss.kl) becomes a *magnet* that moves toward the learner by
-    this fraction of the gap after every iteration (magnetic mirror descent, Sokota et
+    this fraction of the gap after every update (magnetic mirror descent, Sokota et
     al. 2023), for last-iterate convergence in two-player zero-sum self-play. Without
     loss.kl nothing pulls toward it: it is then only an exponential average of the
     learner's weights (Polyak averaging)."""
@@ -462,20 +465,39 @@ def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
     return data
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag of YAML's merge key (``<<: *anchor``)."""
+
+
 class _UniqueKeys(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key given twice in one mapping: the plain loader
-    keeps the last, so a second ``train:`` block would drop the first without a word."""
+    keeps the last, so a second ``train:`` block would drop the first without a word.
+    Merge keys (``<<: *defaults``) work as in the plain loader: a merged key is a
+    default that a key of the mapping's own may override."""
 
-    def construct_mapping(self, node, deep=False):
-        keys = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in keys:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"found the key {key!r} twice", key_node.start_mark
-                )
-            keys.add(key)
-        return super().construct_mapping(node, deep=deep)
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
+
+    def flatten_mapping(self, node) -> None:
+        # Every mapping, a merge's source too, is flattened before it is built, and
+        # flattening mixes the merged keys in with its own: check its own keys first,
+        # once (a source merged twice is flattened again).
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            keys = set()
+            for key_node, _ in node.value:
+                if key_node.tag == MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node)
+                if not isinstance(key, Hashable):
+                    continue  # the loader itself names a key that cannot be one
+                if key in keys:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"found the key {key!r} twice", key_node.start_mark
+                    )
+                keys.add(key)
+        super().flatten_mapping(node)
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -64,7 +64,9 @@ class Learner:
     terms: dict[str, LossTerm] = field(default_factory=dict)
     """The terms that are on, by config section name, in the order they are added."""
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
-    """Stepped once per training iteration."""
+    """Stepped once per update (``update``). An iteration with nothing to train on is no
+    update: the weights, the schedule and the magnet stay as they were, as do the
+    terms' schedules, which count updates in ``policy.version``."""
     tis_cap: float | None = None
     """Cap of the truncated IS weights policy / behaviour (exploration); None is off."""
     idle_metrics: Metrics = field(default_factory=dict)
@@ -95,13 +97,52 @@ def count(params: Iterable[torch.nn.Parameter]) -> int:
 def linear_schedule(
     opt: torch.optim.Optimizer, optim, iterations: int
 ) -> torch.optim.lr_scheduler.LRScheduler | None:
-    """The configured schedule: None (constant) or a linear decay to ``final_lr_frac``."""
+    """The configured schedule: None (constant) or a linear decay to ``final_lr_frac``
+    over ``iterations`` updates (a ``LambdaLR``: lr = base lr * factor(updates done))."""
     if optim.lr_schedule != "linear":
         return None
     end, span = optim.final_lr_frac, max(1, iterations - 1)
     return torch.optim.lr_scheduler.LambdaLR(
         opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
     )
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)``, keeping the learning rate and weight decay
+    the optimizer was built with from this run's config: torch puts back the saved
+    ones, and a run resumed with another ``optim.lr`` or ``optim.weight_decay`` went on
+    with the old ones while its config.yaml named the new."""
+    keys = ("lr", "initial_lr", "weight_decay")
+    own = [{k: g[k] for k in keys if k in g} for g in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, settings in zip(optimizer.param_groups, own, strict=True):
+        group.pop("initial_lr", None)  # the saved run's schedule, which this one may lack
+        group.update(settings)
+
+
+def load_schedule(learner: Learner, state: dict[str, Any] | None) -> None:
+    """Restore the schedule's step (None: the saved run had no schedule, and this one
+    starts at the updates done) under this run's config, and set the optimizer's lr to
+    the schedule's there: the saved base lr would override ``optim.lr``, and the lr
+    saved at the last step would hold for one step a schedule that ``train.iterations``
+    has since stretched. Call it after ``load_optimizer``."""
+    scheduler = learner.scheduler
+    if scheduler is None:
+        return
+    if state is not None:
+        scheduler.load_state_dict(state)
+    else:
+        scheduler.last_epoch = learner.policy.version  # restored: the updates so far
+    groups = learner.optimizer.param_groups
+    scheduler.base_lrs = [g["initial_lr"] for g in groups]  # this run's, kept on load
+    # ``linear_schedule``'s LambdaLR: its factor is this run's function (torch saves none).
+    lrs = [
+        base * factor(scheduler.last_epoch)
+        for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)
+    ]
+    for group, lr in zip(groups, lrs, strict=True):
+        group["lr"] = lr
+    scheduler._last_lr = lrs  # what get_last_lr() reports, as after a step
 
 
 def frozen_copy(policy: LMPolicy) -> LMPolicy:
@@ -369,7 +410,12 @@ def _own_loss(
 def update(
     learner: Learner, samples: Sequence[Sample], rng: np.random.Generator
 ) -> dict[str, float]:
-    """PPO epochs over shuffled minibatches; returns averaged ``loss/*`` metrics."""
+    """PPO epochs over shuffled minibatches; returns ``loss/*`` metrics: each a mean
+    over the optimizer steps (every step counts once, a short last minibatch too), but
+    ``EXTREMA``, which are the extreme over all of them.
+
+    No samples, no update: the weights, the lr schedule and the magnet stay as they
+    were (they count updates, not iterations)."""
     if not samples:
         return {"loss/steps": 0.0}
     lr = learner.optimizer.param_groups[0]["lr"]
@@ -400,7 +446,7 @@ def update(
     for term in learner.terms.values():
         after |= term.after_update(learner, iteration)
     keys = {k for h in history for k in h}
-    out = {k: float(np.mean([h[k] for h in history if k in h])) for k in keys}
+    out = {k: float(EXTREMA.get(k, np.mean)([h[k] for h in history if k in h])) for k in keys}
     out["loss/steps"] = float(len(history))
     if mismatch is not None:
         out |= mismatch.metrics() | {"perf/weight_sync_s": synced}
@@ -493,7 +539,7 @@ EXTREMA: dict[str, Callable[[Iterable[float]], float]] = {
     "loss/ratio_max": max,
 }
 """Metrics that are an extreme over the micro-batch's units: the minibatch's is the
-most extreme of its micro-batches', not their mean."""
+most extreme of its micro-batches', and the update's of its minibatches', not a mean."""
 
 
 def _combine(parts: Sequence[_Part]) -> Metrics:

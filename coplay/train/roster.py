@@ -29,7 +29,6 @@ import numpy as np
 import torch
 import yaml
 
-from coplay.algos.advantages import make_estimator
 from coplay.envs.gameref import GameRef
 from coplay.models.loading import build_policy, load_policy, save_policy
 from coplay.models.lora import attach_roles, save_roles
@@ -37,7 +36,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.population.opponents import build_opponent
 from coplay.report import atomic
 from coplay.train.checkpoints import rundir
-from coplay.train.config import RunConfig
+from coplay.train.config import ConfigError, RunConfig, merge, validate
 from coplay.train.evaluate import SeatedPolicy, evaluate_roster
 from coplay.train.hooks import Progress
 from coplay.train.loop import Run
@@ -121,20 +120,31 @@ def _learner_policies(cfg: RosterConfig, base: LMPolicy, seed: int) -> dict[str,
     return out
 
 
+LEARNER_SECTIONS = ("optim", "algo", "loss")
+"""The run config's sections a learner entry may set for itself."""
+
+
 def _learner_config(entry: LearnerEntry, run_cfg: RunConfig) -> RunConfig:
-    """The run config with the learner's own optim, algo and loss sections."""
-    own = {k: v for k in ("optim", "algo", "loss") if (v := getattr(entry, k)) is not None}
-    return run_cfg.model_copy(update=own)
+    """The run config with the learner's own settings over it, setting by setting: what
+    its ``optim``, ``algo`` and ``loss`` sections give (a loss term's section too, key by
+    key) replaces the run's, the rest stays the run's. An estimator's ``params`` are its
+    own: a learner naming another estimator starts from that one's defaults. Validated
+    again as a whole (the merged settings must fit the run: groups for a group baseline)."""
+    given = entry.model_dump(mode="json", include=set(LEARNER_SECTIONS), exclude_unset=True)
+    own = {k: v for k, v in given.items() if v is not None}  # ``optim: null``: the run's
+    if not own:
+        return run_cfg
+    data = run_cfg.model_dump(mode="json")
+    if own.get("algo", {}).get("estimator", run_cfg.algo.estimator) != run_cfg.algo.estimator:
+        del data["algo"]["params"]
+    return validate(merge(data, own))
 
 
 def _trainee(name: str, policy: LMPolicy, entry: LearnerEntry, run_cfg: RunConfig, lora: bool):
-    cfg = _learner_config(entry, run_cfg)
-    est = make_estimator(cfg.algo.estimator, **cfg.algo.params)
-    if est.needs_groups and run_cfg.rollout.group_size < 2:
-        raise ValueError(
-            f"learner {name!r}: estimator {cfg.algo.estimator!r} takes its baseline from the "
-            "other games of a group: set rollout.group_size >= 2"
-        )
+    try:
+        cfg = _learner_config(entry, run_cfg)
+    except ConfigError as err:
+        raise ConfigError(f"learner {name!r}: {err}") from None
     return make_trainee(policy, cfg, adapter=lora)
 
 
@@ -181,7 +191,11 @@ def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path, *, fresh: boo
     evals = eval_opponents(run_cfg)
     if fresh:  # a resumed run writes nothing until its state has loaded
         rundir.start(out, run_cfg, LOGS)
-        roster_yaml = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+        # What the roster gives, not the defaults of what it leaves out: a learner's
+        # unset settings are the run config's, on resume too (which may change them).
+        roster_yaml = yaml.safe_dump(
+            cfg.model_dump(mode="json", exclude_unset=True), sort_keys=False
+        )
         atomic.write_text(out / "roster.yaml", roster_yaml)
     rng = np.random.default_rng(run_cfg.train.seed)
     planning = planning_parts(run_cfg.rollout)

@@ -28,6 +28,8 @@ from coplay.train.learner import (
     Learner,
     Sample,
     collect_samples,
+    load_optimizer,
+    load_schedule,
     load_terms_state,
     recall,
     terms_state,
@@ -105,19 +107,20 @@ class Trainee:
         }
 
     def load(self, tree: dict[str, Any], source: Path) -> None:
-        """Restore what ``state`` gave; ``source`` names the file in errors."""
+        """Restore what ``state`` gave; ``source`` names the file in errors. The learning
+        rates and weight decay stay this run's config's (a resume may change them), the
+        schedule's at the restored step."""
         learner = self.learner
         # The weights were restored into the model first: the backend runs them as the
         # version they were saved at, as it would have without the interruption.
         learner.policy.publish(int(tree["version"]))
-        learner.optimizer.load_state_dict(tree["optimizer"])
-        if learner.scheduler is not None and tree["scheduler"] is not None:
-            learner.scheduler.load_state_dict(tree["scheduler"])
+        load_optimizer(learner.optimizer, tree["optimizer"])
+        load_schedule(learner, tree["scheduler"])
         load_terms_state(learner, tree["terms"])
         self.adv_state = tree["adv_state"]
         if self.critic is not None and tree["critic"] is not None:
             load_weights(self.critic.model, tree["critic"]["model"], source)
-            self.critic.optimizer.load_state_dict(tree["critic"]["opt"])
+            load_optimizer(self.critic.optimizer, tree["critic"]["opt"])
 
 
 def informative_seats(episodes: Sequence[Episode]) -> set[tuple[int, int]]:

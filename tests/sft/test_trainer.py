@@ -12,6 +12,7 @@ from coplay.models.loading import load_policy
 from coplay.sft.data import read_conversations
 from coplay.sft.tokens import encode, ensure_chat_template
 from coplay.sft.trainer import SftSettings, base_policy, build_sft_config, fine_tune, masked_nll
+from coplay.train.config import ConfigError
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
 LINES = [
@@ -272,3 +273,22 @@ def test_cli_sft_refuses_an_existing_run_and_bad_input(data, tmp_path, capsys):
     assert err == f"coplay sft: error: {bad}:2: no assistant message (nothing to learn from)\n"
     assert main([*base, "--force", "sft.epoch=2"]) == 2
     assert "sft.epoch: unknown key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # pydantic reads a bool as 0 or 1: sft.epochs=true ran one epoch.
+        ("sft.epochs=true", "sft.epochs: expected a number, got true"),
+        ("sft.lr=true", "sft.lr: expected a number, got true"),
+        ("sft.lora.alpha=on", "sft.lora.alpha: expected a number, got true"),
+        # gt=0 refused NaN but not inf, which trained on NaN.
+        ("sft.lr=.inf", "sft.lr: Input should be a finite number"),
+        ("sft.weight_decay=.inf", "sft.weight_decay: Input should be a finite number"),
+        ("sft.max_grad_norm=.inf", "sft.max_grad_norm: Input should be a finite number"),
+    ],
+)
+def test_bad_sft_settings_are_one_line_errors(override, message):
+    with pytest.raises(ConfigError) as err:
+        build_sft_config(preset=None, file=None, overrides=[override])
+    assert str(err.value).startswith(f"invalid config: {message}") and "\n" not in str(err.value)

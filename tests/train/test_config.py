@@ -8,6 +8,7 @@ from coplay.train.config import (
     RENAMED,
     ConfigError,
     build_config,
+    load_yaml,
     parse_override,
     preset_names,
     to_yaml,
@@ -212,6 +213,36 @@ def test_a_key_given_twice_in_a_file_is_refused(tmp_path):
     path.write_text("train: {iterations: 1, seed: 7}\ntrain: {eval_episodes: 8}\n")
     with pytest.raises(ConfigError, match="not valid YAML: found the key 'train' twice"):
         build_config(file=path)
+
+
+def test_merge_keys_reuse_a_mapping_and_a_key_may_override_a_merged_one(tmp_path):
+    # The duplicate check built the merge key ``<<`` as a key and refused the file.
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "common: &common {lr: 0.002, epochs: 2}\n"
+        "schedule: &schedule {<<: *common, lr_schedule: linear}\n"
+        "optim:\n  <<: *schedule\n  lr: 0.004\n"
+    )
+    assert load_yaml(path)["optim"] == {"lr": 0.004, "epochs": 2, "lr_schedule": "linear"}
+    # A key given twice beside a merge, or inside the merged mapping, is still refused.
+    for text, key in (
+        ("a: &a {x: 1}\nb: {<<: *a, y: 1, y: 2}\n", "y"),
+        ("a: &a {x: 1, x: 2}\nb: {<<: *a}\n", "x"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=f"not valid YAML: found the key '{key}' twice"):
+            load_yaml(path)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["optim.lr=.inf", "optim.lr=1e400", "optim.weight_decay=.inf", "optim.max_grad_norm=.inf"],
+)
+def test_an_infinite_optimizer_setting_is_refused(override):
+    # gt=0 refused NaN but not inf: optim.lr=.inf trained on NaN and failed later.
+    key = override.partition("=")[0]
+    with pytest.raises(ConfigError, match=rf"^invalid config: {key}: Input should be a finite"):
+        build_config(preset="kuhn-selfplay", overrides=[override])
 
 
 @pytest.mark.parametrize("device", ["bogus", "meta", "cuda:x"])

@@ -16,6 +16,7 @@ from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
+from coplay.train import learner as learner_mod
 from coplay.train import vocab_grads
 from coplay.train.config import OptimConfig
 from coplay.train.learner import (
@@ -375,6 +376,52 @@ def test_lr_schedule_decays_linearly_to_final_fraction():
     samples = _samples(policy)
     lrs = [update(learner, samples, np.random.default_rng(0))["loss/lr"] for _ in range(3)]
     assert lrs == pytest.approx([1e-2, 5.5e-3, 1e-3])
+
+
+def test_the_ratio_extremes_are_over_every_minibatch_and_the_rest_means_per_step(monkeypatch):
+    # loss/ratio_min and loss/ratio_max were averaged over the minibatches and epochs,
+    # which reported neither extreme.
+    steps = []
+    real = learner_mod._minibatch_step
+
+    def spy(*args):
+        steps.append(real(*args))
+        return steps[-1]
+
+    monkeypatch.setattr(learner_mod, "_minibatch_step", spy)
+    policy = _policy()
+    optim = OptimConfig(lr=5e-2, epochs=3, minibatch_size=4)
+    metrics = update(
+        make_learner(policy, LossConfig(), optim), _samples(policy), np.random.default_rng(0)
+    )
+    assert len(steps) == 6
+    low, high = (m["loss/ratio_min"] for m in steps), (m["loss/ratio_max"] for m in steps)
+    assert metrics["loss/ratio_min"] == min(low) < np.mean([m["loss/ratio_min"] for m in steps])
+    assert metrics["loss/ratio_max"] == max(high) > np.mean([m["loss/ratio_max"] for m in steps])
+    assert metrics["loss/grad_norm"] == pytest.approx(np.mean([m["loss/grad_norm"] for m in steps]))
+
+
+def test_an_update_without_samples_leaves_the_weights_schedule_and_magnet():
+    # The schedule and the magnet count updates (as the terms' schedules do, by
+    # policy.version): an iteration with nothing to train on is none.
+    policy = _policy()
+    optim = OptimConfig(lr=1e-2, lr_schedule="linear", final_lr_frac=0.1)
+    loss = LossConfig(kl=KLConfig(coef=0.1))
+    learner = make_learner(policy, loss, optim, iterations=3, reference_ema=0.5)
+    rng = np.random.default_rng(0)
+    update(learner, _samples(policy), rng)  # the magnet now trails the learner
+    magnet = _weights(learner.reference.model)
+    weights, lr = _weights(policy.model), learner.optimizer.param_groups[0]["lr"]
+    assert update(learner, [], rng) == {"loss/steps": 0.0}
+    assert learner.scheduler.last_epoch == 1 and policy.version == 1
+    assert learner.optimizer.param_groups[0]["lr"] == lr == pytest.approx(5.5e-3)
+    assert all(map(torch.equal, magnet, _weights(learner.reference.model)))
+    assert all(map(torch.equal, weights, _weights(policy.model)))
+    assert not all(map(torch.equal, magnet, weights))
+
+
+def _weights(model):
+    return [p.detach().clone() for p in model.parameters()]
 
 
 def _replaying(base, samples, micro=16, coef=0.5):

@@ -11,7 +11,7 @@ from coplay.models.lora import AdapterPolicy, load_roles
 from coplay.train import trainee as trainee_mod
 from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import make_plan, observe, rollout_report
-from coplay.train.roster import setup_roster, train_roster, validate_roster
+from coplay.train.roster import load_roster, setup_roster, train_roster, validate_roster
 from tests.train.rosters import TINY, TWO_ROLES
 
 
@@ -147,6 +147,58 @@ def test_per_role_settings_reach_their_own_learner(tmp_path):
     assert m1["loss/steps"] > m2["loss/steps"] == 1.0
     assert _max_change(b1, first.policy.model) > 1e-3
     assert _max_change(b2, second.policy.model) < 1e-8
+
+
+def test_a_learners_partial_sections_keep_the_runs_other_settings(tmp_path):
+    # A learner's optim: {lr: ...} reset its schedule, epochs ... to the defaults, not
+    # the run's; and so did a partial loss term section.
+    data = {
+        "policies": {
+            "first": {"kind": "learner", "optim": {"lr": 0.002}, "loss": {"kl": {"coef": 0.3}}},
+            "second": {"kind": "learner", "algo": {"estimator": "rloo"}},
+            "third": {"kind": "learner", "optim": None, "loss": {"kl": None}},
+        },
+        "seats": ["first", "second", "third"],
+    }
+    over = [
+        *TINY,
+        "game.name=kuhn_poker",
+        "game.params={players: 3}",
+        "rollout.group_size=2",
+        "optim.lr=0.01",
+        "optim.epochs=2",
+        "optim.lr_schedule=linear",
+        "loss.kl={coef: 0.1, estimator: k2}",
+        "algo.estimator=grpo",
+        "algo.params={scale_by_std: false}",
+    ]
+    run = setup_roster(validate_roster(data), build_config(overrides=over), tmp_path)
+    first, second, third = (_trainee(run, n) for n in ("first", "second", "third"))
+    assert first.learner.optimizer.param_groups[0]["lr"] == 0.002
+    assert second.learner.optimizer.param_groups[0]["lr"] == 0.01
+    for t in (first, second, third):
+        assert t.learner.epochs == 2 and t.learner.scheduler is not None
+    assert first.learner.loss.kl.coef == 0.3 and first.learner.loss.kl.estimator == "k2"
+    assert second.learner.loss.kl.coef == 0.1 and third.learner.loss.kl is None
+    # An estimator's parameters are its own: another estimator starts from its defaults.
+    assert first.algo.params == {"scale_by_std": False}
+    assert second.algo.estimator == "rloo" and second.algo.params == {}
+    # roster.yaml keeps what the roster gave, so a resumed run fills in the rest from
+    # its own config as this one did (it held every default, which then won).
+    saved = load_roster(tmp_path / "roster.yaml")
+    again = setup_roster(saved, build_config(overrides=over), tmp_path, fresh=False)
+    for t in again.trainees:
+        assert t.learner.epochs == 2 and t.learner.scheduler is not None, t.name
+        assert t.learner.loss == _trainee(run, t.name).learner.loss
+        assert t.algo == _trainee(run, t.name).algo
+
+
+def test_a_learner_section_that_does_not_fit_the_run_names_the_learner(tmp_path):
+    data = {"policies": {"a": {"kind": "learner", "algo": {"estimator": "grpo"}}}}
+    cfg = build_config(overrides=[*TINY, "algo.estimator=rae"])  # groups of one
+    with pytest.raises(ConfigError, match=r"^learner 'a': .*set rollout.group_size >= 2") as err:
+        setup_roster(validate_roster({**data, "seats": ["a", "a"]}), cfg, tmp_path)
+    assert "\n" not in str(err.value)
 
 
 def test_a_learner_started_from_a_checkpoint_plays_as_the_run_says(tmp_path):

@@ -3,7 +3,7 @@
 import pytest
 
 from coplay.train.config import ConfigError
-from coplay.train.roster_config import seats_from_roles, validate_roster
+from coplay.train.roster_config import load_roster, seats_from_roles, validate_roster
 from tests.train.rosters import TWO_ROLES
 
 
@@ -73,3 +73,17 @@ def test_roles_to_seats_mapping_equals_the_seat_list():
     cfg = validate_roster({**TWO_ROLES, "seats": {"second": [1], "first": [0]}})
     assert cfg.seats == ["first", "second"]
     assert cfg.learners == ["first", "second"]
+
+
+def test_a_roster_file_may_reuse_an_entry_with_a_merge_key(tmp_path):
+    # ``<<: *learner`` was refused as "not valid YAML" by the duplicate-key check.
+    path = tmp_path / "roster.yaml"
+    path.write_text(
+        "policies:\n"
+        "  first: &learner {kind: learner, optim: {lr: 0.002, epochs: 2}}\n"
+        "  second:\n    <<: *learner\n    algo: {estimator: rloo}\n"
+        "seats: [first, second]\n"
+    )
+    cfg = load_roster(path)
+    assert cfg.policies["second"].optim == cfg.policies["first"].optim
+    assert cfg.policies["second"].algo.estimator == "rloo"

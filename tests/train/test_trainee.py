@@ -4,13 +4,14 @@ import math
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from coplay.train.config import build_config
 from coplay.train.parts.term import Sample
 from coplay.train.trainee import filter_samples, informative_seats, learner_turns
 from coplay.train.trainer import setup
 from coplay.types import Decision, Episode
-from tests.train.runs import TINY, play
+from tests.train.runs import TINY, iterate, play
 
 
 def test_grpo_moves_the_policy_toward_above_average_play(tmp_path):
@@ -54,6 +55,47 @@ def test_gae_trains_a_critic_on_the_learners_turns(tmp_path):
     metrics = trainee.learn(episodes, run.rng)
     assert metrics["critic/steps"] > 0 and "adv/explained_variance" in metrics
     assert all(t.value is not None for e in episodes for t in e.turns)  # filled before
+
+
+@pytest.mark.parametrize("saved_schedule", ["linear", "constant"])
+def test_a_resumed_learner_trains_as_its_new_config_says(tmp_path, saved_schedule):
+    # torch restores the saved lr, weight decay and base lrs: a run resumed with
+    # optim.lr=0.1 went on at the old lr while its config.yaml said 0.1, and a longer
+    # run took one step at the old schedule's last lr.
+    over = [
+        *TINY,
+        "train.iterations=3",
+        f"optim.lr_schedule={saved_schedule}",
+        "algo.estimator=gae",
+        "algo.params={}",
+    ]
+    run = setup(build_config(overrides=over), tmp_path / "saved")
+    iterate(run, 1)
+    saved = run.trainees[0].state()
+    new = [
+        *over,
+        "optim.lr=0.1",
+        "optim.weight_decay=0.5",
+        "optim.lr_schedule=linear",
+        "optim.final_lr_frac=0.1",
+        "train.iterations=6",
+        "critic.lr=0.02",
+    ]
+    trainee = setup(build_config(overrides=new), tmp_path / "resumed").trainees[0]
+    trainee.load(saved, tmp_path)
+    (group,) = trainee.learner.optimizer.param_groups
+    # The linear decay over 6 updates, one done: 1 - 0.9 / 5 of the lr.
+    assert group["lr"] == pytest.approx(0.1 * 0.82) and group["weight_decay"] == 0.5
+    assert trainee.learner.scheduler.base_lrs == [0.1] and group["initial_lr"] == 0.1
+    assert trainee.critic.optimizer.param_groups[0]["lr"] == 0.02
+    moments = trainee.learner.optimizer.state_dict()["state"][0]["exp_avg"]
+    assert torch.equal(moments, saved["optimizer"]["state"][0]["exp_avg"])  # still restored
+    # Back to a constant lr: the saved schedule's base and step no longer apply.
+    constant = build_config(overrides=[*over, "optim.lr_schedule=constant", "optim.lr=0.2"])
+    trainee = setup(constant, tmp_path / "constant").trainees[0]
+    trainee.load(saved, tmp_path)
+    (group,) = trainee.learner.optimizer.param_groups
+    assert group["lr"] == 0.2 and "initial_lr" not in group
 
 
 def flat_share(episodes) -> float:

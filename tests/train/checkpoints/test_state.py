@@ -50,6 +50,17 @@ def _resume(run, *overrides):
     return main(["train", "--quiet", "--resume", str(run), "train.iterations=2", *overrides])
 
 
+def test_a_resume_trains_at_the_lr_its_config_records(run):
+    # The optimizer and schedule restored the saved lr: a run resumed with optim.lr=0.01
+    # logged the old one while its config.yaml named the new.
+    assert _resume(run, "optim.lr=0.01") == 0
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["iteration"] == 2
+    # kuhn-selfplay's linear decay to a tenth, over the 2 iterations the run now has
+    # (the 1-iteration run it continues had already decayed: its lr was 0.0005 / 10).
+    assert rows[-1]["loss/lr"] == pytest.approx(0.01 * 0.1)
+
+
 def test_a_state_holds_no_pickle(finished_run):
     state = finished_run / "state"
     files = sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file())
