@@ -23,6 +23,21 @@ class RayConfig(BaseModel):
     played again."""
 
 
+def check_room(cfg: RayConfig, workers: int) -> None:
+    """Refuse a private local Ray too small for ``workers``: Ray keeps a worker it cannot
+    place waiting, and the run hung without a word. A cluster's nodes declare their own
+    CPUs (``num_cpus`` is ignored there)."""
+    if cfg.address is not None or cfg.num_cpus is None or workers <= 0:
+        return
+    room = int(cfg.num_cpus // cfg.worker_cpus)
+    if room < workers:
+        raise ValueError(
+            f"ray.num_cpus={cfg.num_cpus} holds {room} of {workers} rollout workers "
+            f"reserving ray.worker_cpus={cfg.worker_cpus:g} each: raise ray.num_cpus, "
+            "lower ray.worker_cpus or leave ray.num_cpus unset"
+        )
+
+
 def require_ray(asked_by: str) -> None:
     """A one-line error naming the extra to install when Ray is missing."""
     if find_spec("ray") is None:

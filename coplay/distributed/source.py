@@ -34,7 +34,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from coplay.distributed.config import RayConfig
+from coplay.distributed.config import RayConfig, check_room
 from coplay.distributed.staleness import keep_fresh
 from coplay.distributed.worker import RolloutWorker, Shipment, cpu_weights, for_workers
 from coplay.envs.gameref import GameRef
@@ -86,7 +86,9 @@ def start_ray(cfg: RayConfig, workers: int) -> None:
 
 def local_cpus(cfg: RayConfig, workers: int) -> int:
     """CPUs of a private local Ray: ``ray.num_cpus``, else enough for every worker's
-    share (rounded up: one short, the last worker would never start, and wait forever)."""
+    share (rounded up: one short, the last worker would never start, and wait forever);
+    a ``ray.num_cpus`` too small for them is refused (``check_room``)."""
+    check_room(cfg, workers)
     return cfg.num_cpus or max(1, math.ceil(workers * cfg.worker_cpus))
 
 

@@ -28,7 +28,7 @@ from pydantic import (
 from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig, moved_key
 from coplay.backends import ENGINE_SETTINGS
-from coplay.distributed.config import RayConfig, require_ray
+from coplay.distributed.config import RayConfig, check_room, require_ray
 from coplay.models.loading import ModelConfig, PlayedGame
 from coplay.report.loggers import check_logger
 from coplay.rollout.invalid import InvalidActionConfig
@@ -365,6 +365,11 @@ class RunConfig(_Strict):
                 f"process, which rollout.workers={self.rollout.workers} cannot share: "
                 "set one or the other"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _workers_fit_the_local_ray(self) -> RunConfig:
+        check_room(self.ray, self.rollout.workers)
         return self
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ from coplay.envs.gameref import GameRef
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.source import LocalSource, Plan
-from coplay.train.config import build_config
+from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import run_loop
 from coplay.train.trainer import game_text, setup
 from tests.rollout.test_source import without_logprobs
@@ -328,6 +328,24 @@ def test_a_private_ray_has_a_cpu_for_every_workers_share():
     assert local_cpus(RayConfig(worker_cpus=1.5), 1) == 2
     assert local_cpus(RayConfig(worker_cpus=0.25), 1) == 1
     assert local_cpus(RayConfig(num_cpus=7), 3) == 7
+
+
+@pytest.mark.parametrize(
+    ("ray", "workers", "match"),
+    [
+        ({"num_cpus": 1}, 2, r"ray.num_cpus=1 holds 1 of 2 rollout workers"),
+        ({"num_cpus": 1, "worker_cpus": 2}, 1, r"holds 0 of 1 .* ray.worker_cpus=2 each"),
+    ],
+)
+def test_a_private_ray_too_small_for_its_workers_is_refused_not_waited_on(ray, workers, match):
+    # Ray kept the worker it could not place waiting: the run hung without a word.
+    with pytest.raises(ValueError, match=match):
+        local_cpus(RayConfig(**ray), workers)
+    over = [f"rollout.workers={workers}", *(f"ray.{k}={v}" for k, v in ray.items())]
+    with pytest.raises(ConfigError, match=match):
+        build_config(overrides=over)
+    assert local_cpus(RayConfig(num_cpus=3, worker_cpus=1.5), 2) == 3  # room for both
+    build_config(overrides=[*over, "ray.address=auto"])  # a cluster's nodes say their own
 
 
 class Movable:
