@@ -1,6 +1,7 @@
 """GAE: hand values, lam limits, a plain-loop reference, targets, missing values."""
 
 import random
+from dataclasses import replace
 
 import pytest
 from builders import assert_close, assert_permutation_equivariant, random_reward_episodes
@@ -80,6 +81,23 @@ def test_normalised_advantages_are_whitened():
     flat = [a for ep in out.advantages for seat in ep for a in seat]
     assert sum(flat) / len(flat) == pytest.approx(0.0, abs=1e-9)
     assert out.metrics["adv/std"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_each_policy_is_whitened_over_its_own_turns():
+    # Against a fixed opponent the bot's advantages (5, 5) shifted and scaled the
+    # learner's: its winning move read -0.58, its losing one -1.35.
+    def game(mine, theirs, seats):
+        ep = with_values(make_episode([[mine], [theirs]]), [[0.0], [0.0]])
+        trajs = tuple(replace(t, policy_id=s) for t, s in zip(ep.trajectories, seats, strict=True))
+        return replace(ep, seats=seats, trajectories=trajs)
+
+    est = make_estimator("gae")
+    eps = [game(1.0, 5.0, ("me", "bot")), game(5.0, -1.0, ("bot", "me"))]
+    out = est.estimate(eps, est.init())
+    assert out.advantages[0][0][0] == pytest.approx(1.0)
+    assert out.advantages[1][1][0] == pytest.approx(-1.0)
+    alone = est.estimate([game(1.0, -1.0, ("me", "me"))], est.init())  # self-play: one policy
+    assert alone.advantages == ((pytest.approx((1.0,)), pytest.approx((-1.0,))),)
 
 
 def test_equal_advantages_whiten_to_zero_even_without_eps():

@@ -12,14 +12,14 @@ from coplay.algos.advantages import make_estimator
 random_episodes = partial(random_reward_episodes, values=[-1.0, -0.5, 0.0, 0.5, 1.0])
 
 
-def reference(episodes, *, gate=0.0, gamma=1.0):
+def reference(episodes, *, gate=1.0, gamma=1.0):
     returns = []
     for ep in episodes:
         ep_g = []
         for traj in ep.trajectories:
             n = len(traj.turns)
             o = traj.ret if traj.outcome is None else traj.outcome
-            if o > gate:
+            if o >= gate:
                 g = [
                     sum(gamma ** (k - t) * traj.turns[k].reward for k in range(t, n))
                     for t in range(n)
@@ -58,8 +58,8 @@ def assert_batch_close(got, want):
 
 def test_hand_computed():
     eps = [
-        make_episode([[1.0, 0.5]]),  # ret 1.5 > 0: open, G = (1.5, 0.5)
-        make_episode([[1.0, -1.0]]),  # ret 0, not > 0: closed, G = (0, 0)
+        make_episode([[1.0, 0.5]]),  # ret 1.5 >= 1: open, G = (1.5, 0.5)
+        make_episode([[1.0, -1.0]]),  # ret 0 < 1: closed, G = (0, 0)
         make_episode([[0.5, -1.5]]),  # ret -1: closed, G = (-1, -1)
     ]
     out = estimate(eps)
@@ -76,6 +76,19 @@ def test_hand_computed():
     g = [[0.75, 1.5], [0.0, 0.0], [-0.5, -1.0]]
     b = sum(sum(x) for x in g) / 6
     assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
+
+
+def test_an_outcome_that_reaches_the_gate_opens_it():
+    # The paper accumulates when r_high >= Delta: a gate set at what success pays
+    # (1) never opened, and every step reward was dropped.
+    reached = with_outcome(make_episode([[0.3, 1.0]]), 1.0)
+    failed = with_outcome(make_episode([[0.3, 0.0]]), 0.0)
+    out = estimate([reached, failed], gate=1.0)
+    assert out.metrics["adv/gate_open_frac"] == 0.5
+    g = [[1.3, 1.0], [0.0, 0.0]]
+    b = sum(sum(x) for x in g) / 4
+    assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
+    assert estimate([reached, failed]).advantages == out.advantages  # the default gate
 
 
 def with_outcome(episode, outcome):

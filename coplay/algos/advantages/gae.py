@@ -101,14 +101,23 @@ def explained_variance(values: Sequence[float], targets: Sequence[float]) -> flo
     return 1.0 - std(residual) ** 2 / var
 
 
-def whiten(advantages: Advantages, eps: float) -> Advantages:
-    """``(A - mean A) / (std A + eps)`` over every turn of the batch; all 0 where every
-    advantage is the same and ``eps`` is 0 (nothing to scale, and no division by 0)."""
-    flat = [a for ep in advantages for seat in ep for a in seat]
-    mu, scale = mean(flat), std(flat) + eps
+def whiten(advantages: Advantages, eps: float, episodes: Sequence[Episode]) -> Advantages:
+    """``(A - mean A) / (std A + eps)`` over every turn of each policy in the batch (PPO
+    whitens the trained policy's own advantages: a fixed opponent's, or another
+    learner's, whose critic values mean nothing for it, would shift and scale them);
+    all 0 where a policy's advantages are all the same and ``eps`` is 0 (nothing to
+    scale, and no division by 0). Shared-weight self-play is one policy: every seat."""
+    by_policy: dict[str, list[float]] = {}
+    for ep, ep_adv in zip(episodes, advantages, strict=True):
+        for policy, seat in zip(ep.seats, ep_adv, strict=True):
+            by_policy.setdefault(policy, []).extend(seat)
+    stats = {p: (mean(a), std(a) + eps) for p, a in by_policy.items()}
     return tuple(
-        tuple(tuple((a - mu) / scale if scale else 0.0 for a in seat) for seat in ep)
-        for ep in advantages
+        tuple(
+            tuple((a - stats[p][0]) / stats[p][1] if stats[p][1] else 0.0 for a in seat)
+            for p, seat in zip(ep.seats, ep_adv, strict=True)
+        )
+        for ep, ep_adv in zip(episodes, advantages, strict=True)
     )
 
 
@@ -123,7 +132,7 @@ def gae(
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         raw = raw_advantages(episodes, gamma=gamma, lam=lam)
-        advantages = whiten(raw, eps) if normalize else raw
+        advantages = whiten(raw, eps, episodes) if normalize else raw
         values = [v for ep in episodes for traj in ep.trajectories for v in turn_values(traj)]
         targets = value_targets(episodes, gamma=gamma, lam=lam)
         flat_targets = [r for ep in targets for seat in ep for r in seat]

@@ -20,6 +20,9 @@ reached by different move orders, the paper's notion of one environment state. A
 contributes both turns, as in the paper. mean and std are the mean and sample std
 (ddof=1); both levels use the same ``scale_by_std`` (the paper's F_norm: std or 1).
 A step group of size one, or whose returns are all equal, gives A_S = 0.
+A_E's statistics are taken once per episode (each trajectory one sample of its group),
+where the authors' code averages them over step rows, so that a long episode weighs
+as many times as it has steps: here a group's episodes weigh alike, as GRPO's do.
 r(e, s, k) is ``Turn.reward``, which the engine credits so that the rewards sum to
 ``Trajectory.ret``. ``gamma`` defaults to the paper's 0.95. With ``scale_by_std``, a
 step group whose games all end the same way but at different lengths (every game

@@ -2,7 +2,7 @@
 
 "Stabilizing Long-term Multi-turn Reinforcement Learning with Gated Rewards"
 accumulates immediate (per-step) rewards only when the long-term outcome reward
-passes a threshold, so that a policy cannot collect step rewards on episodes that
+reaches a threshold (r_high >= Delta in the paper), so that a policy cannot collect step rewards on episodes that
 fail. What this module implements, for seat s of episode e with turn rewards
 r(e, s, 0..T-1) (``Turn.reward``) and outcome reward O(e, s) = ``Trajectory.outcome``
 (the part of the return that pays what the episode achieved: 1 for a solved Sokoban
@@ -11,7 +11,7 @@ signalling receiver's pick of the target, apart from invalid-answer penalties;
 ``HasOutcomes``), or the return ``Trajectory.ret`` where the game gives no outcome or
 a forfeit ended the episode:
 
-    open(e, s) = O(e, s) > gate                                  (strict)
+    open(e, s) = O(e, s) >= gate
     G(e, s, t) = sum_{k >= t} gamma^(k - t) r(e, s, k)           if open
                = gamma^(T - 1 - t) * O(e, s)                      otherwise
     A(e, s, t) = G(e, s, t) - b(game, s, policy)
@@ -20,7 +20,10 @@ When the gate is closed only the outcome counts, arriving at the last turn: no t
 gets credit for the step rewards. Without an outcome (O is the return) the two cases
 differ, with gamma = 1, only in how the return is split over turns. Gating on the
 return where the game gives an outcome opened the gate for a failed episode whose
-step rewards outweighed its failure.
+step rewards outweighed its failure. The default gate, 1, is what success pays in the
+bundled games with outcomes (the goal, a solved room, the target picked): a failure's
+0 stays closed. In a game whose only reward is its outcome, open and closed give the
+same G at any gamma, so the gate only matters where step rewards are dense.
 b(game, s, policy) is the mean of G over all turns of seat s, held by that policy, in
 the batch's episodes of that game (a per-role batch-mean baseline, as in
 ``reinforce``). ``adv/gate_open_frac``
@@ -53,17 +56,17 @@ def outcome(traj: Trajectory) -> float:
 
 
 def gated_returns(traj: Trajectory, *, gate: float, gamma: float) -> tuple[float, ...]:
-    """G per turn: reward-to-go if the outcome passes ``gate``, else the outcome alone,
+    """G per turn: reward-to-go if the outcome reaches ``gate``, else the outcome alone,
     at the last turn."""
     o = outcome(traj)
-    if o > gate:
+    if o >= gate:
         return reward_to_go([t.reward for t in traj.turns], gamma)
     last = len(traj.turns) - 1
     return tuple(gamma ** (last - t) * o for t in range(len(traj.turns)))
 
 
 @register("gra")
-def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
+def gra(*, gate: float = 1.0, gamma: float = 1.0) -> Estimator[EmptyState]:
     """Gated per-turn returns minus a per-role (game, seat, policy) batch-mean baseline."""
     check_gamma(gamma)
 
@@ -82,7 +85,7 @@ def gra(*, gate: float = 0.0, gamma: float = 1.0) -> Estimator[EmptyState]:
         )
         metrics = summary_metrics(advantages, role_baselines(episodes, means))
         metrics["adv/gate_open_frac"] = mean(
-            1.0 if outcome(traj) > gate else 0.0
+            1.0 if outcome(traj) >= gate else 0.0
             for ep in episodes
             for traj in ep.trajectories
             if traj.turns
