@@ -11,6 +11,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from coplay.cli import COMMANDS, main
+from tests.policies.test_remote import FakeServer, completion
 
 TINY = [
     "train.iterations=2",
@@ -1089,6 +1090,29 @@ def test_eval_of_a_text_policy_against_a_text_opponent_samples_both(writer, caps
     shown = capsys.readouterr().out
     assert "exact loss seat1 (sampled, K=2)" in shown
     assert "opponent's invalid answers (sampled, K=2)" in shown
+
+
+@pytest.fixture
+def server(monkeypatch):
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    fake = FakeServer()
+    yield fake
+    fake.httpd.shutdown()
+    fake.httpd.server_close()
+
+
+def test_eval_plays_a_remote_endpoint_and_reads_it_exactly_by_its_sampled_answers(
+    kuhn_run, server, capsys
+):
+    # coplay serve prints a remote: player "for coplay eval --opponent", which refused it.
+    server.reply = lambda body: (200, completion("[Bet]"))
+    argv = ["eval", str(kuhn_run), "--opponent", f"remote:{server.url}#m", "--episodes", "4"]
+    assert main([*argv, "--samples", "2", "--exact"]) == 0
+    shown = capsys.readouterr().out
+    assert "exact loss seat0 (opponent sampled, K=2)" in shown and server.requests
+    assert main([*argv[:3], "remote:nohost#m"]) == 2  # malformed: refused before playing
+    assert "base_url must start with http" in capsys.readouterr().err
 
 
 # --- data on the console is text: ``[word]`` and ``:name:`` are never markup or emoji ---

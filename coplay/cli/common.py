@@ -249,13 +249,16 @@ def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
 
 def check_opponents(names: Iterable[str], game: str, params: Mapping[str, object]) -> None:
     """Refuse, before a match is played or ``--force`` moves anything, an opponent that
-    is neither a scripted bot fit for the game (built here, which is quick) nor a saved
-    policy that a path alone names."""
+    is neither a scripted bot fit for the game (built here, which is quick), a saved
+    policy that a path alone names, nor a well-formed remote endpoint."""
+    from coplay.policies.remote import remote_from_spec
     from coplay.population.opponents import build_opponent
 
     for name in names:
         if is_checkpoint_player(name):
             saved_player(name)
+        elif name.startswith("remote:"):
+            remote_from_spec(name)  # the spec and its key; the endpoint answers in play
         else:
             build_opponent(name, game, params=params)
 

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from coplay.cli.common import (
     Command,
+    build_player,
     check_opponents,
     check_workers,
     console,
@@ -26,7 +27,13 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
         help="the policy of a roster run to evaluate (a learner's name, or 'base': the "
         "untrained base of a LoRA run)",
     )
-    e.add_argument("--opponent", default="random", help="random, nash, perfect, optimal or a path")
+    e.add_argument(
+        "--opponent",
+        default="random",
+        help="random, nash, perfect, optimal, a path, or remote:URL#model[@ENV_VAR] (an "
+        "OpenAI-compatible endpoint, such as coplay serve's; read through its sampled "
+        "answers for --exact and --costly)",
+    )
     e.add_argument("--episodes", type=int, default=1000)
     e.add_argument("--seed", type=seed, default=0)
     e.add_argument(
@@ -73,7 +80,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from coplay.eval.exact import decide_exact, exploitability, solvable_game
     from coplay.eval.matches import play_match
     from coplay.models.checkpoints import find_policy
-    from coplay.population.opponents import build_opponent
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
@@ -88,7 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_opponents([args.opponent], game, params)  # its --role would be the policy's
     policy = saved.load(seed=args.seed)
     spec = make().spec
-    opponent = build_opponent(args.opponent, game, seed=args.seed + 1, params=params)
+    opponent = build_player(args.opponent, game, params, seed=args.seed + 1)
     if args.exact or args.costly:  # before the match, which a refusal after it would waste
         solvable_game(game, params)
     exact_opponent = _exact_view(opponent, args)

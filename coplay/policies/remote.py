@@ -58,6 +58,10 @@ class OnError(StrEnum):
 class RemotePolicy:
     """Acts by asking ``model`` at ``base_url`` (for example ``http://host:8000/v1``)."""
 
+    mode = "text"
+    """It answers in free text: exact evaluation reads it through its sampled answers
+    (``coplay.eval.sampled``), as it reads a text-mode checkpoint."""
+
     version: int = 0
 
     def __init__(
