@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from coplay.models.loading import PlayedGame, checkpoint_game, load_policy, read_meta
+from coplay.models.loading import (
+    INTERMEDIATE,
+    PlayedGame,
+    checkpoint_game,
+    load_policy,
+    read_meta,
+)
 from coplay.policies.lm import LMPolicy
 from coplay.report.runfiles import read_yaml
 
@@ -92,6 +98,12 @@ def find_policy(path: str | Path, role: str | None = None) -> SavedPolicy:
         _refuse_lora_base(holder)
         return SavedPolicy(holder, adapter=False)
     roles = roles_in(holder)
+    if roles and all(r == "final" or INTERMEDIATE.fullmatch(r) for r in roles):
+        # A run's checkpoints folder: its checkpoints are not roster roles.
+        raise ValueError(
+            f"{path} is the checkpoints folder of the run {path.parent}: pass the run "
+            f"(its final or latest checkpoint) or one checkpoint, such as {holder / roles[0]}"
+        )
     if roles:
         raise ValueError(
             f"{path} is a roster run with policies {', '.join(roles)}: pick one with "

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from pydantic import (
@@ -29,7 +29,12 @@ from pydantic import (
     model_validator,
 )
 from safetensors import SafetensorError, safe_open
-from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
+from transformers import (
+    CONFIG_MAPPING,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+)
 
 from coplay.backends import check_backend, engine_settings
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
@@ -47,6 +52,10 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be loaded; the message names the file and the fault."""
 
 
+Dtype = Literal["float32", "bfloat16", "float16"]
+"""The weight dtypes a policy is built or loaded in."""
+
+
 class ModelConfig(BaseModel):
     """Which language model plays, and how it decides."""
 
@@ -61,7 +70,7 @@ class ModelConfig(BaseModel):
     )
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
     max_new_tokens: int = Field(24, gt=0, description="Free-text mode: longest answer.")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+    dtype: Dtype = Field(
         "float32", description="Weights dtype when loading model.path (bfloat16 on GPUs)."
     )
     device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'.")
@@ -160,14 +169,28 @@ def check_device(device: str) -> None:
         raise ValueError(f"model.device is {device}, but torch sees {seen} here")
 
 
-def _load_hf(path: str | Path, dtype: str):
+def _load_hf(path: str | Path, dtype: str | torch.dtype):
     path = Path(path)
     check_checkpoint(path)
     tok = _load_tokenizer(path)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     model = _from_pretrained(AutoModelForCausalLM, path, dtype=dtype)
+    _check_vocab(path, tok, model)
     return model, tok
+
+
+def _check_vocab(folder: Path, tok, model) -> None:
+    """Refuse a tokenizer with ids the model has no embedding row for: the first batch
+    that used one (a pad token, an added special token) would fail with an IndexError
+    deep in torch, and ``save_policy`` would pass the mismatch on."""
+    rows = model.get_input_embeddings().num_embeddings
+    top = max(len(tok) - 1, *(i for i in tok.all_special_ids if i is not None))
+    if top >= rows:
+        raise CheckpointError(
+            f"{folder}: the tokenizer has token ids up to {top} but the model's embedding has "
+            f"{rows} rows (ids 0-{rows - 1}); save the tokenizer the model was built with"
+        )
 
 
 def check_checkpoint(folder: Path) -> None:
@@ -219,15 +242,28 @@ def _one_line(err: BaseException) -> str:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 """Any one of these means the folder has a tokenizer for transformers to read."""
 
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+"""``tokenizer_class`` names of a plain ``tokenizer.json`` tokenizer (transformers 5
+and 4 spellings), as ``save_pretrained`` writes them for one built from a
+``tokenizers.Tokenizer`` (coplay's tiny tokenizer, a locally built model's)."""
+
 
 def _load_tokenizer(folder: Path):
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
         raise FileNotFoundError(f"{folder / 'tokenizer.json'} is missing (the tokenizer)")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        if (folder / name).is_file():
-            _read_json(folder / name)
+    read = {
+        name: _read_json(folder / name)
+        for name in ("tokenizer.json", "tokenizer_config.json")
+        if (folder / name).is_file()
+    }
+    settings = read.get("tokenizer_config.json")
+    # AutoTokenizer picks its class from config.json's model_type where it knows one
+    # (Qwen2Tokenizer for qwen2), which adds that family's special tokens to a
+    # tokenizer saved without them, at ids past the model's embedding: load the class
+    # the folder saved instead.
+    generic = isinstance(settings, dict) and settings.get("tokenizer_class") in GENERIC_TOKENIZERS
     try:
-        return AutoTokenizer.from_pretrained(folder)
+        return (PreTrainedTokenizerFast if generic else AutoTokenizer).from_pretrained(folder)
     except Exception as err:  # tokenizers and transformers raise many types for a bad file
         raise CheckpointError(f"{folder} has no readable tokenizer: {_one_line(err)}") from err
 
@@ -401,11 +437,29 @@ def resolve_checkpoint(path: str | Path) -> Path:
     raise FileNotFoundError(f"{path} is neither a checkpoint nor a run directory with checkpoints")
 
 
-def load_policy(path: str | Path, *, seed: int = 0, device: str = "cpu") -> LMPolicy:
-    """Load a saved policy from a checkpoint folder or a run directory."""
+def _saved_dtype(folder: str | Path) -> Dtype:
+    """The dtype ``config.json`` says the weights were saved in (``dtype`` since
+    transformers 5, ``torch_dtype`` before); float32 where it names none we load."""
+    config = _read_json(Path(folder) / "config.json")
+    if not isinstance(config, dict):
+        return "float32"
+    saved = config.get("dtype") or config.get("torch_dtype")
+    return saved if saved in get_args(Dtype) else "float32"
+
+
+def load_policy(
+    path: str | Path,
+    *,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype | None = None,
+) -> LMPolicy:
+    """Load a saved policy from a checkpoint folder or a run directory, in ``dtype``
+    (None: the dtype it was saved in, so that a bf16 learner's snapshot plays as the
+    learner did) on ``device``."""
     folder = resolve_checkpoint(path)
     meta = read_meta(folder)
-    model, tok = _load_hf(folder, "float32")
+    model, tok = _load_hf(folder, dtype or _saved_dtype(folder))
     model.to(device)
     model.eval()
     # The backend is not saved with a policy: it is how a run executes (what engine the

@@ -108,6 +108,7 @@ class LMPolicy:
         self._item_cache: dict[tuple, ChoiceItem] = {}
         """Folded prompt and actions by (text, messages, legal actions): what a choice
         scores, tokenised once per distinct observation."""
+        self._positions = learned_positions(model)
 
     # ------------------------------------------------------- backend settings
     @property
@@ -134,6 +135,7 @@ class LMPolicy:
             max_new_tokens=self.max_new_tokens,
             version=self.version,
         )
+        self._positions = learned_positions(model)
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -348,9 +350,20 @@ class LMPolicy:
                 f"a choice needs at least one legal action, but the observation of player "
                 f"{obs.player} in {obs.game!r} lists {obs.legal_actions!r}"
             )
-        return fold_common_prefix(
-            self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
-        )
+        prompt, actions = self.prompt_ids(obs), tuple(self.action_ids(a) for a in obs.legal_actions)
+        self._check_positions(obs, len(prompt) + max(map(len, actions)), "its longest action")
+        return fold_common_prefix(prompt, actions)
+
+    def _check_positions(self, obs: Observation, length: int, answer: str) -> None:
+        """Refuse a prompt that, with ``answer``, runs past a learned position table:
+        there the model would fail with an IndexError deep in torch."""
+        if self._positions is not None and length > self._positions:
+            raise ValueError(
+                f"the prompt of player {obs.player} in {obs.game!r} with {answer} takes "
+                f"{length} tokens, but the model has {self._positions} positions "
+                "(max_position_embeddings); shorten it (model.max_new_tokens, "
+                "model.text.max_context_tokens) or use a model with more positions"
+            )
 
     @torch.no_grad()
     def act_forced(
@@ -471,6 +484,9 @@ class LMPolicy:
         if not observations:
             return []
         prompts = [self.prompt_ids(o) for o in observations]
+        for obs, prompt in zip(observations, prompts, strict=True):
+            answer = f"its answer (model.max_new_tokens={self.max_new_tokens})"
+            self._check_positions(obs, len(prompt) + self.max_new_tokens, answer)
         # Drawn from the streams, each answer depends on its own row alone: a plan split
         # between Ray workers writes what one process writes (each stream advances once).
         row_seeds = None if rngs is None else stream_seeds(rngs)
@@ -513,6 +529,19 @@ class LMPolicy:
             logprobs=tuple(lps),
             well_formed=well_formed,
         )
+
+
+def learned_positions(model: PreTrainedModel) -> int | None:
+    """How many positions ``model`` has where they are a learned table (GPT-2's
+    ``wpe``), past which a position is an IndexError; None for rotary (or ALiBi)
+    models, which run on past ``max_position_embeddings``, only worse."""
+    # The config's attribute map reads GPT-2's n_positions as max_position_embeddings.
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if not isinstance(limit, int) or not hasattr(model, "get_input_embeddings"):
+        return None
+    tokens = model.get_input_embeddings()
+    tables = (m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m is not tokens)
+    return limit if any(t.num_embeddings == limit for t in tables) else None
 
 
 def _flat(logps: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -392,8 +392,10 @@ def _snapshot_folder(out: Path, it: int) -> Path:
 
 
 def _reload(cfg: LeagueConfig, out: Path, it: int) -> Policy:
-    """A snapshot member as ``freeze`` made it, from its folder."""
-    frozen = load_policy(_snapshot_folder(out, it), seed=cfg.run.train.seed + it)
+    """A snapshot member as ``freeze`` made it, from its folder (in the dtype it was
+    saved in, the learner's, on the run's device)."""
+    folder, seed = _snapshot_folder(out, it), cfg.run.train.seed + it
+    frozen = load_policy(folder, seed=seed, device=cfg.run.model.device)
     frozen.model.requires_grad_(False)
     frozen.policy_id = f"snap:{it}"
     return frozen

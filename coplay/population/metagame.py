@@ -186,10 +186,13 @@ def freeze(
     """Save ``policy`` (playing ``game``) to ``folder`` and reload it as a frozen copy
     named ``policy_id``.
 
-    The copy shares nothing with the original: later training cannot change it.
+    The copy shares nothing with the original: later training cannot change it. It
+    runs where and as the original does (a bf16 learner's copy in bf16, on its GPU),
+    so that it plays the probabilities the original had.
     """
     save_checkpoint(policy, folder, game=game)
-    frozen = load_policy(folder, seed=seed)
+    weight = next(policy.model.parameters())
+    frozen = load_policy(folder, seed=seed, device=weight.device, dtype=weight.dtype)
     frozen.model.requires_grad_(False)
     frozen.policy_id = policy_id
     return frozen

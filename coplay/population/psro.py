@@ -243,7 +243,9 @@ def _lm_member(cfg: PsroConfig, out: Path) -> Policy:
 
 
 def _reload_lm_member(cfg: PsroConfig, out: Path) -> Policy:
-    return _reload_frozen(member_folder(out, 0), "psro:00", seed=cfg.run.train.seed)
+    return _reload_frozen(
+        member_folder(out, 0), "psro:00", seed=cfg.run.train.seed, device=cfg.run.model.device
+    )
 
 
 INITIAL_MEMBERS: dict[str, InitialMember] = {
@@ -312,11 +314,15 @@ def _reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
     name, folder = f"psro:{index:02d}", member_folder(out, index)
     if (folder / "table.json").is_file():
         return TablePolicy(json.loads((folder / "table.json").read_text()), policy_id=name)
-    return _reload_frozen(folder, name, seed=cfg.run.train.seed + index)
+    return _reload_frozen(
+        folder, name, seed=cfg.run.train.seed + index, device=cfg.run.model.device
+    )
 
 
-def _reload_frozen(folder: Path, name: str, *, seed: int) -> Policy:
-    frozen = load_policy(folder, seed=seed)
+def _reload_frozen(folder: Path, name: str, *, seed: int, device: str) -> Policy:
+    # As ``freeze`` made it: in the dtype it was saved in (the learner's) on the
+    # run's device.
+    frozen = load_policy(folder, seed=seed, device=device)
     frozen.model.requires_grad_(False)
     frozen.policy_id = name
     return frozen

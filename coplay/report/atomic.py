@@ -6,6 +6,10 @@ run) sees the previous version or the new one, never a mixture.
 
 Replacing a folder takes two renames (the old one aside, the new one in); a kill
 between them leaves only ``<name>.old``, which ``recover_dir`` puts back.
+
+A folder that is a symlink (a run's ``state`` kept on another disk) is replaced where
+it points, with its ``.tmp`` and ``.old`` beside the target, so that the renames stay
+on one file system and the link stays a link.
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ def write_text(path: Path, text: str) -> None:
 
 def replace_dir(tmp: Path, final: Path) -> Path:
     """Make the finished folder ``tmp`` the new ``final``; the previous one is removed."""
-    old = final.with_name(final.name + OLD_SUFFIX)
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    target = _target(final)
+    old = target.with_name(target.name + OLD_SUFFIX)
+    _remove(old)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    _remove(old)
+    return Path(final)
 
 
 def recover_dir(final: Path) -> bool:
@@ -52,22 +57,39 @@ def recover_dir(final: Path) -> bool:
 
     Whatever ``final.tmp`` holds then is unfinished or redone on resume: removed.
     """
+    final = _target(final)
     old = final.with_name(final.name + OLD_SUFFIX)
-    shutil.rmtree(final.with_name(final.name + TMP_SUFFIX), ignore_errors=True)
+    _remove(final.with_name(final.name + TMP_SUFFIX))
     if final.exists() or not old.exists():
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
         return False
     old.rename(final)
     return True
+
+
+def _target(final: Path) -> Path:
+    """The folder ``final`` stands for: where it points if it is a symlink (dangling
+    too: a cut replace leaves it so), else itself."""
+    final = Path(final)
+    return Path(os.path.realpath(final)) if final.is_symlink() else final
+
+
+def _remove(path: Path) -> None:
+    """Remove a leftover folder; a symlink in its place is unlinked, its target kept
+    (``rmtree`` refuses a symlink, and ``ignore_errors`` would hide that)."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
 def atomic_dir(final: Path) -> Iterator[Path]:
     """``with atomic_dir(folder) as tmp: save(tmp)``: ``folder`` appears, or is
     replaced, only once the block has finished without an error."""
-    final = Path(final)
+    final = _target(final)
     tmp = final.with_name(final.name + TMP_SUFFIX)
-    shutil.rmtree(tmp, ignore_errors=True)
+    _remove(tmp)
     tmp.mkdir(parents=True)
     try:
         yield tmp

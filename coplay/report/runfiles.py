@@ -59,15 +59,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    lines = path.read_text().split("\n")
+    # Decoded line by line, so that a bad byte names its line (and a last line torn
+    # inside a character is skipped as a torn row is).
+    lines = path.read_bytes().split(b"\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
+            row = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
             if number == len(lines):  # no newline after it: torn or still being written
                 continue
+            if isinstance(err, UnicodeDecodeError):
+                raise ValueError(f"{path}:{number} is not UTF-8 text ({err.reason})") from None
             raise ValueError(f"{path}:{number} is not valid JSON ({err.msg})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{number} is not a JSON object")
@@ -231,8 +235,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def _json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
+    raw = path.read_bytes()
     try:
-        data = json.loads(path.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:{line} is not UTF-8 text ({err.reason})") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err.msg})") from None
     if not isinstance(data, dict):

@@ -93,4 +93,11 @@ def _message(item: object, where: str, index: int) -> Message:
         raise DataError(f'{where}: message {index} ({role}) has no "content" string')
     if role == "assistant" and not content.strip():
         raise DataError(f"{where}: message {index} is an empty assistant turn")
+    try:  # JSON may escape half a surrogate pair ("\ud800"), which no text holds
+        content.encode("utf-8")
+    except UnicodeEncodeError as err:
+        char = ord(content[err.start])
+        raise DataError(
+            f"{where}: message {index} ({role}) holds a lone surrogate \\u{char:04x}, not text"
+        ) from None
     return Message(role, content)

@@ -187,6 +187,7 @@ class Talking:
 
     def __init__(self, policy: Policy, says, seed: int = 0) -> None:
         self.policy, self.says = policy, says
+        self.mode = getattr(policy, "mode", "choice")  # how its listed turns are decided
         self.policy_id, self.version = policy.policy_id, 0
         self.rng = np.random.default_rng(seed)
 
@@ -300,7 +301,10 @@ def narrate(
     fmt = ANSWER_FORMATS[check_format(answer)]
     render, system = fmt.render, fmt.instruction
     rng = np.random.default_rng(seed)
-    probs_of = getattr(policy, "action_probs", None)
+    # A text-mode model plays what it writes, which its choice distribution is not
+    # (it refuses to give one): its moves are narrated without probabilities.
+    exact = getattr(policy, "mode", "choice") != "text"
+    probs_of = getattr(policy, "action_probs", None) if exact else None
     records = []
     for ep in episodes:
         for traj in ep.trajectories:
@@ -375,6 +379,11 @@ def write_demos(
     episodes = play_episodes(ref.make, [[policy] * seats] * games, range(seed, seed + games))
     label = _resolve(player, ref.name) if player in ("nash", "perfect", "optimal") else player
     records = narrate(episodes, label, policy, context=context, answer=answer, seed=seed)
+    if not records:  # an empty file would train nothing, silently
+        raise ValueError(
+            f"no conversations to write: player {player} made no valid move in {games} "
+            f"games of {ref.name} (a text-mode checkpoint must answer in the game's format)"
+        )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     write_text(out, "".join(json.dumps(r) + "\n" for r in records))
     return len(records)

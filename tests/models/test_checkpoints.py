@@ -75,6 +75,18 @@ def test_a_roster_run_needs_a_role(tmp_path):
         find_policy(tmp_path, "third")
 
 
+def test_a_runs_checkpoints_folder_points_to_the_run(tmp_path):
+    # Its final and iter_N checkpoints were taken for a roster run's roles.
+    for name in ("final", "iter_000001"):
+        save_policy(_policy(), tmp_path / "run" / "checkpoints" / name)
+    with pytest.raises(ValueError) as err:
+        find_policy(tmp_path / "run" / "checkpoints")
+    assert str(err.value).startswith(
+        f"{tmp_path / 'run' / 'checkpoints'} is the checkpoints folder of the run "
+        f"{tmp_path / 'run'}: pass the run"
+    )
+
+
 def test_a_roster_run_before_its_end_says_it_has_saved_no_policy_yet(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "roster.yaml").write_text("roster: {}\n")

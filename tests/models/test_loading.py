@@ -6,7 +6,12 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from coplay.cli import main
 from coplay.models.loading import (
@@ -19,6 +24,8 @@ from coplay.models.loading import (
     save_policy,
 )
 from coplay.models.tiny import TinyModelConfig
+from coplay.models.tokenizer import train_tokenizer
+from coplay.types import Observation
 
 CORPUS = ["Your card: K.\nYour legal actions: [Pass] [Bet]\n"] * 30
 
@@ -104,6 +111,12 @@ def _edit_meta(**changes):
     return edit
 
 
+def _grow_tokenizer(folder):
+    tok = PreTrainedTokenizerFast.from_pretrained(folder)
+    tok.add_tokens(["<extra>"], special_tokens=True)  # one id past the embedding
+    tok.save_pretrained(folder)
+
+
 def _drop_weight(folder):
     weights = load_file(_weights(folder))
     save_file({k: v for k, v in weights.items() if k != "model.norm.weight"}, _weights(folder))
@@ -158,6 +171,10 @@ BAD_CHECKPOINTS = {
     "no tokenizer": (
         lambda d: [(d / f).unlink() for f in ("tokenizer.json", "tokenizer_config.json")],
         "{d}/tokenizer.json is missing (the tokenizer)",
+    ),
+    "tokenizer larger than the embedding": (
+        _grow_tokenizer,
+        "{d}: the tokenizer has token ids up to 287 but the model's embedding has 287 rows",
     ),
     "tokenizer.json not JSON": (
         lambda d: (d / "tokenizer.json").write_text("garbage"),
@@ -246,3 +263,46 @@ def test_a_device_torch_does_not_see_is_one_error_line(device, seen):
     cfg = ModelConfig(device=device)
     with pytest.raises(ValueError, match=f"model.device is {device}, but torch sees .*{seen}"):
         build_policy(cfg, corpus=["a b"], seed=0)
+
+
+def _qwen2_folder(folder):
+    """A Qwen2 model built here with its own tokenizer (no pad token, none of Qwen2's
+    special tokens), saved as ``save_pretrained`` writes it."""
+    base = train_tokenizer(CORPUS, vocab_size=300, actions=["[Pass]", "[Bet]"])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=base.backend_tokenizer, bos_token="<eos>", eos_token="<eos>"
+    )
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        max_position_embeddings=128,
+    )
+    Qwen2ForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_a_local_qwen2_model_loads_the_tokenizer_it_was_saved_with(tmp_path):
+    folder = _qwen2_folder(tmp_path / "qwen2")
+    policy = load_policy(folder)
+    assert len(policy.tokenizer) == policy.model.config.vocab_size  # no Qwen2 tokens added
+    short = Observation("kuhn_poker", 0, "Your card: K.\n", ("[Pass]", "[Bet]"))
+    long = Observation("kuhn_poker", 0, "Your card: K. History: Bet Pass\n", ("[Pass]", "[Bet]"))
+    assert len(policy.action_probs([short, long])) == 2  # a padded batch
+    save_policy(policy, tmp_path / "saved")
+    assert len(load_policy(tmp_path / "saved").tokenizer) == len(policy.tokenizer)
+
+
+def test_a_policy_loads_in_the_dtype_it_was_saved_in(tmp_path):
+    folder = save_policy(_policy(), tmp_path / "ckpt")
+    bf16 = build_policy(ModelConfig(path=str(folder), dtype="bfloat16"), corpus=[], seed=0)
+    save_policy(bf16, tmp_path / "bf16")
+    assert load_policy(tmp_path / "bf16").model.dtype == torch.bfloat16
+    assert load_policy(tmp_path / "bf16", dtype="float32").model.dtype == torch.float32
+    assert load_policy(folder).model.dtype == torch.float32

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from transformers import GPT2Config, GPT2LMHeadModel
 
 from coplay.envs.registry import make_env
 from coplay.policies.answer import clean_text
@@ -413,3 +414,34 @@ def test_new_weights_on_a_copy_leave_the_original_alone(tiny):
     assert (ref.temperature, ref.max_new_tokens, ref.version) == (0.8, 3, 2)
     policy.version = 3
     assert ref.version == 2
+
+
+def _gpt2(tok, positions):
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        n_positions=positions,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    return GPT2LMHeadModel(config).eval()
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_a_prompt_past_learned_positions_is_one_error_line(tiny, mode):
+    # GPT-2's positions are a table of n_positions rows: a longer prompt (and answer)
+    # was an IndexError from deep in torch.
+    _, tok = tiny
+    policy = LMPolicy(_gpt2(tok, 20), tok, mode=mode, max_new_tokens=4)
+    obs = _observations(1)[0]
+    answer = 4 if mode == "text" else max(len(policy.action_ids(a)) for a in obs.legal_actions)
+    length = len(policy.prompt_ids(obs)) + answer
+    with pytest.raises(ValueError) as err:
+        policy.act([obs])
+    message = str(err.value)
+    assert message.startswith(f"the prompt of player {obs.player} in 'kuhn_poker' with its ")
+    assert f"takes {length} tokens, but the model has 20 positions" in message
+    policy.model = _gpt2(tok, length)
+    assert policy.act([obs])[0].policy_id == "learner"  # exactly as long fits

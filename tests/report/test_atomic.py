@@ -55,3 +55,41 @@ def test_a_replace_cut_between_its_renames_is_recovered(tmp_path):
     replace_dir(new, final)
     assert (final / "it").read_text() == "4"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+def test_a_symlinked_folder_is_replaced_where_it_points(tmp_path):
+    # A run's state linked to another disk: the first save renamed the link aside and
+    # left the data in the run folder, and the second crashed (NotADirectoryError).
+    disk, run = tmp_path / "disk", tmp_path / "run"
+    disk.mkdir()
+    (disk / "state").mkdir()
+    run.mkdir()
+    (run / "state").symlink_to(disk / "state")
+    for it in ("1", "2", "3"):
+        with atomic_dir(run / "state") as tmp:
+            (tmp / "it").write_text(it)
+    assert (run / "state").is_symlink() and (disk / "state" / "it").read_text() == "3"
+    assert [p.name for p in run.iterdir()] == ["state"]
+    assert [p.name for p in disk.iterdir()] == ["state"]
+    (disk / "state").rename(disk / "state.old")  # a replace cut between its renames
+    assert recover_dir(run / "state") and (run / "state" / "it").read_text() == "3"
+
+
+def test_a_stale_old_symlink_is_unlinked_not_followed(tmp_path):
+    # What the first save through a symlink used to leave: state.old, a link to the
+    # data elsewhere, which the next replace could neither remove nor rename onto.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "it").write_text("1")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "state.old").symlink_to(elsewhere)
+    with atomic_dir(run / "state") as tmp:
+        (tmp / "it").write_text("2")
+    with atomic_dir(run / "state") as tmp:
+        (tmp / "it").write_text("3")
+    assert (run / "state" / "it").read_text() == "3"
+    assert [p.name for p in run.iterdir()] == ["state"]
+    assert (elsewhere / "it").read_text() == "1"  # never lost
+    (run / "state.old").symlink_to(elsewhere)
+    assert not recover_dir(run / "state") and not (run / "state.old").is_symlink()

@@ -33,9 +33,22 @@ def test_a_corrupt_line_is_named_by_file_and_line(tmp_path):
         read_jsonl(path)
 
 
+def test_bytes_that_are_not_utf8_are_named_by_file_and_line(tmp_path):
+    run = write_run(tmp_path / "a", [{"iteration": 0}])
+    (run / "metrics.jsonl").write_bytes(b'{"iteration": 0}\n{"iteration": 1, "x": "\xe9"}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2 is not UTF-8 text \(invalid"):
+        load_run(run)
+    write_run(run, [{"iteration": 0}])
+    (run / "summary.json").write_bytes(b'{\n"x": "\xff"}')
+    with pytest.raises(ValueError, match=r"summary.json:2 is not UTF-8 text \(invalid start"):
+        load_run(run)
+
+
 def test_a_last_line_still_being_written_is_skipped(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"iteration": 0}\n{"iteration": 1, "loss/x"')
+    assert read_jsonl(path) == [{"iteration": 0}]
+    path.write_bytes('{"iteration": 0}\n{"iteration": 1, "loss/é'.encode()[:-1])  # cut in é
     assert read_jsonl(path) == [{"iteration": 0}]
 
 

@@ -47,6 +47,12 @@ def test_reads_conversations_and_skips_blank_lines(tmp_path):
             "opens with an assistant message",
         ),
         ("[" * 100_000, "nested too deeply"),
+        # JSON may escape half a surrogate pair, which passed and failed later unnamed
+        (
+            '{"messages": [{"role": "user", "content": "x"}, '
+            '{"role": "assistant", "content": "a\\ud800b"}]}',
+            "message 1 (assistant) holds a lone surrogate \\ud800, not text",
+        ),
     ],
 )
 def test_a_bad_line_is_named_with_its_number(tmp_path, bad, says):

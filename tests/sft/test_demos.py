@@ -13,6 +13,7 @@ from coplay.policies.answer import ANSWER_FORMATS
 from coplay.policies.scripted import NashPolicy
 from coplay.sft.data import read_conversations
 from coplay.sft.demos import RANDOM_WHY, write_demos
+from coplay.types import Decision
 
 STRATEGY_WORDS = ("strategy", "equilibrium", "best", "optimal", "strong", "weak", "probability")
 
@@ -205,3 +206,41 @@ def test_later_observations_show_the_narrated_messages(tmp_path):
         ]
         heard = re.findall(r'Other said: "([^"]*)"', second.messages[-2].content)
         assert spoken and heard == spoken[: len(heard)] and heard
+
+
+class _TextPlayer:
+    """A text-mode checkpoint's stand-in: it writes its first legal move (or, not
+    ``valid``, an answer that parses to none) and, as ``LMPolicy`` in text mode does,
+    refuses to give a choice distribution."""
+
+    mode = "text"
+
+    def __init__(self, valid: bool) -> None:
+        self.policy_id, self.version, self.valid = "frozen:ckpt", 0, valid
+
+    def act(self, observations):
+        return [
+            Decision("?", o.legal_actions[0] if self.valid else None, self.policy_id)
+            for o in observations
+        ]
+
+    def action_probs(self, observations):
+        raise ValueError("exact evaluation reads the choice distribution over the legal actions")
+
+
+def test_a_text_mode_player_is_narrated_without_probabilities(tmp_path, monkeypatch):
+    # Narration asked it for its choice distribution, which a text-mode model refuses.
+    monkeypatch.setattr("coplay.sft.demos.build_opponent", lambda *a, **k: _TextPlayer(True))
+    path = tmp_path / "t.jsonl"
+    assert write_demos(path, game="kuhn_poker", player="ckpt", games=4) > 0
+    assert all("My policy chooses" in a for _, a in _answers(path))
+
+
+def test_a_player_without_a_valid_move_writes_no_empty_file(tmp_path, monkeypatch):
+    monkeypatch.setattr("coplay.sft.demos.build_opponent", lambda *a, **k: _TextPlayer(False))
+    path = tmp_path / "t.jsonl"
+    with pytest.raises(
+        ValueError, match="no conversations to write: player ckpt made no valid move in 4 games"
+    ):
+        write_demos(path, game="kuhn_poker", player="ckpt", games=4)
+    assert not path.exists()

@@ -125,6 +125,9 @@ class _Encoder:
         if x is None or isinstance(x, (bool, int, str)):
             return x
         if isinstance(x, float):
+            # float(x): np.float64 is a float whose repr is "np.float64(nan)", which
+            # loading (rightly) refuses; a NaN eval metric must not make a state unloadable
+            x = float(x)
             return x if math.isfinite(x) else {"$float": repr(x)}
         if isinstance(x, np.generic) and not isinstance(x, np.ndarray):
             return self.encode(x.item(), path)

@@ -92,6 +92,15 @@ def test_nan_comes_back(tmp_path):
     assert math.isnan(load_tree(tmp_path, "t", records={})["v"])
 
 
+def test_numpy_nan_and_inf_come_back(tmp_path):
+    # np.float64 is a float subclass: its NaN was written as "np.float64(nan)", a
+    # state that loading refused, so a run whose eval metric was NaN could not resume.
+    tree = {"nan": np.float64("nan"), "inf": np.float64("-inf"), "x": np.float64(0.5)}
+    save_tree(tree, tmp_path, "t", records={})
+    back = load_tree(tmp_path, "t", records={})
+    assert math.isnan(back["nan"]) and back["inf"] == -math.inf and back["x"] == 0.5
+
+
 def test_only_json_and_safetensors_are_written(tmp_path):
     save_tree(_tree(), tmp_path, "t", records=RECORDS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.safetensors"]
