@@ -161,6 +161,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     new = _flat(cfg.model_dump(mode="json"))
     keys = sorted(set(saved) | set(new))
     changed = [k for k in keys if k.startswith(WEIGHT_KEYS) and saved.get(k) != new.get(k)]
+    # The tiny model's tokenizer is trained for its mode (text mode adds the answer
+    # formats' words): another mode is another vocabulary. A checkpoint's is its own.
+    if saved.get("model.path") is None and saved.get("model.mode") != new.get("model.mode"):
+        changed.append("model.mode")
     if changed:
         diffs = ", ".join(f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in changed)
         raise ConfigError(

@@ -15,6 +15,8 @@ from it; a missing, corrupt or mismatched file is one ``StateError`` naming the 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,6 +129,19 @@ def models(run: Run) -> dict[str, dict[str, torch.Tensor]]:
     return out
 
 
+def tokenizer_prints(run: Run) -> dict[str, str]:
+    """A fingerprint of each learner's tokenizer, by learner. The tiny model's is trained
+    again from the game's text when a run resumes: the state is only good for the same
+    one (another text or library version maps the saved weights to other words)."""
+    return {t.name: fingerprint(t.policy.tokenizer) for t in run.trainees}
+
+
+def fingerprint(tokenizer: Any) -> str:
+    """SHA-256 of the tokenizer's vocabulary with its ids (special tokens included)."""
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    return hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()
+
+
 def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
     """Write the run's full state after ``iteration``, walking its parts; replaces the
     previous state in renames (``atomic_dir``), so an interruption never leaves a
@@ -143,6 +158,7 @@ def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
         "samplers": sampler_states(run.policies),
         "eval_samplers": sampler_states(run.eval_opponents),
         "rngs": {"numpy": run.rng.bit_generator.state, "torch": torch.get_rng_state()},
+        "tokenizers": tokenizer_prints(run),
     }
     with atomic_dir(run.out / STATE_DIR) as tmp:
         save_tree(tree, tmp, RUN_STATE, records=state_records())
@@ -165,6 +181,13 @@ def load_state(run: Run, hooks: Sequence[Any]) -> int:
 
 
 def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path) -> None:
+    for name, saved in tree.get("tokenizers", {}).items():  # kept since 2026-11-27
+        if tokenizer_prints(run).get(name, saved) != saved:
+            raise StateError(
+                f"{source}: learner {name!r}'s tokenizer, built again for this run, is not "
+                "the one its weights were trained with (the game's text or the tokenizers "
+                "library changed since): start a new run"
+            )
     for name, weights in tree["models"].items():
         model = next(t.policy.model for t in run.trainees if t.name == name)
         load_weights(model, weights, source)

@@ -127,6 +127,8 @@ def test_a_read_only_output_is_refused(tmp_path):
         ("model.tiny.hidden_size=64", "model.tiny.hidden_size: 32 -> 64"),
         ("game.params={players: 3}", "game.params.players: None -> 3"),
         ("train.seed=5", "train.seed: 0 -> 5"),
+        # the tiny model's tokenizer is another for text mode (was "another model size?")
+        ("model.mode=text", "model.mode: 'choice' -> 'text'"),
     ],
 )
 def test_resume_refuses_a_config_the_weights_do_not_fit(tmp_path, override, named):
@@ -142,6 +144,11 @@ def test_resume_accepts_changes_that_keep_the_weights(tmp_path):
     run = _run_dir(tmp_path / "run")
     over = ["train.iterations=50", "optim.lr=0.01", "train.eval_episodes=5"]
     check_resume(build_config(file=run / "config.yaml", overrides=over), run)
+
+
+def test_a_checkpoints_mode_may_change_on_resume(tmp_path):
+    run = _run_dir(tmp_path / "run", ["model.path=some/checkpoint"])
+    check_resume(build_config(file=run / "config.yaml", overrides=["model.mode=text"]), run)
 
 
 def test_a_resume_may_not_end_before_its_saved_iteration(tmp_path):

@@ -75,6 +75,7 @@ def test_a_state_holds_no_pickle(finished_run):
         "planning",
         "rngs",
         "samplers",
+        "tokenizers",
         "trainees",
     ]
     assert {p.rsplit(".", 1)[-1] for p in files} == {"json", "safetensors"}
@@ -203,6 +204,22 @@ def test_resume_from_a_bad_state_is_one_error_line(run, capsys, case):
     assert _resume(run) == 2
     err = capsys.readouterr().err
     assert err.startswith("coplay train: error: " + message.format(r=run)), err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_state_of_another_tokenizer_is_refused_not_resumed(run, capsys):
+    # The tiny model's tokenizer is trained again from the game's text on resume: where
+    # that text (or the library) changed, the saved weights would read other words.
+    state = run / "state" / "run.json"
+    saved = json.loads(state.read_text())
+    prints = saved["tree"]["tokenizers"]
+    assert prints  # a fingerprint per learner
+    saved["tree"]["tokenizers"] = {name: "0" * 64 for name in prints}
+    state.write_text(json.dumps(saved))
+    capsys.readouterr()
+    assert _resume(run) == 2
+    err = capsys.readouterr().err
+    assert "tokenizer, built again for this run, is not the one" in err
     assert len(err.splitlines()) == 1
 
 
