@@ -134,8 +134,9 @@ def test_the_loop_fits_on_one_screen():
 
 
 def test_run_config_keeps_only_validators_no_section_can_express():
-    # Three rules cross sections (the model's mode for choice-only parts; the group
-    # size a group-baseline estimator needs; a backend Ray workers can run), the check
+    # Four rules cross sections (the model's mode for choice-only parts; the group
+    # size a group-baseline estimator needs; a backend Ray workers can run; room in a
+    # private Ray for the rollout workers), the check
     # of renamed keys and the import of the plugins (which must come before any
     # section); every other combination is a nested optional section.
     validators = set(RunConfig.__pydantic_decorators__.model_validators)
@@ -145,4 +146,5 @@ def test_run_config_keeps_only_validators_no_section_can_express():
         "_choice_parts_have_choices",
         "_groups_exist",
         "_workers_can_ship_the_backend",
+        "_workers_fit_the_local_ray",
     }
