@@ -208,6 +208,20 @@ def test_resume_extends_a_finished_run(kuhn_run, tmp_path):
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
 
 
+def test_a_piped_resume_counts_its_eta_from_the_saved_iteration(kuhn_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "resumed"
+    shutil.copytree(kuhn_run, run)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COPLAY_PROGRESS_EVERY_S", "0")
+        assert main(["train", "--resume", str(run), "train.iterations=4"]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("train: ")]
+    # told the saved iteration first, without an ETA: none of its 2 iterations ran here
+    assert lines[0].startswith("train: 2/4 iterations, ") and "ETA" not in lines[0]
+    assert lines[1].startswith("train: 3/4 iterations, ") and "ETA" in lines[1]
+
+
 def test_resume_of_a_directory_without_a_run_fails_cleanly(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path)]) == 2
     err = capsys.readouterr().err

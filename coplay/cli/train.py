@@ -160,10 +160,12 @@ def _train(args: argparse.Namespace, cfg, out: Path, roster) -> int:
 
 
 def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):
-    """``run(progress)`` reporting progress over ``total`` iterations, or none if quiet."""
+    """``run(progress)`` reporting progress over ``total`` iterations, or none if quiet.
+    The run tells where it starts before its first iteration (a resumed run's saved
+    iteration, known once its state loads): the ETA counts from there."""
     if quiet:
         return run(None)
-    with track("train", total, "iterations", console=console) as advance:
+    with track("train", total, "iterations", start=None, console=console) as advance:
         return run(lambda it, m: advance(it, status(m)))
 
 

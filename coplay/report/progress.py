@@ -15,6 +15,10 @@ useful, so a plain line is written at a steady interval instead::
 and one last line when the work is done. The interval is ``COPLAY_PROGRESS_EVERY_S``
 seconds (default 10). Plain lines go to stderr, so results on a piped stdout stay
 clean; the bar shares the terminal with the command's output, printed above it.
+
+The ETA is at the rate of this process's work: work resumed part way (a run from its
+saved iteration) leaves out the count it started at (``start``; ``start=None``: the
+first count told, for a caller that learns it only once the work runs).
 """
 
 from __future__ import annotations
@@ -76,23 +80,33 @@ class PlainProgress:
     console: Console
     every_s: float
     clock: Callable[[], float] = time.monotonic
+    baseline: int | None = 0
+    """The count done before this process started on the work (a resumed run's
+    iterations), which the ETA's rate leaves out; None: the first count ``advance`` is
+    told, timed from when it is told (for callers that learn it only once running)."""
     start: float = field(init=False)
     last: float = field(init=False)
+    since: float = field(init=False)
+    """When the work stood at ``baseline``: the rate is counted from then."""
     completed: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        self.start = self.last = self.clock()
+        self.start = self.last = self.since = self.clock()
 
     def line(self, status: str = "") -> str:
         """``eval: 400/1000 episodes, 12 s elapsed, ETA 18 s`` (ETA once something is done)."""
-        elapsed = self.clock() - self.start
+        now = self.clock()
         text = f"{self.label}: {self.completed}/{self.total} {self.unit}, "
-        text += f"{_seconds(elapsed)} elapsed"
-        if 0 < self.completed < self.total:
-            text += f", ETA {_seconds(elapsed * (self.total - self.completed) / self.completed)}"
+        text += f"{_seconds(now - self.start)} elapsed"
+        done = self.completed - (self.baseline or 0)
+        if done > 0 and self.completed < self.total:
+            eta = (now - self.since) * (self.total - self.completed) / done
+            text += f", ETA {_seconds(eta)}"
         return text + (f", {status}" if status else "")
 
     def advance(self, completed: int, status: str = "") -> None:
+        if self.baseline is None:
+            self.baseline, self.since = completed, self.clock()
         self.completed = completed
         now = self.clock()
         if now - self.last >= self.every_s and completed < self.total:
@@ -120,19 +134,31 @@ def _bar(console: Console) -> Progress:
 
 @contextmanager
 def track(
-    label: str, total: int, unit: str, *, console: Console | None = None, quiet: bool = False
+    label: str,
+    total: int,
+    unit: str,
+    *,
+    start: int | None = 0,
+    console: Console | None = None,
+    quiet: bool = False,
 ) -> Iterator[Advance]:
     """Report progress toward ``total`` ``unit`` (see the module docstring): a bar on
     ``console`` when it is a terminal, else plain lines on stderr; ``quiet`` reports
-    nothing. The plain form's last line is written only when the work completes."""
+    nothing. ``start`` is the count already done when the work starts (None: the first
+    count told), which the ETA leaves out. The plain form's last line is written only
+    when the work completes."""
     console = console or Console()
     if quiet:
         yield lambda completed, status="": None
     elif console.is_terminal:
         with _bar(console) as bar:
-            task = bar.add_task(label, total=total, unit=unit, status="")
+            # rich's rate leaves out its first sample: with start=None, the first count
+            # told (a resumed run's) is not taken for work done since the bar began.
+            task = bar.add_task(label, total=total, completed=start or 0, unit=unit, status="")
             yield lambda completed, status="": bar.update(task, completed=completed, status=status)
     else:
-        plain = PlainProgress(label, total, unit, Console(stderr=True), interval_s())
+        plain = PlainProgress(
+            label, total, unit, Console(stderr=True), interval_s(), baseline=start
+        )
         yield plain.advance
         plain.finish()

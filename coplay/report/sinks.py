@@ -95,7 +95,12 @@ def repair_jsonl(path: Path) -> int:
 
 
 def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
-    """A JSON-able transcript: every turn's observation, answer, tokens and reward."""
+    """A JSON-able transcript: every turn's observation, answer, tokens and reward.
+
+    ``returns`` are what the game paid each seat (``Episode.game_returns``) and
+    ``shaping`` what training added to them (invalid-answer penalties, format rewards):
+    a learner adds its format rewards to the episodes in place before they are written.
+    A turn's ``reward`` is what training credited it, its shaping included."""
     turns = []
     for t in episode.turns:
         d = t.decision
@@ -124,7 +129,8 @@ def episode_record(episode: Episode, iteration: int) -> dict[str, Any]:
         "seed": episode.seed,
         "group_id": episode.group_id,
         "seats": list(episode.seats),
-        "returns": list(episode.returns),
+        "returns": list(episode.game_returns),
+        "shaping": [traj.shaping for traj in episode.trajectories],
         "truncated": episode.truncated,
         "forfeited_by": episode.forfeited_by,
         "prefix": [[list(a) for a in joint] for joint in episode.prefix],

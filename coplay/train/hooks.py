@@ -130,9 +130,18 @@ class Save(Hook):
 
 @dataclass
 class Report(Hook):
-    """Tells ``progress(iteration, metrics)`` after each iteration."""
+    """Tells ``progress(iteration, metrics)`` after each iteration, and before the
+    first the iterations already done (no metrics): a resumed run's ETA counts the
+    iterations of this segment only (``coplay.report.progress``)."""
 
     progress: Progress
+    started: bool = False
+
+    def before(self, run, it):
+        if not self.started:
+            self.started = True
+            self.progress(it - 1, {})
+        return {}
 
     def after(self, run, it, batch, metrics):
         self.progress(it, dict(metrics))

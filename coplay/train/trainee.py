@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from coplay.algos.advantages import Advantages, Estimator
+from coplay.algos.advantages.base import policy_turn_metrics
 from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.restarts import opening_targets
@@ -70,8 +71,11 @@ class Trainee:
         samples = collect_samples(episodes, est.advantages, self.name, keep=keep, targets=targets)
         # before the filter, which may drop a target whose advantage is 0
         replayed, recalled = recall(self.learner, samples)
-        samples, filtered = filter_samples(self.algo, samples, keep, episodes)
-        metrics = {**est.metrics, **filtered, **update(self.learner, samples + replayed, rng)}
+        samples, filtered = filter_samples(self.algo, samples, keep, episodes, self.name)
+        # The estimate's adv/mean, std and num_turns count every seat's turns: ours only.
+        own = policy_turn_metrics(episodes, est.advantages, self.name)
+        metrics = {**est.metrics, **own, **filtered}
+        metrics |= update(self.learner, samples + replayed, rng)
         metrics |= recalled | shaped
         if self.critic is not None and est.value_targets is not None:
             turns, targets = learner_turns(episodes, est.value_targets, self.name)
@@ -138,12 +142,17 @@ def filter_samples(
     samples: list[Sample],
     keep: set[tuple[int, int]] | None,
     episodes: Sequence[Episode],
+    policy_id: str,
 ) -> tuple[list[Sample], dict[str, float]]:
-    """Apply the zero-advantage filter; report what each filter dropped."""
+    """Apply the zero-advantage filter; report what each filter dropped. The flat-group
+    filter's share is of ``policy_id``'s (episode, seat) pairs, whose samples it drops."""
     metrics: dict[str, float] = {}
     if keep is not None:
-        total = sum(len(e.returns) for e in episodes)
-        metrics["adv/flat_group_dropped_frac"] = 1.0 - len(keep) / max(1, total)
+        own = [
+            (i, s) for i, e in enumerate(episodes) for s, p in enumerate(e.seats) if p == policy_id
+        ]
+        kept = sum(pair in keep for pair in own)
+        metrics["adv/flat_group_dropped_frac"] = 1.0 - kept / max(1, len(own))
     if algo.filter_zero_advantage:
         # A sample with a policy-iteration target stays: its cross-entropy pull does not
         # depend on the advantage, and the memory replays no position with a fresh target.

@@ -32,7 +32,7 @@ from coplay.rollout.engine import play_episodes
 from coplay.rollout.source import EpisodeSource
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.state import load_state
-from coplay.train.config import RunConfig
+from coplay.train.config import ConfigError, RunConfig
 from coplay.train.critic import make_critic
 from coplay.train.evaluate import evaluate, final_policy
 from coplay.train.hooks import Evaluate, Hook, Log, Progress, Report, Save, WriteReport
@@ -79,13 +79,11 @@ def make_trainee(policy: LMPolicy, cfg: RunConfig, *, adapter: bool = False) -> 
     importance-weight cap and exploring starts' policy-iteration target. A LoRA role
     (``adapter``) trains only its adapter, against the frozen base as reference."""
     est = make_estimator(cfg.algo.estimator, **cfg.algo.params)
-    explore, restarts = cfg.rollout.explore, cfg.rollout.restarts
+    restarts = cfg.rollout.restarts
     starts = restarts.exploring_starts if restarts is not None else None
-    # Exploration mixes choices, an engine's log-probs come with text: never both.
-    text_cap = cfg.model.text.tis_cap if cfg.model.mode == "text" else None
     shared: dict[str, Any] = {
         "iterations": cfg.train.iterations,
-        "tis_cap": explore.tis_cap if explore is not None else text_cap,
+        "tis_cap": tis_cap(cfg),
         "target": starts.target if starts is not None else None,
     }
     if adapter:
@@ -103,6 +101,30 @@ def make_trainee(policy: LMPolicy, cfg: RunConfig, *, adapter: bool = False) -> 
     )
 
 
+def tis_cap(cfg: RunConfig) -> float | None:
+    """The learner's one cap of truncated importance weights: exploration's, which
+    corrects the choices it mixed, or else ``model.text.tis_cap``, which corrects an
+    engine's text answers. In choice mode those are the messages of talk games, the
+    moves being choices, whose weight is then min(1, cap): 1 for a cap of at least 1.
+    The learner holds one cap for all its decisions, so the text cap is refused
+    where it would not act as set."""
+    text_cap, explore = cfg.model.text.tis_cap, cfg.rollout.explore
+    if text_cap is None:
+        return explore.tis_cap if explore is not None else None
+    if explore is not None:
+        raise ConfigError(
+            "model.text.tis_cap cannot go with rollout.explore: the learner holds one cap "
+            "for all its decisions, and exploration's (rollout.explore.tis_cap) takes it; "
+            "drop model.text.tis_cap or rollout.explore"
+        )
+    if cfg.model.mode == "choice" and text_cap < 1.0:
+        raise ConfigError(
+            f"model.text.tis_cap={text_cap} below 1 would weight every choice by it too "
+            "in choice mode (a choice's weight is min(1, cap)); use a cap of at least 1"
+        )
+    return text_cap
+
+
 def eval_opponents(cfg: RunConfig) -> dict[str, Policy]:
     g = cfg.game
     return {
@@ -114,6 +136,7 @@ def eval_opponents(cfg: RunConfig) -> dict[str, Policy]:
 def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
     """The run's parts for one learner. A fresh run creates ``out`` with its config and
     empty logs; a resumed one writes nothing here."""
+    tis_cap(cfg)  # a cap that would not act as set is refused before anything is written
     torch.manual_seed(cfg.train.seed)
     game = GameRef(cfg.game.name, cfg.game.params)
     spec = game.make().spec
@@ -245,13 +268,18 @@ def drive(
     ev, log, saver, hooks = standard_hooks(
         run, evaluate=evaluate, save=save, end=end, progress=progress, extra=extra
     )
-    done = begin(run, hooks, ev, log, resume)
-    saver.saved = done if resume else None
-    try:
+    done: int | None = None
+    try:  # begin opens the loggers and evaluates: a Ctrl-C there closes them too
+        done = begin(run, hooks, ev, log, resume)
+        saver.saved = done if resume else None
         run_loop(run, hooks, start=done, end=end)
         if end == iterations:
             final(run, run.out / "checkpoints" / "final")
     except KeyboardInterrupt:
+        if resume and done is None:
+            # Stopped while loading: the saved state is as it was, and RunInterrupted
+            # without a saved iteration would tell to start the run again.
+            raise
         raise rundir.RunInterrupted(run.out, saver.saved) from None
     finally:
         log.close()

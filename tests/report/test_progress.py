@@ -75,3 +75,33 @@ def test_a_bad_interval_is_a_one_line_error(monkeypatch, raw):
     monkeypatch.setenv("COPLAY_PROGRESS_EVERY_S", raw)
     with pytest.raises(ValueError, match="COPLAY_PROGRESS_EVERY_S must be"):
         interval_s()
+
+
+def test_a_resumed_count_leaves_the_count_it_started_at_out_of_the_eta():
+    # Resumed at 90 of 100, 10 s an iteration: 9 to go is 90 s, not 10 s * 9 / 91.
+    out, clock = io.StringIO(), Clock()
+    bar = PlainProgress("train", 100, "iterations", Console(file=out), 0.0, clock, baseline=90)
+    clock.now += 10
+    bar.advance(91)
+    assert out.getvalue().splitlines() == ["train: 91/100 iterations, 10 s elapsed, ETA 1 min 30 s"]
+
+
+def test_without_a_start_the_first_count_told_is_where_the_work_started():
+    # A resumed run tells its saved iteration once its state has loaded, 25 s in.
+    out, clock = io.StringIO(), Clock()
+    bar = PlainProgress("train", 100, "iterations", Console(file=out), 0.0, clock, baseline=None)
+    clock.now += 25
+    bar.advance(90)
+    clock.now += 10
+    bar.advance(91)
+    assert out.getvalue().splitlines() == [
+        "train: 90/100 iterations, 25 s elapsed",  # nothing done here yet: no ETA
+        "train: 91/100 iterations, 35 s elapsed, ETA 1 min 30 s",
+    ]
+
+
+def test_track_takes_the_count_the_work_starts_at(monkeypatch, capsys):
+    monkeypatch.setenv("COPLAY_PROGRESS_EVERY_S", "0")
+    with track("train", 4, "iterations", start=None, console=Console(file=io.StringIO())) as adv:
+        adv(2)
+    assert capsys.readouterr().err.splitlines()[0] == "train: 2/4 iterations, 0 s elapsed"

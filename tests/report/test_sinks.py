@@ -107,3 +107,17 @@ def test_keep_until_drops_redone_rows(tmp_path):
     keep_until(path, 1)
     assert [r["iteration"] for r in read_metrics(path)] == [0, 1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]
+
+
+def test_transcripts_record_what_the_game_paid_and_the_shaping_apart(tmp_path):
+    # A text learner adds its format rewards to the episodes in place before the
+    # transcripts are written: the record's returns must still be the game's.
+    r = RandomPolicy(seed=0)
+    (ep,) = play_episodes(lambda: make_env("kuhn_poker"), [[r, r]], [0])
+    paid = ep.returns
+    ep.trajectories[0].ret -= 0.5
+    ep.trajectories[0].shaping -= 0.5
+    ep.returns = (paid[0] - 0.5, paid[1])
+    append_transcripts(tmp_path / "t.jsonl", [ep], iteration=1)
+    row = json.loads((tmp_path / "t.jsonl").read_text())
+    assert row["returns"] == list(paid) and row["shaping"] == [-0.5, 0.0]

@@ -90,3 +90,12 @@ def test_report_tells_progress_each_iterations_metrics(batch):
     metrics = {"loss/total": 1.0}
     assert hook.after(None, 3, batch, metrics) == {}
     assert told == [(3, metrics)] and told[0][1] is not metrics  # a copy
+
+
+def test_report_tells_where_the_segment_starts_before_its_first_iteration(batch):
+    # A run resumed after iteration 90: the progress ETA counts from 90, not from 0.
+    told = []
+    hook = Report(lambda it, m: told.append((it, m)))
+    assert hook.before(None, 91) == {} and hook.before(None, 92) == {}
+    hook.after(None, 91, batch, {"loss/total": 1.0})
+    assert told == [(90, {}), (91, {"loss/total": 1.0})]

@@ -151,12 +151,45 @@ def test_filter_samples_drops_zero_advantages_and_reports_both_filters():
     episodes = [episode(0, (1.0, -1.0)), episode(0, (1.0, 1.0))]
     samples = [sample(a) for a in (0.0, 1.0, 0.0, -2.0)]
     algo = SimpleNamespace(filter_zero_advantage=True)
-    kept, metrics = filter_samples(algo, samples, {(0, 1), (1, 1)}, episodes)
+    kept, metrics = filter_samples(algo, samples, {(0, 1), (1, 0)}, episodes, "p1")
     assert [s.advantage for s in kept] == [1.0, -2.0]
     assert metrics["adv/zero_adv_dropped_frac"] == 0.5
-    assert metrics["adv/flat_group_dropped_frac"] == 0.5  # 2 of 4 (episode, seat) pairs
+    assert metrics["adv/flat_group_dropped_frac"] == 0.5  # 1 of p1's 2 (episode, seat) pairs
     algo = SimpleNamespace(filter_zero_advantage=False)
-    assert filter_samples(algo, samples, None, episodes) == (samples, {})
+    assert filter_samples(algo, samples, None, episodes, "p1") == (samples, {})
+
+
+def test_the_flat_group_share_is_of_the_learners_own_trajectories():
+    # The opponent's seat 0 is flat in both groups, the learner's seat 1 in neither:
+    # the learner loses none of its samples (once this said 0.5, counting the opponent).
+    episodes = [episode(0, (1.0, -1.0)), episode(0, (1.0, 1.0))]
+    episodes += [episode(1, (0.0, 2.0)), episode(1, (0.0, 0.0))]
+    keep = informative_seats(episodes)
+    algo = SimpleNamespace(filter_zero_advantage=False)
+    assert filter_samples(algo, [], keep, episodes, "p1")[1] == {"adv/flat_group_dropped_frac": 0.0}
+    assert filter_samples(algo, [], keep, episodes, "p0")[1] == {"adv/flat_group_dropped_frac": 1.0}
+
+
+def test_the_advantage_summary_is_of_the_learners_own_turns(tmp_path):
+    # Against a random bot the estimate covers both seats; adv/* are logged as the
+    # learner's, so they count its turns alone (once: 18 turns to its 9 decisions).
+    run = setup(build_config(overrides=[*TINY, "train.opponent=random"]), tmp_path)
+    me = run.learner_ids[0]
+    episodes = play(run, 1)[0].episodes
+    est = run.trainees[0].estimator.estimate(episodes, run.trainees[0].adv_state)
+    mine = [
+        a
+        for ep, per_seat in zip(episodes, est.advantages, strict=True)
+        for traj, advs in zip(ep.trajectories, per_seat, strict=True)
+        if traj.policy_id == me
+        for a in advs
+    ]
+    metrics = run.trainees[0].learn(episodes, run.rng)
+    assert 0 < len(mine) < est.metrics["adv/num_turns"]  # the bot's turns are estimated too
+    assert metrics["adv/num_turns"] == len(mine)
+    assert metrics["adv/mean"] == pytest.approx(sum(mine) / len(mine))
+    spread = math.sqrt(sum((a - metrics["adv/mean"]) ** 2 for a in mine) / len(mine))
+    assert metrics["adv/std"] == pytest.approx(spread)
 
 
 def test_the_zero_advantage_filter_keeps_samples_with_a_target():
@@ -165,7 +198,7 @@ def test_the_zero_advantage_filter_keeps_samples_with_a_target():
     samples = [sample(0.0), sample(1.0), sample(0.0)]
     samples[0] = Sample(samples[0].decision, 0.0, 0, (1.0,))
     algo = SimpleNamespace(filter_zero_advantage=True)
-    kept, metrics = filter_samples(algo, samples, None, [episode(0, (1.0, -1.0))])
+    kept, metrics = filter_samples(algo, samples, None, [episode(0, (1.0, -1.0))], "p0")
     assert kept == samples[:2]
     assert metrics["adv/zero_adv_dropped_frac"] == pytest.approx(1 / 3)
 

@@ -7,6 +7,8 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.models.loading import load_policy
+from coplay.train import hooks, trainer
+from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.safe_tree import load_tree
 from coplay.train.checkpoints.state import state_records
 from coplay.train.config import ConfigError, build_config
@@ -73,12 +75,52 @@ def test_uncorrected_exploration_trains_without_a_cap(tmp_path):
     assert setup(build_config(overrides=over), tmp_path).trainees[0].learner.tis_cap is None
 
 
-@pytest.mark.parametrize(("mode", "cap"), [("text", 2.0), ("choice", None)])
-def test_an_engines_answers_are_corrected_by_the_text_cap(tmp_path, mode, cap):
+@pytest.mark.parametrize("mode", ["text", "choice"])
+def test_an_engines_answers_are_corrected_by_the_text_cap(tmp_path, mode):
     # The cap once lived in rollout.explore alone, which needs choices: an inference
-    # engine's written answers could not be corrected at all.
+    # engine's written answers could not be corrected at all. In choice mode the
+    # messages of talk games (negotiation, signalling) are written answers too.
     over = [*TINY, f"model.mode={mode}", "model.text.tis_cap=2.0"]
-    assert setup(build_config(overrides=over), tmp_path).trainees[0].learner.tis_cap == cap
+    assert setup(build_config(overrides=over), tmp_path).trainees[0].learner.tis_cap == 2.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["rollout.explore.share=0.1"], "cannot go with rollout.explore"),
+        (["model.text.tis_cap=0.5"], "tis_cap=0.5 below 1 would weight every choice"),
+    ],
+)
+def test_a_text_cap_that_cannot_act_as_set_is_refused_before_writing(tmp_path, extra, match):
+    # The learner holds one cap: exploration's would take it, and a cap below 1 would
+    # weight every choice (whose ratio is 1) by it as well.
+    over = [*TINY, "model.mode=choice", "model.text.tis_cap=2.0", *extra]
+    with pytest.raises(ConfigError, match=match):
+        setup(build_config(overrides=over), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_in_the_first_evaluation_closes_the_loggers_and_says_what_was_saved(
+    tmp_path, monkeypatch
+):
+    closed = []
+
+    class Loggers:
+        def log(self, step, row):
+            pass
+
+        def close(self):
+            closed.append(True)
+
+    def interrupted(run):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hooks, "open_loggers", lambda sinks, opening: Loggers())
+    monkeypatch.setattr(trainer, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:  # a bare one would stop pytest itself
+        train(build_config(overrides=TINY), tmp_path)
+    assert isinstance(caught.value, rundir.RunInterrupted)
+    assert "before any state was saved" in str(caught.value) and closed == [True]
 
 
 def test_train_writes_the_run_directory(tmp_path):
@@ -206,3 +248,19 @@ def test_a_text_run_in_chat_context_trains_and_logs_its_format_reward(tmp_path):
         # nothing the random model writes is well formed: the penalty on every answer
         assert r["rollout/well_formed"] == 0.0
         assert r["rollout/format_reward"] <= -0.25
+
+
+def test_ctrl_c_while_a_resume_loads_leaves_the_saved_run_to_resume_again(tmp_path, monkeypatch):
+    # RunInterrupted without a saved iteration would say to start the run again.
+    cfg = build_config(overrides=TINY)
+    train(cfg, tmp_path, stop_after=1)
+
+    def interrupted(run, hooks):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "load_state", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        train(cfg, tmp_path, resume=True)
+    assert not isinstance(caught.value, rundir.RunInterrupted)
+    monkeypatch.undo()
+    assert train(cfg, tmp_path, resume=True)["iterations"] == 2

@@ -202,13 +202,13 @@ def std(xs: Iterable[float], *, ddof: int = 0) -> float:
 def summary_metrics(
     advantages: Advantages, baselines: Sequence[Sequence[float]] | None = None
 ) -> dict[str, float]:
-    """``adv/mean`` and ``adv/std`` over all turns, and ``adv/baseline_seat{s}``.
+    """``adv/mean`` and ``adv/std`` over all turns, and ``adv/baseline_seat{s}``
+    (a learner replaces the first two with its own turns': ``policy_turn_metrics``).
 
     ``baselines[e][s]`` is the value subtracted from seat ``s``'s return in episode
     ``e``; the metric is its mean over the batch's episodes that have seat ``s``.
     """
-    flat = [a for ep in advantages for seat in ep for a in seat]
-    metrics = {"adv/mean": mean(flat), "adv/std": std(flat), "adv/num_turns": float(len(flat))}
+    metrics = turn_metrics([a for ep in advantages for seat in ep for a in seat])
     if baselines is not None:
         by_seat: dict[int, list[float]] = {}
         for ep_baselines in baselines:
@@ -217,6 +217,32 @@ def summary_metrics(
         for seat, bs in sorted(by_seat.items()):
             metrics[f"adv/baseline_seat{seat}"] = mean(bs)
     return metrics
+
+
+def turn_metrics(advantages: Sequence[float]) -> dict[str, float]:
+    """``adv/mean``, ``adv/std`` and ``adv/num_turns`` of these turns' advantages."""
+    return {
+        "adv/mean": mean(advantages),
+        "adv/std": std(advantages),
+        "adv/num_turns": float(len(advantages)),
+    }
+
+
+def policy_turn_metrics(
+    episodes: Sequence[Episode], advantages: Advantages, policy_id: str
+) -> dict[str, float]:
+    """``turn_metrics`` over the turns of ``policy_id``'s trajectories only. An
+    estimator's ``summary_metrics`` take every seat's turns, an opponent's and another
+    learner's too, since it estimates them all; a learner logs its own."""
+    return turn_metrics(
+        [
+            a
+            for ep, ep_adv in zip(episodes, advantages, strict=True)
+            for traj, seat_adv in zip(ep.trajectories, ep_adv, strict=True)
+            if traj.policy_id == policy_id
+            for a in seat_adv
+        ]
+    )
 
 
 def assign_advantages(episodes: Sequence[Episode], advantages: Advantages) -> None:

@@ -13,6 +13,7 @@ class with ``init``/``plan``/``observe`` and one registry entry (docs/architectu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, Protocol
@@ -120,6 +121,9 @@ class RestartState:
     buffer: list[Start]
     restarted: int = 0
     """Groups restarted in the last plan (also in the plan's metrics)."""
+    carry: float = 0.0
+    """The fraction of a group that ``share`` asked for and the plans so far left out
+    (in [0, 1)): a share below one group per plan still restarts now and then."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,8 @@ class Restarts:
         """Fresh groups first, then the restarted ones, each replaying its source game's
         seed, seats and history under a group id that follows the fresh groups'."""
         size = ctx.group_size
-        starts = draw(state.buffer, int(self.cfg.share * (len(plan.seeds) // size)), ctx.rng)
+        wanted, carry = restart_groups(self.cfg.share, len(plan.seeds) // size, state.carry)
+        starts = draw(state.buffer, wanted, ctx.rng)
         fresh = len(plan.seeds) - len(starts) * size
         first = plan.seeds[0] + -(-fresh // size) if plan.seeds else 0
         copies = [(j, st) for j, st in enumerate(starts) for _ in range(size)]
@@ -154,7 +159,7 @@ class Restarts:
         # Reported with the plan: a source playing ahead plays it after later plans are made.
         return (
             out,
-            RestartState(state.buffer, len(starts)),
+            RestartState(state.buffer, len(starts), carry),
             {"rollout/restart_groups": float(len(starts))},
         )
 
@@ -184,7 +189,30 @@ class Restarts:
             fresh_only=self.cfg.sources == "fresh",
         )
         buffer = remember(state.buffer, new, self.cfg.buffer)
-        return RestartState(buffer, state.restarted), {"rollout/restart_buffer": float(len(buffer))}
+        metrics = {"rollout/restart_buffer": float(len(buffer))}
+        return replace(state, buffer=buffer), metrics
+
+
+WHOLE = 1e-9
+"""How far below a whole number a share of groups still counts as it: 0.29 * 100 is
+28.999999999999996 in floats, which is 29 groups, not 28 and a carry of 0.99..."""
+
+
+def restart_groups(share: float, groups: int, carry: float) -> tuple[int, float]:
+    """How many of ``groups`` restart, and the carry to the next plan: ``share`` of them
+    plus what earlier plans carried, rounded down, the rest carried. A share whose
+    groups are a whole number restarts that many every plan; a smaller one adds up
+    across plans (0.4 of 2 groups: 0, 1, 1, 1, 1, 0, ...), where rounding down each plan
+    alone would never restart a group. No draw: the counts follow from the share.
+
+    >>> restart_groups(0.5, 16, 0.0)
+    (8, 0.0)
+    >>> restart_groups(0.4, 2, 0.8)
+    (1, 0.6000000000000001)
+    """
+    due = share * groups + carry
+    whole = math.floor(due + WHOLE)
+    return whole, max(due - whole, 0.0)
 
 
 PLANNING: dict[str, Callable[[Any], PlanFeature]] = {

@@ -1,5 +1,6 @@
 """Planning parts: exploration marks the learners, restarts replay lost positions."""
 
+import json
 import math
 
 import numpy as np
@@ -7,7 +8,9 @@ import pytest
 
 from coplay.envs.registry import make_env
 from coplay.rollout.restarts import Start
-from coplay.rollout.source import Plan
+from coplay.rollout.source import Batch, Plan
+from coplay.train.checkpoints.safe_tree import load_tree, save_tree
+from coplay.train.checkpoints.state import state_records
 from coplay.train.config import build_config
 from coplay.train.loop import make_plan
 from coplay.train.parts.planning import (
@@ -103,6 +106,43 @@ def test_restarts_wait_for_lost_positions_and_round_the_share_down():
     assert out == plan and state.restarted == 0
     out, state, _ = part.plan(RestartState(list(STARTS)), fresh_plan(3, 2), context(2))
     assert state.restarted == 1 and out.group_ids == (100, 100, 101, 101, 102, 102)
+
+
+def restarted_per_plan(share: float, groups: int, size: int, plans: int) -> list[int]:
+    """Groups restarted in each of ``plans`` plans of ``groups`` groups, the state
+    passed on through ``observe`` of an empty batch as the loop passes it."""
+    part, ctx = Restarts(RestartsConfig(share=share)), context(size)
+    state, out = RestartState(list(STARTS)), []
+    for _ in range(plans):
+        _, state, metrics = part.plan(state, fresh_plan(groups, size), ctx)
+        state, _ = part.observe(state, Batch(episodes=(), versions={}, seconds=0.0), ctx)
+        out.append(int(metrics["rollout/restart_groups"]))
+    return out
+
+
+def test_a_share_below_one_group_a_plan_adds_up_across_plans():
+    # 8 games in groups of 4 at share 0.4: 0.8 of a group a plan, which rounding down
+    # each plan on its own made 0 forever.
+    assert restarted_per_plan(0.4, groups=2, size=4, plans=5) == [0, 1, 1, 1, 1]
+    assert sum(restarted_per_plan(0.1, groups=3, size=2, plans=20)) == 6
+
+
+def test_a_whole_share_of_groups_restarts_as_many_every_plan():
+    # The bundled presets: half of 16 groups, 8 every plan, nothing carried.
+    assert restarted_per_plan(0.5, groups=16, size=8, plans=4) == [8] * 4
+    # 0.29 * 100 is 28.999999999999996 in floats: still 29 groups.
+    assert restarted_per_plan(0.29, groups=100, size=2, plans=3) == [29] * 3
+
+
+def test_a_restart_state_saved_before_the_carry_existed_loads_with_none(tmp_path):
+    records = state_records()
+    save_tree({"restarts": RestartState(list(STARTS), 1, 0.5)}, tmp_path, "run", records=records)
+    doc = json.loads((tmp_path / "run.json").read_text())
+    fields = doc["tree"]["restarts"]["$record"]["fields"]
+    assert fields.pop("carry") == 0.5  # what an older run's state lacks
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    loaded = load_tree(tmp_path, "run", records=records)["restarts"]
+    assert loaded == RestartState(list(STARTS), 1, 0.0)
 
 
 def test_exploring_starts_assign_each_copy_the_next_legal_move():
