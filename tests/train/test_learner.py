@@ -48,6 +48,22 @@ def _samples(policy, n=8):
     return [Sample(d, float(a)) for d, a in zip(decs, rng.normal(size=len(decs)), strict=True)]
 
 
+def test_the_gradient_is_clipped_to_max_grad_norm_and_a_spike_is_counted():
+    # The step's gradient is left on the parameters: its norm is the clipped one, while
+    # loss/grad_norm reports the norm before clipping (nothing tested either before).
+    policy = _policy()
+    samples = _samples(policy)
+    clip = 1e-4
+    learner = make_learner(policy, LossConfig(), OptimConfig(minibatch_size=8, max_grad_norm=clip))
+    m = update(learner, samples, np.random.default_rng(0))
+    left = torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.grad is not None])
+    assert m["loss/grad_norm"] > 10 * clip  # far above the threshold: a spike
+    assert float(left.norm()) == pytest.approx(clip, rel=1e-3)
+    assert m["loss/grad_spikes"] == m["loss/steps"] == 1.0
+    loose = make_learner(_policy(), LossConfig(), OptimConfig(minibatch_size=8, max_grad_norm=1e6))
+    assert update(loose, _samples(loose.policy), np.random.default_rng(0))["loss/grad_spikes"] == 0
+
+
 @pytest.mark.parametrize("mode", ["choice", "text"])
 # constant_norm was accepted by the config and failed at the first update.
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "constant_norm"])

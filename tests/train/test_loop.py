@@ -11,7 +11,7 @@ from coplay.models.loading import load_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.train import loop
-from coplay.train.checkpoints.state import load_state, save_state
+from coplay.train.checkpoints.state import RUN_KEYS, RUN_STATE, load_state, read_state, save_state
 from coplay.train.config import build_config
 from coplay.train.hooks import Hook
 from coplay.train.loop import make_plan, run_loop
@@ -333,6 +333,30 @@ def test_resume_equals_uninterrupted(tmp_path, extra):
     a, b = load_policy(tmp_path / "whole"), load_policy(tmp_path / "split")
     for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(p, q)
+    # Everything a next iteration would start from, which the metrics above only see
+    # through one more step: the optimizers, the critic and its Adam moments, the
+    # magnet, the estimator's and planning parts' states, the generators.
+    runs = ("whole", "split")
+    whole_state, split_state = (read_state(tmp_path / r, RUN_STATE, RUN_KEYS) for r in runs)
+    for key in ("models", "trainees", "planning", "rngs"):
+        assert_same_tree(whole_state[key], split_state[key], key)
+
+
+def assert_same_tree(a, b, where: str) -> None:
+    """``a`` and ``b`` equal leaf by leaf, tensors bit for bit; ``where`` names a leaf."""
+    assert type(a) is type(b), where
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_same_tree(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_tree(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    else:
+        assert a == b, where
 
 
 class Recording(HFBackend):
