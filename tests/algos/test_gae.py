@@ -72,6 +72,7 @@ def test_targets_are_advantage_plus_value_and_raw_when_not_normalised():
     assert_close(out.advantages[0], [[0.0625, 0.75], [-1.0]])
     assert_close(out.value_targets[0], [[0.5625, 1.0], [-1.0]])
     assert_close(value_targets([ep], gamma=0.9, lam=0.5)[0], out.value_targets[0])
+    assert out.metrics["adv/value_mean"] == pytest.approx((0.5 + 0.25 + 0.0) / 3)
 
 
 def test_normalised_advantages_are_whitened():

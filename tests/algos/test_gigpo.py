@@ -88,6 +88,9 @@ def test_hand_computed():
     assert_close(out.advantages[2], [[0.0], [0.0]])
     # 8 turns; those in "s0" and "t0" of group 0 share a state with another turn
     assert out.metrics["adv/step_group_frac"] == pytest.approx(4 / 8)
+    # step groups (group, seat, state): group 0 has "s0", "a", "b" in seat 0 and "t0" in
+    # seat 1; group 1 has its own "s0" and "t0"
+    assert out.metrics["adv/num_step_groups"] == 6.0
     # with std scaling and discounting: group "s0" returns (0.95, -0.95)
     out = estimate(eps, eps=0.0)
     assert out.advantages[0][0] == pytest.approx((1 / math.sqrt(2) * 2, 1 / math.sqrt(2)))

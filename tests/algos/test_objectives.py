@@ -45,13 +45,14 @@ def test_low_and_high_clip_are_separate():
 
 
 def test_metrics_clip_frac_and_k3_approx_kl_over_mask():
-    ratios = torch.tensor([[2.0, 1.0, 0.5, 3.0]], dtype=torch.float64)
+    ratios = torch.tensor([[2.0, 1.0, 0.5, 3.0, 0.1]], dtype=torch.float64)
     logp = torch.log(ratios)
-    adv = torch.tensor([[1.0, 1.0, -1.0, 1.0]], dtype=torch.float64)
-    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)  # last unit is padding
+    adv = torch.tensor([[1.0, 1.0, -1.0, 1.0, -1.0]], dtype=torch.float64)
+    # the last two units are padding, one above and one below every valid ratio
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
     _, m = ppo_clip(logp, torch.zeros_like(logp), adv, mask=mask)
     assert m["loss/clip_frac"] == pytest.approx(2 / 3)  # units 0 and 2 are clipped
-    # the spread of the ratio over the valid units (the padded 3.0 is not one)
+    # the spread of the ratio over the valid units (the padded 3.0 and 0.1 are not)
     assert (m["loss/ratio_min"], m["loss/ratio_max"]) == pytest.approx((0.5, 2.0))
     k3 = [(r - 1) - math.log(r) for r in (2.0, 1.0, 0.5)]
     assert m["loss/approx_kl"] == pytest.approx(sum(k3) / 3)

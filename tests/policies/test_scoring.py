@@ -29,7 +29,10 @@ def batching(request, monkeypatch):
     return request.param
 
 
-def test_shared_prefix_scoring_equals_full_sequences(tiny, batching):
+# The game's own actions (one token each), then actions of unequal token lengths:
+# the shorter ones are padded, and their padding must not count.
+@pytest.mark.parametrize("actions", [None, ((5, 6), (7,)), ((8,), (5, 6, 7), (9, 10))])
+def test_shared_prefix_scoring_equals_full_sequences(tiny, batching, actions):
     model, tok = tiny
     policy = LMPolicy(model, tok)
     env = make_env("tic_tac_toe")
@@ -42,10 +45,15 @@ def test_shared_prefix_scoring_equals_full_sequences(tiny, batching):
             )
         obs = env.observe(env.players_to_act()[0])
         items.append(policy._choice_item(obs))
+    if actions is not None:
+        items = [(p, actions) for p, _ in items]
     with torch.no_grad():
         fast = choice_sequence_logps(model, items, temperature=0.7)
-        ref = sequence_logps(model, [(p, c) for p, cs in items for c in cs], temperature=0.7)
-    assert fast.shape == ref.shape
+        # Each full sequence scored alone: no padding, no cache, no shared prefix.
+        ref = torch.cat(
+            [sequence_logps(model, [(p, c)], temperature=0.7) for p, cs in items for c in cs]
+        )
+    assert fast.shape == ref.shape == (sum(len(cs) for _, cs in items),)
     assert torch.allclose(fast, ref, atol=1e-5)
 
 

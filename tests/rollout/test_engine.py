@@ -93,17 +93,51 @@ def test_results_do_not_depend_on_batch_order():
     assert [e.returns for e in fwd] == [e.returns for e in rev[::-1]]
 
 
+class KingAware:
+    """Bets, or calls a bet, holding the king; otherwise passes (checks or folds)."""
+
+    policy_id = "king"
+    version = 0
+
+    def act(self, observations):
+        picks = ["[Bet]" if "Your card: K." in o.text else "[Pass]" for o in observations]
+        return [Decision(text=a, action=a, policy_id=self.policy_id) for a in picks]
+
+
+class AlwaysBet:
+    """Bets, or calls a bet, whatever it holds."""
+
+    policy_id = "bettor"
+    version = 0
+
+    def act(self, observations):
+        return [
+            Decision(text="[Bet]", action="[Bet]", policy_id=self.policy_id) for _ in observations
+        ]
+
+
 def test_seat_permutation_swaps_per_seat_statistics():
-    a, b = FirstLegal(), Scripted(["[Bet]", "[Call]"], policy_id="b")
-    ab = play_episodes(kuhn, [[a, b]] * 30, list(range(30)))
-    ba = play_episodes(kuhn, [[b, a]] * 30, list(range(30)))
-    # The seat of each policy is recorded; a policy's returns in a seat don't depend on
-    # which list position its opponent came from.
-    assert all(e.seats == ("first", "b") for e in ab)
-    assert all(e.seats == ("b", "first") for e in ba)
-    ret_a_seat0 = [e.returns[0] for e in ab]
-    ret_a_seat1 = [e.returns[1] for e in ba]
-    assert len(ret_a_seat0) == len(ret_a_seat1) == 30
+    # King-aware against an always-bettor, in either seat: with the king it bets or
+    # calls and wins the showdown (+2); otherwise it checks or folds to the bet (-1).
+    # So its return is a function of its own card alone, whatever its seat.
+    a, b = KingAware(), AlwaysBet()
+    seeds = list(range(30))
+    ab = play_episodes(kuhn, [[a, b]] * 30, seeds)
+    ba = play_episodes(kuhn, [[b, a]] * 30, seeds)
+    assert all(e.seats == ("king", "bettor") for e in ab)
+    assert all(e.seats == ("bettor", "king") for e in ba)
+
+    def want(ep, seat):
+        text = ep.trajectories[seat].turns[0].observation.text
+        assert f"You are player {seat}." in text
+        return 2.0 if "Your card: K." in text else -1.0
+
+    for eps, seat in ((ab, 0), (ba, 1)):
+        got = [e.returns[seat] for e in eps]
+        assert got == [want(e, seat) for e in eps]
+        assert [e.returns[1 - seat] for e in eps] == [-r for r in got]  # zero-sum
+        assert {t.decision.policy_id for e in eps for t in e.trajectories[seat].turns} == {"king"}
+        assert set(got) == {2.0, -1.0}  # both cards occur: the check is not vacuous
 
 
 def test_valid_answer_needs_no_treatment():
@@ -139,6 +173,39 @@ def test_penalty_plays_a_random_legal_action_and_costs_reward():
     assert sum(env_returns) == pytest.approx(0.0)  # the game itself stays zero-sum
     n_pen = sum(t.treatment == "penalty" for t in ep.turns)
     assert sum(ep.returns) == pytest.approx(-0.5 * n_pen)
+
+
+def test_penalty_moves_are_drawn_uniformly_from_the_legal_actions():
+    bot = Scripted(["???"])
+    cfg = InvalidActionConfig(retries=0, on_fail="penalty", penalty=-0.5)
+    eps = play_episodes(kuhn, [[bot, bot]] * 400, list(range(400)), invalid=cfg)
+    firsts = [e.turns[0] for e in eps]
+    assert all(t.treatment == "penalty" for t in firsts)
+    bets = sum(t.played_action == "[Bet]" for t in firsts)
+    # Binomial(400, 1/2): sd 10, so 150..250 is five sd either side.
+    assert 150 <= bets <= 250
+    assert {t.played_action for t in firsts} == {"[Pass]", "[Bet]"}
+
+
+def test_a_penalty_move_is_its_seats_stream_draw():
+    # With streams, each penalty move is the seat's next draw (the scripted bot draws
+    # nothing itself): replayed here from fresh streams of the same seeds.
+    from coplay.rollout.streams import SeatStream
+
+    bot = Scripted(["???"])
+    cfg = InvalidActionConfig(retries=0, on_fail="penalty", penalty=-0.5)
+    streams = [1000 + i for i in range(40)]
+    eps = play_episodes(kuhn, [[bot, bot]] * 40, [0] * 40, invalid=cfg, streams=streams)
+    played = []
+    for ep, stream in zip(eps, streams, strict=True):
+        for seat, traj in enumerate(ep.trajectories):
+            own = SeatStream(stream, seat)
+            for t in traj.turns:
+                legal = t.observation.legal_actions
+                assert t.treatment == "penalty"
+                assert t.played_action == legal[own.below(len(legal))]
+                played.append(t.played_action)
+    assert set(played) == {"[Pass]", "[Bet]"}
 
 
 def test_retries_then_penalty():
