@@ -179,12 +179,19 @@ def run_case(name: str, case: dict, before: bool, tmp: Path) -> dict[str, list[d
 
 
 def compare(a: dict, b: dict) -> int:
-    """Print the first difference of every case; returns how many cases differ."""
+    """Print the first difference of every case; returns how many cases differ, count
+    a case that failed to run or ran on one side only among them: equal failures
+    compare nothing."""
     bad = 0
     for case in sorted(a.keys() | b.keys()):
         x, y = a.get(case), b.get(case)
         if x is None or y is None:
+            bad += 1
             print(f"only in {'first' if y is None else 'second'}: {case}")
+            continue
+        if "error" in x or "error" in y:
+            bad += 1
+            print(f"FAILED {case}: {(x.get('error') or y.get('error'))[0]['stderr']}")
             continue
         diff = _first_diff(x, y, case)
         if diff:

@@ -97,12 +97,13 @@ def theirs(model: PreTrainedModel, prompts: Sequence[Sequence[int]], new: int) -
         attention_mask=attn,
         do_sample=True,
         max_new_tokens=new,
-        min_new_tokens=new,
         temperature=1.0,
         top_k=0,
         top_p=1.0,
         pad_token_id=0,
-        eos_token_id=2,
+        # No end token, as sample_text's eos_id=-1: every row writes ``new`` tokens
+        # without the min-length processors that forcing the length with one would add.
+        eos_token_id=None,
     )
     return (out.shape[1] - ids.shape[1]) * out.shape[0]
 

@@ -950,6 +950,7 @@ def _uniforms(
     return torch.stack(own, dim=1)
 
 
+@torch.no_grad()  # sampling is never differentiated: no graph through the cache
 def sample_text(
     model: PreTrainedModel,
     prompts: Sequence[Sequence[int]],

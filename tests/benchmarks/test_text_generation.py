@@ -46,3 +46,20 @@ def test_quick_run_on_a_gpu(capsys):
     rows = _bench().main(["--quick", "--device", "cuda"])
     assert all(r["ratio"] > 0 for r in rows)
     assert "NVIDIA" in capsys.readouterr().out or torch.version.hip
+
+
+def test_both_arms_sample_without_building_a_graph():
+    # sample_text ran with autograd on, recording a backward graph at every step that
+    # generate (and the engine, under no_grad) never builds: its arm read slow.
+    bench = _bench()
+    policy = bench.kuhn_policy()
+    prompts = bench.kuhn_prompts(policy, 4)
+    grads = []
+    hook = policy.model.register_forward_hook(
+        lambda module, args, out: grads.append(out.logits.requires_grad)
+    )
+    try:
+        assert bench.ours(policy.model, prompts, 3) == bench.theirs(policy.model, prompts, 3) == 12
+    finally:
+        hook.remove()
+    assert grads and not any(grads)
