@@ -90,6 +90,12 @@ def messages_text(messages: Sequence[tuple]) -> str:
     )
 
 
+def default_kind(num_players: int) -> GameKind:
+    """A TextArena game's kind unless told: zero-sum for two players, general-sum for
+    more (TextArena pays them by rank: ThreePlayerTicTacToe gives (-1, -1, +1))."""
+    return GameKind.ZERO_SUM if num_players == 2 else GameKind.GENERAL_SUM
+
+
 class TextArenaEnv:
     """A TextArena game behind the ``Env`` protocol (see the module docstring)."""
 
@@ -98,7 +104,7 @@ class TextArenaEnv:
         env_id: str,
         *,
         num_players: int = 2,
-        kind: GameKind = GameKind.ZERO_SUM,
+        kind: GameKind | None = None,
         max_turns: int = MAX_TURNS,
         legal_actions: Callable[[str], tuple[str, ...] | None] = listed_actions,
     ) -> None:
@@ -117,7 +123,9 @@ class TextArenaEnv:
         self.spec = GameSpec(
             name=f"textarena:{env_id}",
             num_players=num_players,
-            kind=GameKind(kind),
+            # Two players win and lose what the other loses; more are paid by rank,
+            # (-1, -1, +1) or (1, -1, 0), which sums to no constant.
+            kind=GameKind(kind) if kind is not None else default_kind(num_players),
             max_turns=max_turns,
             perfect_information=False,
         )

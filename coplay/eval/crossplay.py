@@ -298,7 +298,9 @@ def _collect(
         field[i, j] = _field_return(eps, seats)
         if n == 2:
             results[j][i] = summarize(eps, [1 - s for s in seats], n)
-        _tally(wins, draws, i, j, [outcome(e.returns, s) for e, s in zip(eps, seats, strict=True)])
+        _tally(
+            wins, draws, i, j, [outcome(e.game_returns, s) for e, s in zip(eps, seats, strict=True)]
+        )
     focal = np.array([[r.mean_return.value for r in row] for row in results])
     return CrossPlayResult(
         game=game,
@@ -341,7 +343,7 @@ def _self_play(episodes: Sequence[Episode], n: int) -> MatchResult:
 def _field_return(episodes: Sequence[Episode], seats: Sequence[int]) -> float:
     """Mean return of the seats around the focal policy, per game, then over games."""
     per_game = [
-        np.mean([r for s, r in enumerate(e.returns) if s != focal])
+        np.mean([r for s, r in enumerate(e.game_returns) if s != focal])
         for e, focal in zip(episodes, seats, strict=True)
     ]
     return float(np.mean(per_game))

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from coplay.play.session import IllegalMove, Move, Session, headline, numbered, score_line
+from coplay.play.session import (
+    IllegalMove,
+    Move,
+    PlayerFailed,
+    Session,
+    headline,
+    numbered,
+    score_line,
+)
 
 QUIT = ("q", "quit", "exit")
 
@@ -55,12 +63,21 @@ def _one_game(session: Session, games: int, ask, say) -> None:
         if session.outcome is not None:
             break
         if watching:
-            session.advance(max_steps=1)
+            _advance(session, say, max_steps=1)
             continue
         for seat in session.waiting():
             _ask_move(session, seat, ask, say)
-        session.advance()
+        _advance(session, say)
     _show_outcome(session, say)
+
+
+def _advance(session: Session, say, **kwargs) -> None:
+    """``session.advance``; a policy that could not answer forfeited the game, which is
+    over: say why, and the game's outcome follows as any other's (then the next deal)."""
+    try:
+        session.advance(**kwargs)
+    except PlayerFailed as err:
+        say(f"coplay play: {err}")
 
 
 def _show_moves(session: Session, shown: int, say, *, watching: bool) -> int:

@@ -15,7 +15,7 @@ from coplay.envs.registry import make_env
 from coplay.envs.textarena_env import TextArenaEnv, listed_actions
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
-from coplay.types import Decision, Observation
+from coplay.types import Decision, GameKind, Observation
 
 
 class Say:
@@ -206,3 +206,13 @@ def test_a_textarena_game_plays_to_the_end_through_pettingzoo_and_at_a_play_tabl
     table.new_game()
     table.advance()
     assert table.outcome is not None and len(table.outcome.views) == 2
+
+
+def test_games_of_more_than_two_players_are_general_sum_unless_told(ta):
+    # TextArena pays three players by rank, (-1, -1, +1): labelled zero-sum, a forfeit
+    # paid the others +0.5 each and the zero-sum meta-solvers took the game.
+    three = make_env("textarena:ThreePlayerTicTacToe-v0", num_players=3)
+    assert three.spec.kind is GameKind.GENERAL_SUM
+    assert make_env("textarena:TicTacToe-v0").spec.kind is GameKind.ZERO_SUM
+    told = make_env("textarena:ThreePlayerTicTacToe-v0", num_players=3, kind="zero_sum")
+    assert told.spec.kind is GameKind.ZERO_SUM

@@ -14,6 +14,7 @@ from coplay.eval.matches import mean_interval, wilson
 from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy, ScriptedPolicy
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import LocalSource
+from coplay.types import Decision
 
 
 class Always(ScriptedPolicy):
@@ -219,3 +220,24 @@ def test_zero_sum_self_play_has_a_degenerate_return_interval_at_zero():
     for rate in (cell.win, cell.loss):
         assert (rate.value, rate.low, rate.high) == pytest.approx((0.5, half.low, half.high))
     assert cell.draw.value == 0.0 and cell.draw.high == pytest.approx(wilson(0, 40).high)
+
+
+class _NeverLegal:
+    """Never names a legal move: the penalty treatment plays a random one for it."""
+
+    policy_id, version = "never-legal", 0
+
+    def act(self, observations):
+        return [Decision("hmm", None, self.policy_id) for _ in observations]
+
+
+def test_the_wins_that_feed_the_ratings_are_the_tables_under_penalties():
+    # The win counts (Elo's and OpenSkill's input) read the penalised returns while the
+    # table read what the game paid: 18 wins against the table's 86 out of 200.
+    players = {"never-legal": _NeverLegal(), "random": RandomPolicy(seed=1)}
+    invalid = InvalidActionConfig(on_fail="penalty", penalty=-0.5)
+    res = cross_play("tic_tac_toe", players, episodes=60, invalid=invalid)
+    side = res.results[0][1]
+    assert res.wins[0, 1] == round(side.win.value * 60)
+    assert res.wins[1, 0] == round(side.loss.value * 60)
+    assert res.draws[0, 1] == round(side.draw.value * 60)

@@ -156,3 +156,32 @@ def test_tic_tac_toe_at_the_prompt_the_announced_result_matches_the_board():
     assert f"game over: you {word} ({expected[0]:+g})" in text
     assert "moves: [0] [1] [2] [3] [4] [5] [6] [7] [8]  (type the move)" in text
     assert "seat 1 (random) played [" in text  # perfect information: the moves are shown
+
+
+class _DownOnce:
+    """Answers at random, except its first request, which finds its endpoint down."""
+
+    policy_id, version = "remote", 0
+
+    def __init__(self):
+        self.inner, self.calls = make_scripted("random", "kuhn_poker", 0), 0
+
+    def act(self, observations):
+        self.calls += 1
+        if self.calls == 1:
+            raise ConnectionRefusedError("cannot reach http://127.0.0.1:9: refused")
+        return self.inner.act(observations)
+
+
+def test_a_player_that_cannot_answer_forfeits_its_game_and_the_table_goes_on():
+    # The session ended with a traceback-free error, but before the outcome of the
+    # forfeited game was shown and without playing the games left.
+    session = Session(
+        lambda: make_env("kuhn_poker"), {"bot": _DownOnce(), "you": None}, ["bot", "you"], seed=0
+    )
+    said = []
+    assert play_in_terminal(session, games=3, ask=lambda prompt: "1", say=said.append) == 0
+    assert session.games_played == 3
+    assert any("could not answer and forfeits" in line for line in said)
+    over = [line for line in said if line.startswith("game over")]
+    assert len(over) == 3 and "you won (+2)" in over[0]
