@@ -11,6 +11,9 @@ nothing is fetched from the network) and a small JSON API over one ``Session``:
     GET  /api/replays         the run's recorded games (``transcripts.jsonl``), summarised
     GET  /api/replays/<i>     one recorded game, turn by turn
 
+A POST may say which table it was made on, ``"at": [game number, moves logged]`` (the
+page always does): made on another, it is refused with 409 (``table_moved_on``).
+
 A person's private information leaves the server only for the person's own seats: the
 other seats' views and their hidden moves are sent once the game is over.
 """
@@ -144,6 +147,24 @@ def step(session: Session, body: dict) -> None:
     session.advance(max_steps=1)
 
 
+def table_moved_on(session: Session, body: dict) -> str | None:
+    """Why a request made on an older table is refused, or None. The page sends ``at``,
+    the game number and moves logged that it showed; a second tab, or a page left
+    behind a deal, would otherwise play its move into another turn or game."""
+    at = body.get("at")
+    if at is None:  # a client that does not say (scripts): the table as it is
+        return None
+    if not (isinstance(at, list) and len(at) == 2 and all(type(x) is int for x in at)):
+        raise ValueError(f"at must be [game number, moves logged], got {at!r}")
+    now = [session.games_played, len(session.moves)]
+    if at != now:
+        return (
+            f"the table has moved on (game {now[0]}, {now[1]} moves, where this page showed "
+            f"game {at[0]}, {at[1]} moves): it shows the table as it is now"
+        )
+    return None
+
+
 ACTIONS = {"/api/move": play_move, "/api/new": deal, "/api/step": step}
 """What each POST does to the session, given the request's JSON body."""
 
@@ -192,6 +213,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             with self.server.lock:
+                moved_on = table_moved_on(self.server.session, body)
+                if moved_on:
+                    return self._json({"error": moved_on}, HTTPStatus.CONFLICT)
                 action(self.server.session, body)
                 state = table_state(self.server.session)
         except (IllegalMove, ValueError) as err:

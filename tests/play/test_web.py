@@ -263,3 +263,19 @@ def test_the_command_serves_the_page_and_stops_on_ctrl_c_in_one_line():
         out
         == "\ncoplay play: stopped; score after 0 games: you +0 (0 won, 0 drawn, 0 lost) · random +0 (0 won, 0 drawn, 0 lost)\n"
     )
+
+
+def test_a_move_made_on_an_older_table_is_refused_not_played_elsewhere():
+    # A second tab (or a page left behind a deal) played its move into whatever game
+    # was on the table: game 1's [Bet] became game 2's first move.
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random", seed=2)
+    server = serving(session)
+    _, seen = get(server.url + "api/state")
+    at = [seen["number"], len(seen["log"])]
+    status, now = post(server.url + "api/move", {"seat": 0, "move": "[Pass]", "at": at})
+    assert status == 200
+    status, refused = post(server.url + "api/move", {"seat": 0, "move": "[Bet]", "at": at})
+    assert status == 409 and refused["error"].startswith("the table has moved on")
+    assert get(server.url + "api/state")[1]["log"] == now["log"]  # nothing was played
+    assert post(server.url + "api/move", {"seat": 0, "move": "[Bet]", "at": "x"})[0] == 400
+    server.shutdown()
