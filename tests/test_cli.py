@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -1399,3 +1400,20 @@ def test_train_help_names_the_default_out_of_a_config_file(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "runs/<config file's stem>" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", ["train", "league", "psro"])
+def test_a_run_whose_saved_settings_were_emptied_is_refused_not_resumed_with_defaults(
+    command, kuhn_run, tmp_path, capsys
+):
+    # An emptied psro.yaml resumed a finished 1-response run to 8 responses; an emptied
+    # config.yaml or league.yaml resumed with the defaults, or failed far from the file.
+    run = tmp_path / "run"
+    shutil.copytree(kuhn_run, run)
+    emptied = run / ("config.yaml" if command == "train" else f"{command}.yaml")
+    emptied.write_text("")
+    before = (run / "metrics.jsonl").read_bytes()
+    assert main([command, "--resume", str(run), "train.iterations=3"]) == 2
+    err = capsys.readouterr().err
+    assert f"{emptied} is empty" in err and len(err.splitlines()) == 1
+    assert (run / "metrics.jsonl").read_bytes() == before

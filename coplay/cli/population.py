@@ -308,8 +308,10 @@ def _population_run(kind, name: str, args: argparse.Namespace, options: Options)
             f"and directory it saved (key=value overrides still change its trainer)"
         )
     _check_resumable(out, name)
+    load_yaml(out / "config.yaml", "the run's config", empty_ok=False)
     run = build_config(file=out / "config.yaml", overrides=args.overrides)
-    return _validated(kind, run=run, **load_yaml(out / f"{name}.yaml")), out
+    settings = load_yaml(out / f"{name}.yaml", f"the {name}'s settings", empty_ok=False)
+    return _validated(kind, run=run, **settings), out
 
 
 def _check_resumable(out: Path, name: str) -> None:

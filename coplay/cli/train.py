@@ -63,11 +63,12 @@ def _train_arguments(t: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from coplay.train.config import base_preset, build_config
+    from coplay.train.config import base_preset, build_config, load_yaml
 
     overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
     if args.resume is not None:
         out, roster = _resumed(args)
+        load_yaml(out / "config.yaml", "the run's config", empty_ok=False)
         cfg = build_config(file=out / "config.yaml", overrides=overrides)
         return _train(args, cfg, out, roster)
     preset = base_preset(args.preset, args.config)

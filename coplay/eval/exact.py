@@ -153,6 +153,15 @@ def to_table(
 
 def _check_distributions(tab: os_policy.TabularPolicy) -> None:
     sums = tab.action_probability_array.sum(axis=1)
+    # NaN passes the sum test (a comparison with NaN is False) and failed later, deep
+    # in OpenSpiel, with "iteration over a 0-d array".
+    broken = np.flatnonzero(~np.isfinite(tab.action_probability_array).all(axis=1))
+    if broken.size:
+        key = tab.states[broken[0]].information_state_string()
+        raise ValueError(
+            f"policy probabilities are not finite at info state {key!r}: the weights "
+            "diverged (a learning rate too high for the model? try a lower optim.lr)"
+        )
     bad = np.flatnonzero(np.abs(sums - 1.0) > 1e-4)
     if bad.size:
         key = tab.states[bad[0]].information_state_string()

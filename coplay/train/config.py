@@ -451,9 +451,12 @@ def load_preset(name: str) -> dict[str, Any]:
     return yaml.safe_load(_preset_text(name)) or {}
 
 
-def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
+def load_yaml(
+    path: str | Path, what: str = "config file", *, empty_ok: bool = True
+) -> dict[str, Any]:
     """A YAML mapping from a file, with a clear error if it is not one (``what`` names
-    the file's kind in it)."""
+    the file's kind in it). A file a run saved is never empty (``empty_ok=False``): read
+    as no settings, an emptied one resumed the run with the defaults."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{what} {path} does not exist")
@@ -463,6 +466,8 @@ def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
         raise ConfigError(f"{what} {path} is not valid YAML: {err}".splitlines()[0]) from err
     except UnicodeDecodeError as err:
         raise ConfigError(f"{what} {path} is not UTF-8 text ({err.reason})") from None
+    if data is None and not empty_ok:
+        raise ConfigError(f"{what} {path} is empty: the settings the run saved there are lost")
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -82,3 +82,14 @@ def test_decide_exact_by_mode_and_game():
     assert decide_exact("auto", ttt, "tic_tac_toe", {}) is False  # perfect information
     with pytest.raises(ValueError, match="imperfect-information"):
         decide_exact(True, ttt, "tic_tac_toe", {})
+
+
+def test_probabilities_that_are_not_finite_are_one_line_naming_the_cause():
+    # Diverged weights (optim.lr=3) gave NaN rows, which the sum check let through:
+    # the run failed deep in OpenSpiel with "iteration over a 0-d array".
+    class Diverged(RandomPolicy):
+        def action_probs(self, observations):
+            return [{a: float("nan") for a in o.legal_actions} for o in observations]
+
+    with pytest.raises(ValueError, match=r"^policy probabilities are not finite .* optim.lr"):
+        exploitability(Diverged(), "kuhn_poker")
