@@ -12,7 +12,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from coplay.cli import COMMANDS, main
-from tests.policies.test_remote import FakeServer, completion
+from tests.policies.test_remote import completion, serving_fake
 
 TINY = [
     "train.iterations=2",
@@ -1107,14 +1107,7 @@ def test_eval_of_a_text_policy_against_a_text_opponent_samples_both(writer, caps
     assert "opponent's invalid answers (sampled, K=2)" in shown
 
 
-@pytest.fixture
-def server(monkeypatch):
-    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    fake = FakeServer()
-    yield fake
-    fake.httpd.shutdown()
-    fake.httpd.server_close()
+server = pytest.fixture(serving_fake, name="server")
 
 
 def test_eval_plays_a_remote_endpoint_and_reads_it_exactly_by_its_sampled_answers(

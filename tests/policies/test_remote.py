@@ -60,14 +60,17 @@ def completion(content):
     return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
 
 
-@pytest.fixture
-def server(monkeypatch):
+def serving_fake(monkeypatch):
+    """A ``FakeServer`` reached without a proxy, shut down after the test (a fixture's body)."""
     for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
     fake = FakeServer()
     yield fake
     fake.httpd.shutdown()
     fake.httpd.server_close()
+
+
+server = pytest.fixture(serving_fake, name="server")
 
 
 def test_reply_is_parsed_into_a_legal_action_and_the_request_is_openai_shaped(server):
