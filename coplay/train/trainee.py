@@ -21,6 +21,7 @@ from coplay.algos.advantages import Advantages, Estimator
 from coplay.algos.advantages.base import policy_turn_metrics
 from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
 from coplay.policies.lm import LMPolicy
+from coplay.rollout.engine import collector_paused
 from coplay.rollout.restarts import opening_targets
 from coplay.train.checkpoints.state import load_weights
 from coplay.train.critic import Critic, critic_update, fill_values
@@ -59,8 +60,16 @@ class Trainee:
 
     def learn(self, episodes: Sequence[Episode], rng: np.random.Generator) -> dict[str, float]:
         """Advantages, then the policy (and critic) update; ``adv/*``, ``loss/*`` and
-        ``critic/*`` metrics."""
+        ``critic/*`` metrics. The garbage collector is paused meanwhile, as in play:
+        an update makes no reference cycles, only collector passes
+        (``collector_paused``)."""
         t0 = time.perf_counter()
+        with collector_paused():
+            metrics = self._learn(episodes, rng)
+        metrics["perf/update_s"] = time.perf_counter() - t0
+        return metrics
+
+    def _learn(self, episodes: Sequence[Episode], rng: np.random.Generator) -> dict[str, float]:
         shaped = self.format_rewards(episodes)
         if self.critic is not None:
             fill_values(self.critic, episodes)
@@ -80,7 +89,6 @@ class Trainee:
         if self.critic is not None and est.value_targets is not None:
             turns, targets = learner_turns(episodes, est.value_targets, self.name)
             metrics |= critic_update(self.critic, turns, targets, rng, epochs=self.learner.epochs)
-        metrics["perf/update_s"] = time.perf_counter() - t0
         return metrics
 
     def format_rewards(self, episodes: Sequence[Episode]) -> dict[str, float]:

@@ -1,12 +1,16 @@
 """A learner's side of the loop: advantages, sample filters, update and critic."""
 
+import gc
 import math
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from coplay.train import trainee as trainee_module
 from coplay.train.config import build_config
+from coplay.train.learner import update
 from coplay.train.parts.term import Sample
 from coplay.train.trainee import filter_samples, informative_seats, learner_turns
 from coplay.train.trainer import setup
@@ -225,3 +229,40 @@ def test_learner_turns_pair_the_learners_turns_with_their_targets(tmp_path):
     ]
     assert turns == [t for t, _ in expected] and values == [v for _, v in expected]
     assert 0 < len(turns) < sum(len(e.turns) for e in episodes)  # the random bot's are not
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["algo.estimator=gae", "algo.params={}"],  # the critic's regression too
+        ["model.mode=text", "model.max_new_tokens=4"],
+    ],
+    ids=["choice", "critic", "text"],
+)
+def test_an_update_pauses_the_collector_and_leaves_no_cycles(tmp_path, monkeypatch, overrides):
+    # The collector is off while a learner updates; that frees nothing later than
+    # before only because an update makes no reference cycles: a cycle holding
+    # activations would stay alive until the update ended.
+    run = setup(build_config(overrides=[*TINY, *overrides]), tmp_path)
+    trainee = run.trainees[0]
+    episodes = play(run, 1)[0].episodes
+    seen = []
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(trainee_module, "update", watched)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a pass finds unreachable is kept to be named
+    try:
+        trainee.learn(episodes, run.rng)
+        enabled_after = gc.isenabled()
+        found = gc.collect()
+        kinds = Counter(type(o).__name__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert seen == [False] and enabled_after
+    assert found == 0, kinds.most_common(5)
