@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from importlib.util import find_spec
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +37,31 @@ def check_room(cfg: RayConfig, workers: int) -> None:
             f"reserving ray.worker_cpus={cfg.worker_cpus:g} each: raise ray.num_cpus, "
             "lower ray.worker_cpus or leave ray.num_cpus unset"
         )
+
+
+REACH_TIMEOUT_S = 5.0
+"""Seconds a cluster's address has to accept a connection before a run is refused."""
+
+
+def check_reachable(address: str | None, *, timeout: float = REACH_TIMEOUT_S) -> None:
+    """Refuse a cluster address where nothing accepts a connection (a ``ConnectionError``,
+    one line): Ray retries it for minutes without a word (a mistyped port kept a run
+    waiting over two minutes). ``auto`` and ``local`` are Ray's own to resolve, and an
+    address without a numeric port is left to Ray's own error."""
+    if address is None or address in ("auto", "local"):
+        return
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        reason = f"no answer in {timeout:g} s" if isinstance(err, TimeoutError) else err.strerror
+        raise ConnectionError(
+            f"ray.address={address}: nothing accepts a connection at {host}:{port} "
+            f"({reason or type(err).__name__}); start the cluster there (ray start --head) "
+            "or correct the address"
+        ) from None
 
 
 def require_ray(asked_by: str) -> None:

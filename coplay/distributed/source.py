@@ -34,7 +34,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from coplay.distributed.config import RayConfig, check_room
+from coplay.distributed.config import RayConfig, check_reachable, check_room
 from coplay.distributed.staleness import keep_fresh
 from coplay.distributed.worker import RolloutWorker, Shipment, cpu_weights, for_workers
 from coplay.envs.gameref import GameRef
@@ -77,6 +77,7 @@ def start_ray(cfg: RayConfig, workers: int) -> None:
         "logging_level": logging.WARNING,
     }
     if cfg.address is not None:
+        check_reachable(cfg.address)
         ray.init(address=cfg.address, **quiet)
     else:
         # address="local": a Ray of our own even where another runs on this machine

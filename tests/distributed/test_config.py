@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
+import time
 
 import pytest
 
 from coplay.distributed import episode_source
-from coplay.distributed.config import RayConfig, require_ray
+from coplay.distributed.config import RayConfig, check_reachable, require_ray
 from coplay.envs.gameref import GameRef
 from coplay.rollout.source import LocalSource
 from coplay.train.config import ConfigError, build_config
@@ -46,3 +48,38 @@ def test_zero_workers_is_the_local_engine_and_the_ray_section_defaults_to_local(
         build_config(overrides=["rollout.max_staleness=2"])  # with no workers to play ahead
     with pytest.raises(ConfigError, match="max_staleness"):
         build_config(overrides=["rollout.max_staleness=-1"])
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("form", ["127.0.0.1:{}", "ray://127.0.0.1:{}"])
+def test_an_address_where_nothing_listens_is_one_line(closed_port, form):
+    # Ray itself retries such an address for minutes without a word.
+    address = form.format(closed_port)
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError) as err:
+        check_reachable(address)
+    message = str(err.value)
+    assert message.startswith(f"ray.address={address}: nothing accepts a connection")
+    assert "ray start --head" in message and "\n" not in message
+    assert time.perf_counter() - start < 2.0  # refused at once, not after Ray's retries
+
+
+def test_a_listening_address_passes_and_ray_resolves_its_own_names(monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        check_reachable(f"127.0.0.1:{s.getsockname()[1]}")
+
+    def no_connection(*args, **kwargs):
+        raise AssertionError("no connection is tried")
+
+    monkeypatch.setattr(socket, "create_connection", no_connection)
+    for address in (None, "auto", "local", "cluster-without-port"):
+        check_reachable(address)

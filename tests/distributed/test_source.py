@@ -11,6 +11,7 @@ import gc
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +44,7 @@ from coplay.distributed.source import (  # noqa: E402
     WorkerLost,
     local_cpus,
     split,
+    start_ray,
     start_workers,
 )
 
@@ -401,3 +403,15 @@ def test_a_policy_off_the_cpu_is_shipped_to_load_onto_the_workers_cpu():
     assert all(p.device.type == "cpu" for p in back.model.parameters())
     weights = policy.model.state_dict()
     assert worker_module.cpu_weights(weights) is weights  # nothing to move
+
+
+def test_joining_an_address_where_nothing_listens_starts_no_ray(monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    with pytest.raises(ConnectionError, match=f"ray.address=127.0.0.1:{port}: nothing accepts"):
+        start_ray(RayConfig(address=f"127.0.0.1:{port}"), 1)
+    assert calls == []
