@@ -1410,3 +1410,142 @@ def test_a_run_whose_saved_settings_were_emptied_is_refused_not_resumed_with_def
     err = capsys.readouterr().err
     assert f"{emptied} is empty" in err and len(err.splitlines()) == 1
     assert (run / "metrics.jsonl").read_bytes() == before
+
+
+# --- the second list of the command-line fuzz ------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "transcripts.jsonl"])
+def test_bytes_that_are_not_utf8_are_named_on_resume_and_the_run_left_as_it_is(
+    kuhn_run, tmp_path, capsys, name
+):
+    run = _copy(kuhn_run, tmp_path / "run")
+    with (run / name).open("ab") as f:
+        f.write(b'{"iteration": 3, "x": "\xff"}')
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(["train", "--quiet", "--resume", str(run), "train.iterations=3"]) == 2
+    line = len((kuhn_run / name).read_text().splitlines()) + 1
+    assert capsys.readouterr().err == (
+        f"coplay train: error: {run / name}:{line} is not UTF-8 text (invalid start byte)\n"
+    )
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+
+
+@pytest.mark.parametrize(("driver", "trace"), [("league", "snapshots"), ("psro", "psro.jsonl")])
+@pytest.mark.parametrize("command", ["train", "driver"])
+def test_a_population_run_that_lost_its_settings_is_named_not_resumed_as_a_training_run(
+    kuhn_run, tmp_path, capsys, driver, trace, command
+):
+    # A league without league.yaml was advised, and let, to resume as a plain run: it
+    # would train on without its league.
+    run = _copy(kuhn_run, tmp_path / "run")
+    (run / trace).mkdir() if trace == "snapshots" else (run / trace).write_text("")
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    command = driver if command == "driver" else command
+    assert main([command, "--resume", str(run), "train.iterations=3"]) == 2
+    what = f"a {driver} run, but" if command == driver else f"a {driver} run;"
+    assert capsys.readouterr().err == (
+        f"coplay {command}: error: {run} is {what} its settings file {driver}.yaml is "
+        f"missing: put it back, then coplay {driver} --resume {run}\n"
+    )
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+
+
+@pytest.mark.parametrize("command", ["train", "config", "league"])
+def test_a_config_that_is_a_directory_is_named_so(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf").mkdir()
+    assert main([command, "--config", "conf"]) == 2
+    assert capsys.readouterr().err == (
+        f"coplay {command}: error: config file conf is a directory, not a YAML file\n"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["conf"]  # no run started
+
+
+@pytest.mark.parametrize("command", ["train", "config", "psro"])
+def test_an_empty_preset_is_refused_with_the_list_not_taken_for_the_default(
+    command, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    assert main([command, "--preset", "", "train.iterations=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay {command}: error: unknown preset ''; presets: ")
+    assert "kuhn-selfplay" in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no runs/kuhn-selfplay started
+
+
+@pytest.mark.parametrize(
+    "second", ["kuhn/", "./kuhn", "kuhn/checkpoints/final", "{abs}", "../{name}/kuhn"]
+)
+def test_tournament_refuses_one_checkpoint_under_two_spellings(
+    kuhn_run, capsys, monkeypatch, second
+):
+    monkeypatch.chdir(kuhn_run.parent)
+    second = second.format(abs=kuhn_run, name=kuhn_run.parent.name)
+    assert main([*TOURNEY, "--players", "kuhn", "random", second]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay tournament: error: kuhn and {second} are the same checkpoint (")
+    assert err.endswith("checkpoints/final); list each player once\n")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["random", "--port", "9000"], "--port is where the web page is served; add --web or"),
+        (["random", "--host", "0.0.0.0"], "--host is where the web page is served; add --web or"),
+        (["--watch", "random", "nash", "--seat", "1"], "--seat 1 is your seat, and with --watch"),
+        (["random", "--web", "--games", "3"], "--games counts the games played in the terminal"),
+    ],
+)
+def test_play_refuses_options_it_would_ignore(options, message, capsys, monkeypatch):
+    monkeypatch.setattr("coplay.play.setup.play", lambda *a, **k: 0)  # nothing is played
+    assert main(["play", "--game", "kuhn_poker", *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay play: error: {message}") and len(err.splitlines()) == 1
+
+
+def test_watching_with_alternate_seats_turns_the_policies_seats(capsys, monkeypatch):
+    seen = {}
+
+    def play(make_env, players, **kwargs):
+        seen.update(kwargs)
+        return 0
+
+    monkeypatch.setattr("coplay.play.setup.play", play)
+    argv = ["play", "--game", "kuhn_poker", "--watch", "random", "nash", "--seat", "alternate"]
+    assert main(argv) == 0
+    assert seen["rotate"] and seen["games"] == 1 and seen["web"] is None
+
+
+def test_a_host_that_cannot_be_served_on_is_named_as_the_host(capsys, monkeypatch):
+    monkeypatch.setattr("coplay.play.setup.play", lambda *a, **k: 0)  # nothing is served
+    # 192.0.2.1 is reserved for documentation (RFC 5737): no machine has it.
+    assert main(["play", "random", "--game", "kuhn_poker", "--web", "--host", "192.0.2.1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coplay play: error: cannot serve on --host 192.0.2.1: ")
+    assert "pass an address of this machine" in err and "--port" not in err
+
+
+def test_report_writes_through_a_symlinked_out(kuhn_run, tmp_path, capsys):
+    # The link stays (a report linked into a web folder), its target is replaced.
+    site = tmp_path / "site"
+    site.mkdir()
+    assert main(["report", str(kuhn_run), "--out", str(site / "kuhn.html")]) == 0
+    (tmp_path / "report.html").symlink_to(site / "kuhn.html")
+    (site / "kuhn.html").write_text((site / "kuhn.html").read_text() + "<!-- old -->")
+    assert main(["report", str(kuhn_run), "--out", str(tmp_path / "report.html")]) == 0
+    assert (tmp_path / "report.html").is_symlink()
+    assert "<!-- old -->" not in (site / "kuhn.html").read_text()
+    assert sorted(p.name for p in site.iterdir()) == ["kuhn.html"]
+
+
+@pytest.mark.parametrize("command", ["train", "league"])
+def test_a_run_directory_as_model_path_names_its_checkpoint(kuhn_run, tmp_path, capsys, command):
+    out = tmp_path / "o"
+    assert main([command, "--out", str(out), *TINY, f"model.path={kuhn_run}"]) == 2
+    final = kuhn_run / "checkpoints" / "final"
+    assert capsys.readouterr().err == (
+        f"coplay {command}: error: no Hugging Face checkpoint at {kuhn_run} (config.json "
+        f"missing); {kuhn_run} is a run directory: give its checkpoint, {final}\n"
+    )
+    assert not out.exists()

@@ -146,6 +146,21 @@ def claimed_file(path: Path, force: bool) -> Iterator[None]:
         yield
 
 
+POPULATIONS = ("league", "psro")
+"""Runs resumed by their own command, with the settings they saved in ``<kind>.yaml``."""
+
+
+def resume_advice(out: Path, kind: str) -> str:
+    """How to continue the run of ``kind`` (``coplay.report.runfiles.run_kind``) in
+    ``out``: its command, after putting back the settings file a league or PSRO run
+    cannot resume without."""
+    command = f"coplay {kind if kind in POPULATIONS else 'train'} --resume {out}"
+    settings = out / f"{kind}.yaml"
+    if kind in POPULATIONS and not settings.is_file():
+        return f"its settings file {settings.name} is missing: put it back, then {command}"
+    return f"resume it with {command}"
+
+
 def check_parent(path: Path) -> Path:
     """Refuse, before any work, an output file whose folder cannot exist because a file
     stands in its path; returns the nearest folder that exists."""

@@ -80,6 +80,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from coplay.eval.exact import decide_exact, exploitability, solvable_game
     from coplay.eval.matches import play_match
     from coplay.models.checkpoints import find_policy
+    from coplay.train.evaluate import writes
 
     if args.episodes <= 0:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
@@ -116,13 +117,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         table.add_row(f"mean return, seat {seat}", f"{r:.3f}")
     table.add_row("episodes", str(res.episodes))
     table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
-    if _writes(policy):
+    if writes(policy):
         return _eval_text(args, table, policy, exact_opponent, spec, game, params)
     if decide_exact("auto", spec, game, params):
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
         table.add_row("NashConv (exact)", f"{ex.nash_conv:.4f}")
-    if args.exact and _writes(opponent):
+    if args.exact and writes(opponent):
         _against_sampled_rows(args, table, policy, exact_opponent, game, params)
     elif args.exact:
         _exact_rows(table, policy, opponent, game, params)
@@ -132,19 +133,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _writes(policy) -> bool:
-    """Whether ``policy`` answers in free text (``coplay.train.evaluate.writes``)."""
-    return getattr(policy, "mode", "choice") == "text"
-
-
 def _exact_view(opponent, args: argparse.Namespace):
     """What ``--exact`` and ``--costly`` read of the opponent: itself, or if it writes,
     its sampled distribution (``--samples`` answers per state, asked in this process),
     as training reads a writing evaluation opponent; its choice scores are no
     distribution of its play."""
     from coplay.eval.sampled import SampledPolicy
+    from coplay.train.evaluate import writes
 
-    if not _writes(opponent):
+    if not writes(opponent):
         return opponent
     return SampledPolicy(opponent, k=args.samples, seed=args.seed + 1)
 

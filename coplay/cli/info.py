@@ -15,6 +15,7 @@ from coplay.cli.common import (
     console,
     game_params,
     no_arguments,
+    path_arg,
     seed,
     titled_table,
 )
@@ -22,7 +23,7 @@ from coplay.cli.common import (
 
 def _config_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--preset", default=None, help=PRESET_HELP)
-    c.add_argument("--config", default=None, help="YAML file merged over the preset")
+    c.add_argument("--config", type=path_arg, default=None, help="YAML file merged over the preset")
     c.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
 
 

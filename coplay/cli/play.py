@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import socket
 from pathlib import Path
 
 from coplay.cli.common import Command, build_player, game_params, players_game, port, seed
+
+WEB_HOST, WEB_PORT = "127.0.0.1", 8765
+"""Where ``--web`` serves the page unless ``--host`` or ``--port`` says otherwise."""
 
 
 def _play_arguments(pl: argparse.ArgumentParser) -> None:
@@ -19,8 +23,15 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
     )
     pl.add_argument("--game", default=None, help="game (default: the one the run records)")
     pl.add_argument("--watch", nargs="+", metavar="POLICY", help="watch these play, one a seat")
-    pl.add_argument("--seat", default="0", help="your seat: a number, or 'alternate' (default 0)")
-    pl.add_argument("--games", type=int, default=1, help="games to play in the terminal")
+    pl.add_argument(
+        "--seat",
+        default=None,
+        help="your seat: a number, or 'alternate' (default 0); with --watch, 'alternate' "
+        "turns the watched policies' seats every game",
+    )
+    pl.add_argument(
+        "--games", type=int, default=None, help="games to play in the terminal (default 1)"
+    )
     pl.add_argument(
         "--seed",
         type=seed,
@@ -32,8 +43,15 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
         "--show-probs", action="store_true", help="show each agent move's distribution and text"
     )
     pl.add_argument("--web", action="store_true", help="play in a local web page instead")
-    pl.add_argument("--host", default="127.0.0.1", help="address the web page is served on")
-    pl.add_argument("--port", type=port, default=8765, help="port of the web page (0: any free)")
+    pl.add_argument(
+        "--host", default=None, help=f"address the web page is served on (default {WEB_HOST})"
+    )
+    pl.add_argument(
+        "--port",
+        type=port,
+        default=None,
+        help=f"port of the web page (default {WEB_PORT}; 0: any free)",
+    )
     pl.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 
 
@@ -54,6 +72,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         )
     if bool(agents) == bool(watched):
         raise ValueError("name one agent to play against, or the policies to --watch (not both)")
+    _check_options(args)
     specs = agents or watched
     for spec in specs:
         _check_player(spec)
@@ -68,17 +87,52 @@ def cmd_play(args: argparse.Namespace) -> int:
     num_players = make_env().spec.num_players
     if args.watch and len(specs) > num_players:
         raise ValueError(f"--watch names {len(specs)} policies but {game} has {num_players} seats")
-    seats = seating(specs, num_players, seat=None if args.watch else args.seat)
+    seats = seating(specs, num_players, seat=None if args.watch else args.seat or "0")
+    web = (args.host or WEB_HOST, WEB_PORT if args.port is None else args.port)
     return play(
         make_env,
         {name: None if spec is None else built[spec] for name, spec in seats.items()},
         rotate=args.seat == "alternate",
-        games=args.games,
+        games=1 if args.games is None else args.games,
         seed=args.seed,
         show_probs=args.show_probs,
-        web=(args.host, args.port) if args.web else None,
+        web=web if args.web else None,
         transcripts=Path(specs[0]) / "transcripts.jsonl",
     )
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse an option that the chosen screen would ignore, and a ``--host`` that no
+    page can be served on (before any player is built)."""
+    if args.watch and args.seat not in (None, "alternate"):
+        raise ValueError(
+            f"--seat {args.seat} is your seat, and with --watch you have none; drop it "
+            "(--seat alternate turns the watched policies' seats every game)"
+        )
+    if args.web:
+        if args.games is not None:
+            raise ValueError(
+                "--games counts the games played in the terminal; the web page deals until "
+                "you stop it: drop --games or --web"
+            )
+        _check_host(args.host or WEB_HOST)
+        return
+    for option in ("--host", "--port"):
+        if getattr(args, option.removeprefix("--")) is not None:
+            raise ValueError(f"{option} is where the web page is served; add --web or drop it")
+
+
+def _check_host(host: str) -> None:
+    """Bind ``host`` as the page's server will (IPv4, any free port), so that an address
+    this machine does not have is named as the host's fault, not the port's."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, 0))
+        except OSError as err:
+            raise ValueError(
+                f"cannot serve on --host {host}: {err.strerror or err}; pass an address of "
+                "this machine (127.0.0.1: this machine only, 0.0.0.0: all its addresses)"
+            ) from None
 
 
 def _is_game_param(item: str) -> bool:

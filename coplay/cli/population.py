@@ -11,6 +11,7 @@ from pathlib import Path
 from coplay.cli.common import (
     FORCE_HELP,
     OVERRIDES_HELP,
+    POPULATIONS,
     PRESET_HELP,
     Command,
     check_model_path,
@@ -19,6 +20,7 @@ from coplay.cli.common import (
     console,
     heading,
     path_arg,
+    resume_advice,
     train_status,
 )
 from coplay.report.progress import track
@@ -75,7 +77,9 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     # takes PsroConfig's defaults.
     default = {name: f.default for name, f in PsroConfig.model_fields.items()}
     ps.add_argument("--preset", default=None, help=f"trainer {PRESET_HELP}")
-    ps.add_argument("--config", default=None, help="YAML file merged over the preset")
+    ps.add_argument(
+        "--config", type=path_arg, default=None, help="YAML file merged over the preset"
+    )
     ps.add_argument(
         "--out", type=path_arg, default=None, help="run directory (default: runs/psro; see --force)"
     )
@@ -180,7 +184,9 @@ def _league_arguments(lg: argparse.ArgumentParser) -> None:
     # takes LeagueConfig's defaults.
     default = {name: f.default for name, f in LeagueConfig.model_fields.items()}
     lg.add_argument("--preset", default=None, help=f"the learner's trainer {PRESET_HELP}")
-    lg.add_argument("--config", default=None, help="YAML file merged over the preset")
+    lg.add_argument(
+        "--config", type=path_arg, default=None, help="YAML file merged over the preset"
+    )
     lg.add_argument(
         "--out",
         type=path_arg,
@@ -317,6 +323,7 @@ def _population_run(kind, name: str, args: argparse.Namespace, options: Options)
 def _check_resumable(out: Path, name: str) -> None:
     """Refuse in one line a ``--resume`` of a folder that is no ``name`` run, naming
     what it is and the command that continues it."""
+    from coplay.report.runfiles import run_kind
     from coplay.train.config import ConfigError
 
     settings, config = out / f"{name}.yaml", out / "config.yaml"
@@ -324,16 +331,17 @@ def _check_resumable(out: Path, name: str) -> None:
         return
     if settings.is_file():
         raise ConfigError(f"{out} holds no {name} run to resume (its config.yaml is missing)")
+    kind = run_kind(out)
+    if kind == name:  # its logs or folders say so
+        raise ConfigError(f"{out} is a {name} run, but {resume_advice(out, name)}")
     if not config.is_file():
         raise ConfigError(
             f"{out} holds no {name} run to resume (it has no {settings.name} and "
             f"config.yaml); start one with --out {out}"
         )
-    other = next((d for d in ("league", "psro") if (out / f"{d}.yaml").is_file()), "train")
-    what = f"a {other} run" if other != "train" else "a training run"
+    what = f"a {kind} run" if kind in POPULATIONS else "a training run"
     raise ConfigError(
-        f"{out} is {what}, not a {name} run (it has no {settings.name}); "
-        f"resume it with coplay {other} --resume {out}"
+        f"{out} is {what}, not a {name} run (it has no {settings.name}); {resume_advice(out, kind)}"
     )
 
 

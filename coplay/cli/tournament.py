@@ -16,8 +16,10 @@ from coplay.cli.common import (
     check_workers,
     claimed_file,
     console,
+    is_checkpoint_player,
     path_arg,
     players_game,
+    saved_player,
     seed,
     titled_table,
 )
@@ -75,6 +77,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     check_workers(args)  # before any player is built
     if len(set(args.players)) != len(args.players):
         raise ValueError(f"list each player once, got {' '.join(args.players)}")
+    _check_distinct_checkpoints(args.players)
     if len(args.players) < 2:
         raise ValueError(f"a tournament needs at least 2 policies, got {len(args.players)}")
     game, params = players_game(args.game, args.players)
@@ -92,6 +95,20 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         if out is not None:
             _write_results(out, to_json(res, ratings) | {"complete": True})
     return 0
+
+
+def _check_distinct_checkpoints(players: list[str]) -> None:
+    """Refuse one checkpoint listed under two spellings (``runs/x`` and ``./runs/x/``, a
+    run and its final checkpoint): it would play itself as two players."""
+    seen: dict[Path, str] = {}
+    for spec in players:
+        if not is_checkpoint_player(spec):
+            continue
+        folder = saved_player(spec).folder
+        if (other := seen.setdefault(folder.resolve(), spec)) != spec:
+            raise ValueError(
+                f"{other} and {spec} are the same checkpoint ({folder}); list each player once"
+            )
 
 
 def _play(

@@ -11,6 +11,7 @@ from coplay.cli.common import (
     FORCE_HELP,
     OVERRIDES_HELP,
     PIPED_PANEL_WIDTH,
+    POPULATIONS,
     PRESET_HELP,
     Command,
     check_model_path,
@@ -20,6 +21,7 @@ from coplay.cli.common import (
     console,
     heading,
     path_arg,
+    resume_advice,
     titled_table,
     train_status,
 )
@@ -28,7 +30,7 @@ from coplay.report.progress import track
 
 def _train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--preset", default=None, help=PRESET_HELP)
-    t.add_argument("--config", default=None, help="YAML file merged over the preset")
+    t.add_argument("--config", type=path_arg, default=None, help="YAML file merged over the preset")
     t.add_argument(
         "--out",
         type=path_arg,
@@ -93,6 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _resumed(args: argparse.Namespace):
     """The run directory ``--resume`` names and its roster (None: a plain run); refuses
     options a resume would ignore, and a run that is no training run."""
+    from coplay.report.runfiles import run_kind
     from coplay.train.config import ConfigError
 
     if args.force:
@@ -108,11 +111,8 @@ def _resumed(args: argparse.Namespace):
         raise ConfigError(
             f"{out} holds no run to resume (it has no config.yaml); start one with --out {out}"
         )
-    for driver in ("league", "psro"):  # their state is theirs to resume
-        if (out / f"{driver}.yaml").is_file():
-            raise ConfigError(
-                f"{out} is a {driver} run; resume it with coplay {driver} --resume {out}"
-            )
+    if (kind := run_kind(out)) in POPULATIONS:  # their state is theirs to resume
+        raise ConfigError(f"{out} is a {kind} run; {resume_advice(out, kind)}")
     saved = out / "roster.yaml"
     if args.roster is not None:
         raise ValueError(

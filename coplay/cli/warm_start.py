@@ -28,7 +28,9 @@ def _sft_arguments(sf: argparse.ArgumentParser) -> None:
         "--out", type=path_arg, required=True, help="run directory (a new one: see --force)"
     )
     sf.add_argument("--preset", default=None, help=PRESET_HELP)
-    sf.add_argument("--config", default=None, help="YAML file merged over the preset")
+    sf.add_argument(
+        "--config", type=path_arg, default=None, help="YAML file merged over the preset"
+    )
     sf.add_argument("--force", action="store_true", help=FORCE_HELP)
     sf.add_argument("--quiet", action="store_true", help="no progress bar")
     sf.add_argument(

@@ -199,7 +199,9 @@ def check_checkpoint(folder: Path) -> None:
     own errors for a bad file are tracebacks that seldom say which file it was."""
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise FileNotFoundError(f"no Hugging Face checkpoint at {folder} (config.json missing)")
+        raise FileNotFoundError(
+            f"no Hugging Face checkpoint at {folder} (config.json missing){_run_hint(folder)}"
+        )
     config = _read_json(config_file)
     if not isinstance(config, dict):
         raise CheckpointError(f"{config_file} is not a model config (a JSON object)")
@@ -215,6 +217,17 @@ def check_checkpoint(folder: Path) -> None:
         raise FileNotFoundError(f"{folder / 'model.safetensors'} is missing (no model weights)")
     for file in weights:
         _check_safetensors(file)
+
+
+def _run_hint(folder: Path) -> str:
+    """For a run directory given where a checkpoint is expected (``model.path``): the
+    checkpoint to give instead, as ``coplay eval`` would resolve the run."""
+    if not (folder / "checkpoints").is_dir():
+        return ""
+    try:
+        return f"; {folder} is a run directory: give its checkpoint, {resolve_checkpoint(folder)}"
+    except FileNotFoundError:  # a roster run's are one per role
+        return f"; {folder} is a run directory: give a checkpoint under {folder / 'checkpoints'}"
 
 
 def _check_safetensors(file: Path) -> None:
@@ -399,14 +412,22 @@ def write_meta(folder: str | Path, meta: Mapping[str, Any]) -> None:
 
 
 def checkpoint_game(folder: str | Path) -> PlayedGame | None:
-    """The game a checkpoint (or adapter) folder records, None for older checkpoints."""
+    """The game a checkpoint (or adapter) folder records, None for older checkpoints;
+    a ``CheckpointError`` naming the file for a game that cannot be played as recorded
+    (checked as a run config's game is: a user's own game module is not imported)."""
+    from coplay.envs.probe import check_game
+
     meta = read_meta(folder)
     if "game" not in meta:
         return None
     game, params = meta["game"], meta.get("game_params") or {}
+    file = Path(folder) / POLICY_FILE
     if not isinstance(game, str) or not isinstance(params, dict):
-        file = Path(folder) / POLICY_FILE
         raise CheckpointError(f"{file}: game must be a name and game_params a mapping")
+    try:
+        check_game(game, params)
+    except (ValueError, TypeError) as err:
+        raise CheckpointError(f"{file}: {_one_line(err)}") from err
     return PlayedGame(game, params)
 
 

@@ -7,9 +7,10 @@ run) sees the previous version or the new one, never a mixture.
 Replacing a folder takes two renames (the old one aside, the new one in); a kill
 between them leaves only ``<name>.old``, which ``recover_dir`` puts back.
 
-A folder that is a symlink (a run's ``state`` kept on another disk) is replaced where
-it points, with its ``.tmp`` and ``.old`` beside the target, so that the renames stay
-on one file system and the link stays a link.
+A file or folder that is a symlink (a run's ``state`` kept on another disk, a report
+linked into a web folder) is replaced where it points, with its ``.tmp`` and ``.old``
+beside the target, so that the renames stay on one file system and the link stays a
+link.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ OLD_SUFFIX = ".old"
 
 
 def write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename (fsynced: small files, worth it)."""
-    path = Path(path)
+    """Replace ``path`` with ``text`` in one rename (fsynced: small files, worth it); a
+    symlink is written through, where it points (as ``echo text > link`` would)."""
+    path = _target(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
-        with tmp.open("w") as f:
+        with tmp.open("w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -68,8 +70,8 @@ def recover_dir(final: Path) -> bool:
 
 
 def _target(final: Path) -> Path:
-    """The folder ``final`` stands for: where it points if it is a symlink (dangling
-    too: a cut replace leaves it so), else itself."""
+    """The file or folder ``final`` stands for: where it points if it is a symlink
+    (dangling too: a cut replace leaves it so), else itself."""
     final = Path(final)
     return Path(os.path.realpath(final)) if final.is_symlink() else final
 

@@ -185,7 +185,7 @@ def load_run(path: str | Path) -> RunFiles:
             raise ValueError(f"{metrics_file}: row {number} has no integer 'iteration'")
     return RunFiles(
         path=path,
-        kind=_kind(path),
+        kind=run_kind(path),
         config=read_yaml(path / "config.yaml"),
         metrics=metrics,
         transcripts=read_transcripts(t) if (t := transcripts_file(path)) else [],
@@ -194,9 +194,19 @@ def load_run(path: str | Path) -> RunFiles:
     )
 
 
-def _kind(path: Path) -> str:
-    for name, kind in (("psro.yaml", "psro"), ("league.yaml", "league"), ("roster.yaml", "roster")):
-        if (path / name).is_file():
+RUN_KINDS = {
+    "psro": ("psro.yaml", "psro.jsonl", "members", "responses"),
+    "league": ("league.yaml", "snapshots"),
+    "roster": ("roster.yaml",),
+}
+"""The kinds of run besides train, each with what only it writes: its settings file
+first, then its logs and folders, which still tell the kind when the settings are lost."""
+
+
+def run_kind(path: Path) -> str:
+    """train, roster, league or psro: the kind of the run in ``path``."""
+    for kind, names in RUN_KINDS.items():
+        if any((path / name).exists() for name in names):
             return kind
     return "train"
 
@@ -232,15 +242,21 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
+def read_utf8(path: Path) -> str:
+    """The text of ``path``; a ValueError naming the file and the line of the first
+    byte that is not UTF-8."""
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         raise ValueError(f"{path}:{line} is not UTF-8 text ({err.reason})") from None
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    text = read_utf8(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

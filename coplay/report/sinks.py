@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from coplay.report.atomic import write_text
+from coplay.report.runfiles import read_utf8
 from coplay.types import Episode
 
 
@@ -43,14 +44,14 @@ def append_metrics(path: Path, iteration: int, metrics: Mapping[str, float]) -> 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Every row of a metrics.jsonl file; a ValueError naming the file and line for a
-    row that is not a JSON object with an iteration."""
+    row that is not UTF-8 text, or not a JSON object with an iteration."""
     return [row for _, row in _rows(path)]
 
 
 def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """Each non-blank line of a JSONL file of iteration rows, with its parsed row."""
     out = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -77,11 +78,13 @@ def repair_jsonl(path: Path) -> int:
     """Drop a half-written last line (a kill during an append); returns the bytes dropped.
 
     Appends write whole lines, so only the last line can be torn: one that does not
-    parse as JSON. A complete last line that lost only its newline gets it back.
+    parse as JSON. A complete last line that lost only its newline gets it back. A byte
+    that is not UTF-8 was put there by something else (appends write ASCII JSON): a
+    ValueError naming the file and line, the file left as it is.
     """
     if not path.is_file():
         return 0
-    text = path.read_text()
+    text = read_utf8(path)
     head, _, last = text.rstrip("\n").rpartition("\n")
     if not last.strip() or text.endswith("\n"):
         return 0

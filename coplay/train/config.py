@@ -410,9 +410,13 @@ DEFAULT_PRESET = "kuhn-selfplay"
 
 
 def base_preset(preset: str | None, file: str | Path | None) -> str | None:
-    """The preset a run starts from: the one named; else, with a config file, none (the
-    file goes over the built-in defaults); else ``DEFAULT_PRESET``."""
-    return preset or (None if file else DEFAULT_PRESET)
+    """The preset a run starts from: the one named (an unknown name, the empty one too,
+    is a ConfigError listing the presets); else, with a config file, none (the file
+    goes over the built-in defaults); else ``DEFAULT_PRESET``."""
+    if preset is not None:
+        _check_preset(preset)
+        return preset
+    return None if file else DEFAULT_PRESET
 
 
 def preset_names() -> list[str]:
@@ -440,9 +444,13 @@ def preset_info(name: str) -> PresetInfo:
     return PresetInfo(name, game, purpose)
 
 
-def _preset_text(name: str) -> str:
+def _check_preset(name: str) -> None:
     if name not in preset_names():
         raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
+
+
+def _preset_text(name: str) -> str:
+    _check_preset(name)
     return resources.files("coplay.presets").joinpath(f"{name}.yaml").read_text()
 
 
@@ -458,6 +466,8 @@ def load_yaml(
     the file's kind in it). A file a run saved is never empty (``empty_ok=False``): read
     as no settings, an emptied one resumed the run with the defaults."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path} is a directory, not a YAML file")
     if not path.is_file():
         raise ConfigError(f"{what} {path} does not exist")
     try:

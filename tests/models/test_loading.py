@@ -208,6 +208,14 @@ BAD_CHECKPOINTS = {
         _edit_meta(temperature=0),
         "{d}/coplay_policy.json: temperature",
     ),
+    "a recorded game that is unknown": (
+        _edit_meta(game="no_such_game"),
+        "{d}/coplay_policy.json: unknown game 'no_such_game'; known games: ",
+    ),
+    "recorded game parameters the game refuses": (
+        _edit_meta(game="kuhn_poker", game_params={"players": "two"}),
+        "{d}/coplay_policy.json: bad parameters for game 'kuhn_poker': ",
+    ),
     "no such folder": (
         shutil.rmtree,
         "{d} does not exist (expected a run directory or checkpoint)",
@@ -238,6 +246,21 @@ def test_a_recorded_game_that_is_not_a_name_is_one_error_line(checkpoint, tmp_pa
         f"coplay eval: error: {folder}/coplay_policy.json: game must be a name and "
         "game_params a mapping\n"
     )
+
+
+def test_a_run_directory_where_a_checkpoint_is_expected_names_its_checkpoint(checkpoint, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint, run / "checkpoints" / "iter_000002")
+    with pytest.raises(FileNotFoundError) as err:
+        build_policy(ModelConfig(path=str(run)), corpus=CORPUS, seed=0)
+    assert str(err.value) == (
+        f"no Hugging Face checkpoint at {run} (config.json missing); {run} is a run "
+        f"directory: give its checkpoint, {run / 'checkpoints' / 'iter_000002'}"
+    )
+    shutil.copytree(checkpoint, run / "checkpoints" / "final" / "learner")  # a roster's
+    shutil.rmtree(run / "checkpoints" / "iter_000002")
+    with pytest.raises(FileNotFoundError, match="give a checkpoint under .*run/checkpoints$"):
+        check_checkpoint(run)
 
 
 def test_a_bad_checkpoint_in_a_run_directory_names_the_file(checkpoint, tmp_path):

@@ -93,3 +93,17 @@ def test_a_stale_old_symlink_is_unlinked_not_followed(tmp_path):
     assert (elsewhere / "it").read_text() == "1"  # never lost
     (run / "state.old").symlink_to(elsewhere)
     assert not recover_dir(run / "state") and not (run / "state.old").is_symlink()
+
+
+def test_a_symlinked_file_is_written_through_and_stays_a_link(tmp_path):
+    # A report linked into a web folder: replacing the link by a file would leave the
+    # page the link served stale.
+    site, run = tmp_path / "site", tmp_path / "run"
+    site.mkdir()
+    run.mkdir()
+    (site / "page.html").write_text("old")
+    (run / "report.html").symlink_to(site / "page.html")
+    write_text(run / "report.html", "new")
+    assert (run / "report.html").is_symlink() and (site / "page.html").read_text() == "new"
+    assert [p.name for p in run.iterdir()] == ["report.html"]
+    assert [p.name for p in site.iterdir()] == ["page.html"]

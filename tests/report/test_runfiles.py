@@ -5,7 +5,13 @@ import math
 
 import pytest
 
-from coplay.report.runfiles import load_run, read_jsonl, read_transcripts, transcripts_file
+from coplay.report.runfiles import (
+    load_run,
+    read_jsonl,
+    read_transcripts,
+    run_kind,
+    transcripts_file,
+)
 
 
 def write_run(path, rows, *, config="game: {name: kuhn_poker}\n"):
@@ -24,6 +30,27 @@ def test_a_run_reads_back_its_rows_config_and_kind(tmp_path):
     assert files.config == {"game": {"name": "kuhn_poker"}}
     assert files.kind == "league" and files.name == "a"
     assert files.metagame.members == ("snap:0",) and files.metagame.payoffs == (((0.5,),),)
+
+
+@pytest.mark.parametrize(
+    ("trace", "kind"),
+    [
+        ("league.yaml", "league"),
+        ("snapshots/", "league"),
+        ("psro.yaml", "psro"),
+        ("psro.jsonl", "psro"),
+        ("responses/", "psro"),
+        ("roster.yaml", "roster"),
+        ("transcripts.jsonl", "train"),
+    ],
+)
+def test_the_kind_of_a_run_is_told_by_its_traces_when_its_settings_are_lost(tmp_path, trace, kind):
+    run = write_run(tmp_path / "a", [{"iteration": 0}])
+    if trace.endswith("/"):
+        (run / trace).mkdir()
+    else:
+        (run / trace).write_text("")
+    assert run_kind(run) == kind and load_run(run).kind == kind
 
 
 def test_a_corrupt_line_is_named_by_file_and_line(tmp_path):

@@ -100,6 +100,18 @@ def test_repair_gives_a_whole_last_line_its_newline_back(tmp_path):
     assert [r["iteration"] for r in read_metrics(path)] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("last", [b'{"iteration": 1, "x": "\xff"}\n', b'{"iteration": 1, "\xff'])
+def test_bytes_that_are_not_utf8_are_named_and_the_file_left_as_it_is(tmp_path, last):
+    # Appends write ASCII JSON: such a byte is no tear of a kill, and nothing is dropped.
+    path = tmp_path / "psro.jsonl"
+    data = b'{"iteration": 0}\n' + last
+    path.write_bytes(data)
+    for read in (repair_jsonl, read_metrics, lambda p: keep_until(p, 0)):
+        with pytest.raises(ValueError, match=r"^\S*psro.jsonl:2 is not UTF-8 text \(invalid start"):
+            read(path)
+    assert path.read_bytes() == data
+
+
 def test_keep_until_drops_redone_rows(tmp_path):
     path = tmp_path / "metrics.jsonl"
     for it in range(4):

@@ -7,6 +7,7 @@ import pytest
 from coplay.train.config import (
     RENAMED,
     ConfigError,
+    base_preset,
     build_config,
     load_yaml,
     parse_override,
@@ -124,6 +125,19 @@ def test_unknown_preset_and_bad_files(tmp_path):
     listy.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         build_config(file=listy)
+
+
+def test_a_directory_given_as_the_config_file_is_named_a_directory(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_yaml(tmp_path, "config file")
+    assert str(err.value) == f"config file {tmp_path} is a directory, not a YAML file"
+
+
+@pytest.mark.parametrize("file", [None, "c.yaml"])
+def test_the_empty_preset_name_is_unknown_not_the_default(file):
+    with pytest.raises(ConfigError, match=r"^unknown preset ''; presets: .*kuhn-selfplay"):
+        base_preset("", file)
+    assert base_preset(None, file) == (None if file else "kuhn-selfplay")  # none named
 
 
 def test_every_config_key_is_documented():
