@@ -20,6 +20,7 @@ other seats' views and their hidden moves are sent once the game is over.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import sys
@@ -263,8 +264,17 @@ def make_server(
         return PlayServer((host, port), session, replays)
     except OSError as err:
         raise OSError(
-            f"cannot serve on {host}:{port}: {err.strerror or err}; pass another --port"
+            f"cannot serve on {host}:{port}: {err.strerror or err}; {_advice(err)}"
         ) from None
+
+
+def _advice(err: OSError) -> str:
+    """What to change when a server cannot bind: the port when it is taken or not
+    allowed, otherwise the host (a name that does not resolve, an address this machine
+    does not have)."""
+    if err.errno in (errno.EADDRINUSE, errno.EACCES):
+        return "pass another --port"
+    return "pass an address of this machine as --host (127.0.0.1: this machine only)"
 
 
 def is_loopback(host: str) -> bool:

@@ -279,3 +279,17 @@ def test_a_move_made_on_an_older_table_is_refused_not_played_elsewhere():
     assert get(server.url + "api/state")[1]["log"] == now["log"]  # nothing was played
     assert post(server.url + "api/move", {"seat": 0, "move": "[Bet]", "at": "x"})[0] == 400
     server.shutdown()
+
+
+def test_a_port_in_use_and_an_address_not_of_this_machine_get_their_own_advice():
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random", seed=2)
+    server = serving(session)
+    try:
+        with pytest.raises(OSError, match=r"; pass another --port$"):
+            make_server(session, port=server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+    # 192.0.2.1 is a documentation address (RFC 5737): no machine of ours has it.
+    with pytest.raises(OSError, match=r"cannot serve on 192\.0\.2\.1:0: .*; pass an address of"):
+        make_server(session, host="192.0.2.1", port=0)
