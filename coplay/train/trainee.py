@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from coplay.algos.advantages import Advantages, Estimator
-from coplay.algos.advantages.base import policy_turn_metrics
+from coplay.algos.advantages.base import BASELINE_KEY, policy_turn_metrics
 from coplay.algos.losses.filters import filter_metrics, informative_groups, nonzero_advantage_mask
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import collector_paused
@@ -81,9 +81,11 @@ class Trainee:
         # before the filter, which may drop a target whose advantage is 0
         replayed, recalled = recall(self.learner, samples)
         samples, filtered = filter_samples(self.algo, samples, keep, episodes, self.name)
-        # The estimate's adv/mean, std and num_turns count every seat's turns: ours only.
-        own = policy_turn_metrics(episodes, est.advantages, self.name)
-        metrics = {**est.metrics, **own, **filtered}
+        # The estimate's adv/mean, std, num_turns and baselines count every seat's
+        # turns, an opponent's too: ours only.
+        own = policy_turn_metrics(episodes, est.advantages, self.name, est.baselines)
+        estimated = {k: v for k, v in est.metrics.items() if not k.startswith(BASELINE_KEY)}
+        metrics = {**estimated, **own, **filtered}
         metrics |= update(self.learner, samples + replayed, rng)
         metrics |= recalled | shaped
         if self.critic is not None and est.value_targets is not None:

@@ -41,3 +41,20 @@ def test_in_self_play_a_learners_metrics_are_the_estimates_own():
     advantages = (((0.1, 0.7), (-0.3,)), ((0.2,), (1.1, -0.9, 0.4)))
     whole = summary_metrics(advantages)
     assert policy_turn_metrics(episodes, advantages, "me") == whole
+
+
+def test_a_policys_baselines_are_those_of_the_seats_it_sat_in():
+    # Seats alternate: pol0 holds seat 0 in the first game and seat 1 in the second.
+    # The estimate's per-seat means mix its baselines with the opponent's.
+    episodes = [make_episode((1.0, -1.0), [1, 1]), make_episode((0.0, 0.0), [1, 1])]
+    for traj, pid in zip(episodes[1].trajectories, ("pol1", "pol0"), strict=True):
+        traj.policy_id = pid
+    advantages = (((1.0,), (-1.0,)), ((0.5,), (2.0,)))
+    baselines = [[0.25, -0.5], [4.0, 8.0]]
+    mixed = summary_metrics(advantages, baselines)
+    assert mixed["adv/baseline_seat0"] == pytest.approx(2.125)
+    mine = policy_turn_metrics(episodes, advantages, "pol0", baselines)
+    assert mine["adv/baseline_seat0"] == 0.25 and mine["adv/baseline_seat1"] == 8.0
+    theirs = policy_turn_metrics(episodes, advantages, "pol1", baselines)
+    assert theirs["adv/baseline_seat0"] == 4.0 and theirs["adv/baseline_seat1"] == -0.5
+    assert "adv/baseline_seat0" not in policy_turn_metrics(episodes, advantages, "pol0")

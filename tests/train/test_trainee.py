@@ -266,3 +266,28 @@ def test_an_update_pauses_the_collector_and_leaves_no_cycles(tmp_path, monkeypat
         gc.garbage.clear()
     assert seen == [False] and enabled_after
     assert found == 0, kinds.most_common(5)
+
+
+def test_a_learners_logged_baselines_are_its_own_seats_not_the_opponents(tmp_path):
+    # Against a bot the learner sits in either seat. GRPO's baseline of a seat in a
+    # group is that seat's mean return there: the learner logs the mean over its own
+    # trajectories of that, per seat, and never the bot's.
+    overrides = [*TINY, "train.opponent=random", "algo.estimator=grpo", "rollout.group_size=4"]
+    run = setup(build_config(overrides=overrides), tmp_path)
+    trainee = run.trainees[0]
+    episodes = play(run, 1)[0].episodes
+    groups: dict[tuple, list[float]] = {}
+    for ep in episodes:
+        for seat, traj in enumerate(ep.trajectories):
+            groups.setdefault((ep.group_id, seat), []).append(traj.ret)
+    own: dict[int, list[float]] = {}
+    for ep in episodes:
+        for seat, traj in enumerate(ep.trajectories):
+            if traj.policy_id == trainee.name:
+                rs = groups[(ep.group_id, seat)]
+                own.setdefault(seat, []).append(sum(rs) / len(rs))
+    assert sorted(own) == [0, 1]  # it sat in both
+    metrics = trainee.learn(episodes, run.rng)
+    logged = {k: v for k, v in metrics.items() if k.startswith("adv/baseline_seat")}
+    expected = {f"adv/baseline_seat{s}": sum(bs) / len(bs) for s, bs in own.items()}
+    assert logged == pytest.approx(expected)

@@ -119,6 +119,6 @@ def alignment(
         # base's other metrics (its baselines, its groups) stand.
         summary = summary_metrics(aligned)
         metrics = {**out.metrics, **summary, "adv/alignment_abs": mean(shaping)}
-        return Estimate(aligned, out.state, metrics, out.value_targets)
+        return Estimate(aligned, out.state, metrics, out.value_targets, out.baselines)
 
     return Estimator(inner.init, estimate, inner.needs_values, inner.needs_groups)

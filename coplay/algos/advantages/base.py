@@ -59,6 +59,11 @@ class Estimate(Generic[S]):
     """Namespaced ``adv/...`` scalars for the trainer to log."""
     value_targets: Advantages | None = None
     """Regression targets for the critic, per turn (estimators that need values)."""
+    baselines: Sequence[Sequence[float]] | None = None
+    """Per episode and seat, the value subtracted from the seat's return (estimators
+    with a return baseline): each learner logs the mean of its own
+    (``policy_turn_metrics``), as the metrics' ``adv/baseline_seat{s}`` mix every
+    policy's."""
 
 
 class Estimator(NamedTuple, Generic[S]):
@@ -210,13 +215,22 @@ def summary_metrics(
     """
     metrics = turn_metrics([a for ep in advantages for seat in ep for a in seat])
     if baselines is not None:
-        by_seat: dict[int, list[float]] = {}
-        for ep_baselines in baselines:
-            for seat, b in enumerate(ep_baselines):
-                by_seat.setdefault(seat, []).append(b)
-        for seat, bs in sorted(by_seat.items()):
-            metrics[f"adv/baseline_seat{seat}"] = mean(bs)
+        metrics |= seat_baselines(
+            (s, b) for ep_baselines in baselines for s, b in enumerate(ep_baselines)
+        )
     return metrics
+
+
+BASELINE_KEY = "adv/baseline_seat"
+"""Prefix of the per-seat mean baseline metrics (``adv/baseline_seat0``, ...)."""
+
+
+def seat_baselines(pairs: Iterable[tuple[int, float]]) -> dict[str, float]:
+    """``adv/baseline_seat{s}``: the mean of the baselines ``(seat, baseline)`` per seat."""
+    by_seat: dict[int, list[float]] = {}
+    for seat, b in pairs:
+        by_seat.setdefault(seat, []).append(b)
+    return {f"{BASELINE_KEY}{seat}": mean(bs) for seat, bs in sorted(by_seat.items())}
 
 
 def turn_metrics(advantages: Sequence[float]) -> dict[str, float]:
@@ -229,20 +243,26 @@ def turn_metrics(advantages: Sequence[float]) -> dict[str, float]:
 
 
 def policy_turn_metrics(
-    episodes: Sequence[Episode], advantages: Advantages, policy_id: str
+    episodes: Sequence[Episode],
+    advantages: Advantages,
+    policy_id: str,
+    baselines: Sequence[Sequence[float]] | None = None,
 ) -> dict[str, float]:
-    """``turn_metrics`` over the turns of ``policy_id``'s trajectories only. An
-    estimator's ``summary_metrics`` take every seat's turns, an opponent's and another
-    learner's too, since it estimates them all; a learner logs its own."""
-    return turn_metrics(
-        [
-            a
-            for ep, ep_adv in zip(episodes, advantages, strict=True)
-            for traj, seat_adv in zip(ep.trajectories, ep_adv, strict=True)
-            if traj.policy_id == policy_id
-            for a in seat_adv
-        ]
-    )
+    """``turn_metrics`` over the turns of ``policy_id``'s trajectories only, and with
+    ``baselines`` (``Estimate.baselines``) ``adv/baseline_seat{s}`` over the seats it
+    sat in. An estimator's ``summary_metrics`` take every seat's turns and baselines, an
+    opponent's and another learner's too, since it estimates them all; a learner logs
+    its own."""
+    own = [
+        (seat, traj, e)
+        for e, ep in enumerate(episodes)
+        for seat, traj in enumerate(ep.trajectories)
+        if traj.policy_id == policy_id
+    ]
+    metrics = turn_metrics([a for seat, _, e in own for a in advantages[e][seat]])
+    if baselines is not None:
+        metrics |= seat_baselines((seat, baselines[e][seat]) for seat, _, e in own)
+    return metrics
 
 
 def assign_advantages(episodes: Sequence[Episode], advantages: Advantages) -> None:

@@ -88,6 +88,6 @@ def dr_mas(*, eps: float = 1e-6) -> Estimator[EmptyState]:
         names = role_names(sigma)
         for key, s in sorted(sigma.items()):
             metrics[f"adv/agent_std/{names[key]}"] = s
-        return Estimate(advantages, state, metrics)
+        return Estimate(advantages, state, metrics, baselines=baselines)
 
     return Estimator(EmptyState, estimate, needs_groups=True)

@@ -83,13 +83,14 @@ def gra(*, gate: float = 1.0, gamma: float = 1.0) -> Estimator[EmptyState]:
             )
             for ep, ep_g in zip(episodes, returns, strict=True)
         )
-        metrics = summary_metrics(advantages, role_baselines(episodes, means))
+        baselines = role_baselines(episodes, means)
+        metrics = summary_metrics(advantages, baselines)
         metrics["adv/gate_open_frac"] = mean(
             1.0 if outcome(traj) >= gate else 0.0
             for ep in episodes
             for traj in ep.trajectories
             if traj.turns
         )
-        return Estimate(advantages, state, metrics)
+        return Estimate(advantages, state, metrics, baselines=baselines)
 
     return Estimator(EmptyState, estimate)

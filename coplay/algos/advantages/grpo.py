@@ -77,6 +77,6 @@ def grpo(*, scale_by_std: bool = True, eps: float = 1e-6) -> Estimator[EmptyStat
         metrics["adv/singleton_group_frac"] = mean(
             1.0 if n < 2 else 0.0 for _, _, n in stats.values()
         )
-        return Estimate(advantages, state, metrics)
+        return Estimate(advantages, state, metrics, baselines=baselines)
 
     return Estimator(EmptyState, estimate, needs_groups=True)

@@ -91,10 +91,11 @@ def mars(
             for ep, ep_returns in zip(episodes, returns, strict=True)
         )
         means = {key: m for key, (m, _) in stats.items()}
-        metrics = summary_metrics(advantages, role_baselines(episodes, means))
+        baselines = role_baselines(episodes, means)
+        metrics = summary_metrics(advantages, baselines)
         names = role_names(stats)
         for key, (_, s) in sorted(stats.items()):
             metrics[f"adv/return_std/{names[key]}"] = s
-        return Estimate(advantages, state, metrics)
+        return Estimate(advantages, state, metrics, baselines=baselines)
 
     return Estimator(EmptyState, estimate)

@@ -131,6 +131,6 @@ def rae(
         names = role_names(roles)
         for key, b in sorted(roles.items()):
             metrics[f"adv/role_baseline/{names[key]}"] = b
-        return Estimate(advantages, new_state, metrics)
+        return Estimate(advantages, new_state, metrics, baselines=baselines)
 
     return Estimator(init, estimate)

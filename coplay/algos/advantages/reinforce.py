@@ -63,6 +63,7 @@ def reinforce(*, baseline: str = "batch_mean") -> Estimator[EmptyState]:
             for ep, bs in zip(episodes, baselines, strict=True)
         ]
         advantages = expand_to_turns(episodes, per_seat)
-        return Estimate(advantages, state, summary_metrics(advantages, baselines))
+        metrics = summary_metrics(advantages, baselines)
+        return Estimate(advantages, state, metrics, baselines=baselines)
 
     return Estimator(EmptyState, estimate)

@@ -60,6 +60,6 @@ def rloo() -> Estimator[EmptyState]:
         metrics["adv/singleton_group_frac"] = mean(
             1.0 if k < 2 else 0.0 for _, k in totals.values()
         )
-        return Estimate(advantages, state, metrics)
+        return Estimate(advantages, state, metrics, baselines=baselines)
 
     return Estimator(EmptyState, estimate, needs_groups=True)
