@@ -114,8 +114,9 @@ class Prompter:
 
     def user_turn(self, user: str, ended: bool) -> tuple[int, ...]:
         """Ids that follow an answer to open the next turn with ``user``: the end of the
-        assistant message (less the EOS the answer already ``ended`` with), the user
-        message and the generation prompt."""
+        assistant message (less the EOS the answer already ``ended`` with, and any
+        whitespace the template writes before it), the user message and the generation
+        prompt."""
         key = (user, ended)
         if key not in self._turns:
             tok = self.tokenizer
@@ -124,8 +125,11 @@ class Prompter:
             )
             after = text[text.index(_SENTINEL) + len(_SENTINEL) :]
             eos = tok.eos_token or ""
-            if ended and eos and after.startswith(eos):
-                after = after[len(eos) :]
+            # A template may write whitespace between the content and its EOS (coplay
+            # sft's fallback template did: "\n<eos>"); a model fine-tuned on it writes
+            # that whitespace as part of its answer, so all of it is already there.
+            if ended and eos and after.lstrip().startswith(eos):
+                after = after.lstrip()[len(eos) :]
             self._turns[key] = tuple(tok(after, add_special_tokens=False)["input_ids"])
         return self._turns[key]
 

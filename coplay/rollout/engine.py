@@ -406,7 +406,10 @@ def _resolve(
         # A message with a format is played as the game reads it (its own limits).
         message = game.env.parse_action(player, dec.action)
         if message is None:
-            dec = replace(dec, action=None)
+            # Rejected text is not well formed either (the format reward reads it);
+            # None stays None: no format applies.
+            formed = None if dec.well_formed is None else False
+            dec = replace(dec, action=None, well_formed=formed)
         elif dec.well_formed is not None:
             dec = replace(dec, action=message)
     if dec.valid:

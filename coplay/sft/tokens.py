@@ -21,15 +21,17 @@ from coplay.sft.data import Conversation, DataError
 
 FALLBACK_CHAT_TEMPLATE = (
     "{% for m in messages %}"
-    "{{ '<|' + m['role'] + '|>\n' + m['content'] + '\n' }}"
-    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
+    "{{ '<|' + m['role'] + '|>\n' + m['content'] }}"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% else %}{{ '\n' }}{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
 """A plain-text chat template for checkpoints whose tokenizer has none (base models;
-the tiny default model in text mode brings its own): role headers as text, an EOS after every assistant turn (generation stops
-there). It is saved with the SFT checkpoint, so ``coplay train model.path=...`` renders
-prompts with the very template the model was fine-tuned on."""
+the tiny default model in text mode brings its own): role headers as text, an EOS
+right after every assistant message's content, a newline after every other message.
+So an answer is trained as its content and the EOS, where generation stops, and
+nothing after it. It is saved with the SFT checkpoint, so ``coplay train
+model.path=...`` renders prompts with the very template the model was fine-tuned on."""
 
 
 def ensure_chat_template(tokenizer: PreTrainedTokenizerBase) -> bool:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from coplay.envs.gameref import GameRef
 from coplay.models.loading import build_policy
 from coplay.models.lora import LoraSettings
-from coplay.policies.lm import LMPolicy
+from coplay.policies.lm import LMPolicy, learned_positions
 from coplay.report import sinks
 from coplay.report.atomic import write_text
 from coplay.sft.data import Conversation, DataError, read_conversations
@@ -66,7 +66,8 @@ class SftSettings(BaseModel):
     """Gradient clipping threshold."""
     max_tokens: int | None = Field(None, gt=0)
     """Longest conversation in tokens (default: the model's context length); a longer
-    one is an error naming its line."""
+    one is an error naming its line. At most the model's positions where they are a
+    learned table (GPT-2's)."""
     micro_batch_tokens: int | None = Field(None, gt=0)
     """Padded tokens per forward and backward pass, a trained position weighing its
     vocabulary-wide rows (default: what fits the RL learner's activation budget at
@@ -122,6 +123,22 @@ def base_policy(cfg: RunConfig, conversations: Sequence[Conversation]) -> LMPoli
     text = game_text(game.make, seed=cfg.train.seed)
     corpus = text.texts + [m.content for c in conversations for m in c.messages]
     return build_policy(cfg.model, corpus=corpus, actions=text.actions, seed=cfg.train.seed)
+
+
+def token_limit(settings: SftSettings, model: torch.nn.Module) -> int:
+    """The longest conversation to train on: ``sft.max_tokens``, by default the model's
+    context length. Refused past a learned position table (GPT-2's ``wpe``), where a
+    longer conversation would be an IndexError deep in torch."""
+    if settings.max_tokens is None:
+        return model.config.max_position_embeddings
+    positions = learned_positions(model)
+    if positions is not None and settings.max_tokens > positions:
+        raise ConfigError(
+            f"sft.max_tokens={settings.max_tokens} is more than the model's {positions} "
+            "positions (max_position_embeddings, a learned table it cannot run past); "
+            f"set it to at most {positions} or leave it out"
+        )
+    return settings.max_tokens
 
 
 def check_lengths(examples: Sequence[Example], limit: int, source: Path) -> None:
@@ -273,9 +290,9 @@ def run_sft(
     conversations = read_conversations(data)
     torch.manual_seed(cfg.run.train.seed)
     policy = base_policy(cfg.run, conversations)
+    limit = token_limit(cfg.sft, policy.model)
     fallback = ensure_chat_template(policy.tokenizer)
     examples = [encode(c, policy.tokenizer, str(data)) for c in conversations]
-    limit = cfg.sft.max_tokens or policy.model.config.max_position_embeddings
     check_lengths(examples, limit, data)
     _start(out, cfg)
     model = _wrap_lora(policy, cfg.sft.lora) if cfg.sft.lora is not None else policy.model

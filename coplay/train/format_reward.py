@@ -1,13 +1,14 @@
 """The format reward of free-text answers, kept apart from the game's return.
 
 Each answer a learner wrote in text mode records whether it was written exactly in
-its answer format (``Decision.well_formed``). ``model.text.format_reward`` is added
-for every well-formed answer and ``model.text.format_penalty`` for every other one
-(rejected retries included), to the turn that holds the answer and so to the
-trajectory's return, which the advantage estimators read. The rollout metrics are
-taken before (``rollout/return_seat*`` stay the game's returns); the shaping is
-logged on its own as ``rollout/format_reward`` (mean per trajectory) next to
-``rollout/well_formed`` (the share of well-formed answers).
+its answer format (``Decision.well_formed``; a message the game refused is not).
+``model.text.format_reward`` is added for every well-formed answer and
+``model.text.format_penalty`` for every other one (rejected retries included), to the
+turn that holds the answer and so to the trajectory's return, which the advantage
+estimators read. The rollout metrics are taken before (``rollout/return_seat*`` stay
+the game's returns); the shaping is logged on its own as ``rollout/format_reward``
+(mean per trajectory) next to ``rollout/well_formed`` (the share of well-formed
+answers).
 """
 
 from __future__ import annotations

@@ -305,3 +305,49 @@ def test_a_template_without_a_system_role_gets_the_instruction_in_the_first_mess
     assert text.startswith("<|im_start|>user\n" + policy.text.format.instruction)
     sent = first.prompt_ids + first.response_ids
     assert second.prompt_ids[: len(sent)] == sent
+
+
+SFT_TEMPLATE_BEFORE = (
+    "{% for m in messages %}"
+    "{{ '<|' + m['role'] + '|>\\n' + m['content'] + '\\n' }}"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+"""``coplay sft``'s fallback template as earlier checkpoints saved it: whitespace
+between an answer and its EOS, which the fine-tuned model writes as part of it."""
+
+
+@pytest.mark.parametrize("saved", ["current", "before"])
+def test_chat_prompts_are_the_conversation_sft_trained_on(saved):
+    from coplay.models.tokenizer import train_tokenizer
+    from coplay.policies.chat import Prompter
+    from coplay.sft.data import Conversation, Message
+    from coplay.sft.tokens import FALLBACK_CHAT_TEMPLATE, encode
+    from coplay.types import Decision, Observation
+
+    corpus = game_text(lambda: make_env("kuhn_poker"), episodes=20)
+    tok = train_tokenizer(corpus.texts, vocab_size=400, actions=corpus.actions, text=True)
+    tok.chat_template = FALLBACK_CHAT_TEMPLATE if saved == "current" else SFT_TEMPLATE_BEFORE
+    text = TextConfig(context="chat")
+    users = ["Your card: K.", "The opponent bet.", "The opponent raised."]
+    answers = ["<think>x</think> [Bet]", "<think>y</think> [Call]", "<think>z</think> [Pass]"]
+    messages = [Message("system", text.format.instruction)]
+    for user, answer in zip(users, answers, strict=True):
+        messages += [Message("user", user), Message("assistant", answer)]
+    trained = encode(Conversation(tuple(messages), line=1), tok)
+    mask = (False, *trained.loss_mask, False)
+    edges = [i for i in range(len(trained.ids) + 1) if mask[i] != mask[i + 1]]
+    spans = list(zip(edges[::2], edges[1::2], strict=True))  # each answer's [start, end)
+
+    prompter = Prompter(tok, text, max_new_tokens=8)
+    history = ()
+    for user, (start, end) in zip(users, spans, strict=True):
+        obs = Observation("kuhn_poker", 0, user, ("[Pass]", "[Bet]"), history=history)
+        prompt = prompter.prompt(obs)
+        assert prompt == trained.ids[:start], tok.decode(prompt)
+        # the answer as the model learned to write it, EOS included
+        answer = trained.ids[start:end]
+        assert answer[-1] == tok.eos_token_id
+        last = Decision("", "[Bet]", "p", prompt_ids=prompt, response_ids=answer)
+        history = (*history, (obs, last))

@@ -364,17 +364,24 @@ class Shout:
 
 
 class Writer:
-    """Writes the given texts in turn as free-text messages."""
+    """Writes the given texts in turn as free-text messages (``well_formed``: what its
+    answer format says of each; None where it has none)."""
 
     policy_id = "writer"
     version = 0
 
-    def __init__(self, texts):
+    def __init__(self, texts, well_formed=None):
         self.texts = iter(texts)
+        self.well_formed = well_formed
 
     def act(self, observations):
         return [
-            Decision(text=(t := next(self.texts)), action=t, policy_id="writer")
+            Decision(
+                text=(t := next(self.texts)),
+                action=t,
+                policy_id="writer",
+                well_formed=self.well_formed,
+            )
             for _ in observations
         ]
 
@@ -389,6 +396,17 @@ def test_a_message_the_game_rejects_gets_the_invalid_treatment():
     assert not turn.invalid_attempts[0].valid
     lost = play_episodes(Shout, [[Writer([""])]], [0])[0]
     assert lost.forfeited_by == 0 and lost.returns == (-1.0,)
+
+
+@pytest.mark.parametrize(("formed", "rejected"), [(True, False), (None, None)])
+def test_a_message_the_game_rejects_is_not_well_formed(formed, rejected):
+    # Written in its format but refused by the game: it kept well_formed=True, and the
+    # format reward paid it instead of model.text.format_penalty.
+    writer = Writer(["   ", "hello"], well_formed=formed)
+    (ep,) = play_episodes(Shout, [[writer]], [0], invalid=InvalidActionConfig(retries=1))
+    turn = ep.turns[0]
+    assert [d.well_formed for d in turn.invalid_attempts] == [rejected]
+    assert turn.decision.well_formed is formed  # the accepted one keeps its mark
 
 
 def test_a_message_is_recorded_as_the_game_read_it():

@@ -51,8 +51,8 @@ def test_fallback_template_masks_exactly_the_assistant_answers(tokenizer):
     assert ensure_chat_template(tok) is False  # kept once set
     ex = encode(CONV, tok)
     assert _trained_text(tok, ex) == [
-        "<think>The King wins every showdown.</think> [Bet]\n<eos>",
-        "<think>Nothing left to do.</think> [Pass]\n<eos>",
+        "<think>The King wins every showdown.</think> [Bet]<eos>",
+        "<think>Nothing left to do.</think> [Pass]<eos>",
     ]
     # Everything else (system, user, role headers) is context: present but untrained.
     untrained = tok.decode([i for i, m in zip(ex.ids, ex.loss_mask, strict=True) if not m])

@@ -275,6 +275,57 @@ def test_cli_sft_refuses_an_existing_run_and_bad_input(data, tmp_path, capsys):
     assert "sft.epoch: unknown key" in capsys.readouterr().err
 
 
+def test_max_tokens_past_a_learned_position_table_is_refused_before_the_run(
+    setup, tmp_path, capsys
+):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    # GPT-2's positions are a learned table: past its 128 a conversation was an
+    # IndexError in torch, after config.yaml, sft.yaml and metrics.jsonl were written.
+    policy, _ = setup
+    gpt2 = tmp_path / "gpt2"
+    tok = policy.tokenizer
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=128,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    GPT2LMHeadModel(config).save_pretrained(gpt2)
+    tok.save_pretrained(gpt2)
+    long = {
+        "messages": [
+            {"role": "user", "content": " ".join(f"card{i}" for i in range(200))},
+            {"role": "assistant", "content": "[Bet]"},
+        ]
+    }
+    data = tmp_path / "long.jsonl"
+    data.write_text("".join(json.dumps(x) + "\n" for x in (LINES[0], long)))
+    out = tmp_path / "run"
+    base = ["sft", "--quiet", "--data", str(data), "--out", str(out), f"model.path={gpt2}"]
+    capsys.readouterr()
+    assert main([*base, "sft.max_tokens=100000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sft.max_tokens=100000 is more than the model's 128" in err
+    assert not any(out.glob("*"))  # nothing written
+    assert main(base) == 2  # the default limit: the long line is named
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay sft: error: {data}:2: the conversation is ")
+    assert "longer than 128" in err and not any(out.glob("*"))
+
+
+def test_max_tokens_past_rotary_positions_is_allowed(setup):
+    from coplay.sft.trainer import token_limit
+
+    # Rotary positions (the tiny Llama's) run on past max_position_embeddings, only worse.
+    policy, _ = setup
+    assert token_limit(SftSettings(), policy.model) == policy.model.config.max_position_embeddings
+    assert token_limit(SftSettings(max_tokens=100000), policy.model) == 100000
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
