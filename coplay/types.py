@@ -109,8 +109,9 @@ class Decision:
     differs from the policy's (``logprobs``): exploration mixes in uniform choices.
     None means the policy's own."""
     well_formed: bool | None = None
-    """Free text with an answer format: written exactly in the format (the format
-    reward reads it). None where no format applies (choices, scripted policies)."""
+    """Free text with an answer format: written exactly in the format, and not refused
+    by the game's reading of a message (the format reward reads it). None where no
+    format applies (choices, scripted policies)."""
 
     @classmethod
     def fast(cls, **values: Any) -> Decision:
