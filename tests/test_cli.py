@@ -1549,3 +1549,14 @@ def test_a_run_directory_as_model_path_names_its_checkpoint(kuhn_run, tmp_path, 
         f"missing); {kuhn_run} is a run directory: give its checkpoint, {final}\n"
     )
     assert not out.exists()
+
+
+def test_check_env_calls_openspiel_parameters_that_break_the_game_a_user_error(capsys):
+    # goofspiel of -1 cards loads in OpenSpiel, then failed at the first deal
+    # ("vector::reserve"), and check-env exited 1: "the game has a defect".
+    assert main(["check-env", "openspiel:goofspiel", "--episodes", "1", "num_cards=-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "coplay check-env: error: bad parameters for game 'goofspiel', num_cards=-1"
+    )
+    assert len(err.splitlines()) == 1

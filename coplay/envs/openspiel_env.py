@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ import pyspiel
 
 from coplay.envs import actions as action_text
 from coplay.envs.chance import ChanceDraws
+from coplay.envs.openspiel_params import crash_problem, play_problem, spiel_reason
 from coplay.envs.renderers import RENDERERS, Rendered, Renderer, render, renderer_for
 from coplay.types import GameKind, GameSpec, Observation
 
@@ -103,15 +103,25 @@ env of it shares one (a training run builds one env per game played)."""
 
 
 def params_key(params: Mapping[str, object]) -> tuple | None:
-    """A dict key for game parameters, None for nested ones (game-valued: not kept).
-    The type is part of it: 1 and 1.0 are equal keys but not equal parameters."""
-    if not all(isinstance(v, int | float | str) for v in params.values()):
-        return None
-    return tuple((k, type(v).__name__, v) for k, v in sorted(params.items()))
+    """A dict key for game parameters (a game-valued one's parameters nested), None for
+    values OpenSpiel cannot take. The type is part of it: 1 and 1.0 are equal keys but
+    not equal parameters."""
+    items = []
+    for key, val in sorted(params.items()):
+        if isinstance(val, Mapping):
+            val = params_key(val)
+            if val is None:
+                return None
+        elif not isinstance(val, int | float | str):
+            return None
+        items.append((key, type(val).__name__, val))
+    return tuple(items)
 
 
 def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
-    """``pyspiel.load_game`` with errors that say which name or parameter is wrong."""
+    """``pyspiel.load_game`` with errors that say which name or parameter is wrong,
+    checked once per name and parameters (``openspiel_params``) so that a setting that
+    breaks the game fails here, not at the first reset or in the middle of a run."""
     kept = params_key(params)
     if kept is None:
         return _load(openspiel_name, params)
@@ -135,23 +145,50 @@ def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
             f"available: {', '.join(allowed) or 'none'}"
         )
     _check_values(game_type, params)
+    why = crash_problem(game_type, params)
+    if why:
+        raise _bad_parameters(game_type, params, why)
+    valued = None
     try:
+        valued = _game_valued(game_type, params)
         with c_stderr_silenced():
-            return pyspiel.load_game(openspiel_name, _game_valued(game_type, params))
-    except pyspiel.SpielError as err:
+            game = pyspiel.load_game(openspiel_name, valued)
+    except Exception as err:  # noqa: BLE001 - C++ errors arrive as ValueError, MemoryError...
+        if valued is None and not isinstance(err, pyspiel.SpielError):
+            raise  # _game_valued's own one-line error
         raise ValueError(
             f"bad parameters for game {openspiel_name!r}: {spiel_reason(err)}"
         ) from err
+    if params:
+        with c_stderr_silenced():
+            why = play_problem(game)
+        if why and not _fails_by_default(openspiel_name):
+            raise _bad_parameters(game_type, params, why)
+    return game
 
 
-def spiel_reason(err: Exception) -> str:
-    """An OpenSpiel error on one line, without the C++ source location it starts with:
-    ``num_players_ <= kGameType.max_num_players (num_players_ = 99, ...)``."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if not lines:
-        return type(err).__name__
-    head = re.sub(r"^\S+\.(cc|h):\d+\s*", "", lines[0])
-    return head + (f" ({'; '.join(lines[1:])})" if lines[1:] else "")
+def _bad_parameters(
+    game_type: pyspiel.GameType, params: Mapping[str, object], why: str
+) -> ValueError:
+    """One line naming the game, each parameter given with its default, and ``why``."""
+    spec = game_type.parameter_specification
+    given = ", ".join(
+        f"{k}={v!r}"
+        + ("" if v == spec[k] or isinstance(spec[k], dict) else f" (default {spec[k]!r})")
+        for k, v in params.items()
+    )
+    return ValueError(f"bad parameters for game {game_type.short_name!r}, {given}: {why}")
+
+
+def _fails_by_default(openspiel_name: str) -> bool:
+    """Whether the game with its default parameters breaks at its start as well: then
+    the fault is OpenSpiel's (``coplay check-env`` reports it), not the parameters'."""
+    try:
+        game = load_openspiel_game(openspiel_name, {})
+    except ValueError:
+        return False
+    with c_stderr_silenced():
+        return play_problem(game) is not None
 
 
 @contextmanager

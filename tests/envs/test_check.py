@@ -305,3 +305,14 @@ def test_the_guide_example_passes_and_pays_as_documented():
     assert "Player 0 bid 1." in env.observe(1).text and "at 3" not in env.observe(1).text
     env.step({1: "[Bid 1]"})  # a tie goes to player 0, who pays 1 for a value of 3
     assert env.returns() == [2.0, 0.0]
+
+
+def test_openspiel_parameters_that_break_the_game_are_a_user_error_not_a_defect():
+    # goofspiel of -1 cards loads in OpenSpiel and failed at the first deal: check-env
+    # reported it as a defect of the env (exit 1) instead of a mistake in its settings.
+    with pytest.raises(ValueError, match="^bad parameters for game 'goofspiel', num_cards=-1"):
+        resolve_factory("openspiel:goofspiel", {"num_cards": -1})
+    # A game OpenSpiel cannot start with its defaults either (crossword takes action
+    # structs only) is the env's defect, whatever parameters are given.
+    report = check_env(resolve_factory("openspiel:crossword", {"puzzles_root": ""}), episodes=1)
+    assert "LegalActions unimplemented" in report.findings[0].message
