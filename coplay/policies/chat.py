@@ -51,14 +51,37 @@ def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]] | None:
     return [{"role": "user", "content": f"{system}\n\n{user}"}, *messages[2:]]
 
 
+def turn_ends(tokenizer, generation_config=None) -> tuple[int, ...]:
+    """The ids that end a model's turn: the tokenizer's EOS, then every other end the
+    checkpoint's generation config lists (an instruct model's end of turn, such as
+    Gemma's ``<end_of_turn>`` or Llama 3's ``<|eot_id|>``, is often not the tokenizer's
+    EOS): an answer stops at any of them, as ``generate`` stops.
+
+    >>> from types import SimpleNamespace as NS
+    >>> turn_ends(NS(eos_token_id=1), NS(eos_token_id=[1, 107]))
+    (1, 107)
+    """
+    listed = getattr(generation_config, "eos_token_id", None)
+    more = list(listed) if isinstance(listed, list | tuple) else [listed]
+    return tuple(dict.fromkeys(i for i in [tokenizer.eos_token_id, *more] if i is not None))
+
+
 class Prompter:
     """Builds text-mode prompts from an observation and, in chat context, the player's
     earlier decisions in the episode (``Observation.history``)."""
 
-    def __init__(self, tokenizer, text: TextConfig, max_new_tokens: int) -> None:
+    def __init__(
+        self,
+        tokenizer,
+        text: TextConfig,
+        max_new_tokens: int,
+        ends: Sequence[int] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.text = text
         self.max_new_tokens = max_new_tokens
+        self.ends = turn_ends(tokenizer) if ends is None else tuple(ends)
+        """The ids an answer ends its turn with (``turn_ends``)."""
         self.templated = bool(getattr(tokenizer, "chat_template", None))
         if text.context == "chat" and not self.templated:
             raise ValueError(
@@ -66,7 +89,7 @@ class Prompter:
                 "checkpoint's tokenizer has none (use context: turn)"
             )
         self._heads: dict[str, tuple[int, ...]] = {}
-        self._turns: dict[tuple[str, bool], tuple[int, ...]] = {}
+        self._turns: dict[tuple[str, int | None], tuple[int, ...]] = {}
         close = tokenizer(THINK_CLOSE, add_special_tokens=False)["input_ids"]
         self._close_ids = tuple(close)
         # A reasoning model's template (DeepSeek-R1-Distill's, QwQ's) opens the reasoning
@@ -75,10 +98,6 @@ class Prompter:
         self.format = replace(text.format, opened=True) if self.opens_reasoning else text.format
         """The answer format the policy reads its answers with: where the prompts open
         the reasoning block, one that reads each answer as its continuation."""
-
-    @property
-    def eos_id(self) -> int | None:
-        return self.tokenizer.eos_token_id
 
     # ---------------------------------------------------------------- pieces
     def _render(self, user: str, *later: dict[str, str]) -> str:
@@ -112,11 +131,11 @@ class Prompter:
             self._heads[user] = tuple(ids)
         return self._heads[user]
 
-    def user_turn(self, user: str, ended: bool) -> tuple[int, ...]:
+    def user_turn(self, user: str, ended: int | None) -> tuple[int, ...]:
         """Ids that follow an answer to open the next turn with ``user``: the end of the
-        assistant message (less the EOS the answer already ``ended`` with, and any
-        whitespace the template writes before it), the user message and the generation
-        prompt."""
+        assistant message (less the end of turn the answer already ``ended`` with, and
+        any whitespace the template writes before it), the user message and the
+        generation prompt."""
         key = (user, ended)
         if key not in self._turns:
             tok = self.tokenizer
@@ -124,12 +143,12 @@ class Prompter:
                 "-", {"role": "assistant", "content": _SENTINEL}, {"role": "user", "content": user}
             )
             after = text[text.index(_SENTINEL) + len(_SENTINEL) :]
-            eos = tok.eos_token or ""
-            # A template may write whitespace between the content and its EOS (coplay
+            end = tok.decode([ended]) if ended is not None else ""
+            # A template may write whitespace between the content and its end (coplay
             # sft's fallback template did: "\n<eos>"); a model fine-tuned on it writes
             # that whitespace as part of its answer, so all of it is already there.
-            if ended and eos and after.lstrip().startswith(eos):
-                after = after.lstrip()[len(eos) :]
+            if end and after.lstrip().startswith(end):
+                after = after.lstrip()[len(end) :]
             self._turns[key] = tuple(tok(after, add_special_tokens=False)["input_ids"])
         return self._turns[key]
 
@@ -167,8 +186,9 @@ class Prompter:
         ids = last.prompt_ids + answer + self.user_turn(obs.text, self._ended(answer))
         return self._fit(ids, obs, obs.history)
 
-    def _ended(self, answer: Sequence[int]) -> bool:
-        return bool(answer) and answer[-1] == self.eos_id
+    def _ended(self, answer: Sequence[int]) -> int | None:
+        """The end of turn ``answer`` closes with (``ends``), None where it was cut."""
+        return answer[-1] if answer and answer[-1] in self.ends else None
 
     def _fit(
         self,

@@ -42,8 +42,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
+from coplay.backends.base import Sampling
 from coplay.envs.actions import parse_action
-from coplay.policies.chat import Prompter
+from coplay.policies.chat import Prompter, turn_ends
 from coplay.policies.encoding import encode_texts
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import ChoiceRows, fold_common_prefix
@@ -109,6 +110,9 @@ class LMPolicy:
         """Folded prompt and actions by (text, messages, legal actions): what a choice
         scores, tokenised once per distinct observation."""
         self._positions = learned_positions(model)
+        self.ends = turn_ends(tokenizer, getattr(model, "generation_config", None))
+        """The ids that end a written answer: the tokenizer's EOS and every other end of
+        turn the checkpoint's generation config lists (``turn_ends``)."""
 
     # ------------------------------------------------------- backend settings
     @property
@@ -200,7 +204,7 @@ class LMPolicy:
     def prompter(self) -> Prompter:
         """Text mode's prompts (built on first use, from the backend's tokenizer)."""
         if self._prompter is None:
-            self._prompter = Prompter(self.tokenizer, self.text, self.max_new_tokens)
+            self._prompter = Prompter(self.tokenizer, self.text, self.max_new_tokens, self.ends)
         return self._prompter
 
     @property
@@ -491,13 +495,17 @@ class LMPolicy:
         # between Ray workers writes what one process writes (each stream advances once).
         row_seeds = None if rngs is None else stream_seeds(rngs)
         draws = {"generator": self.generator, "row_seeds": row_seeds}
+        # Ends of turn besides the EOS the backend stops at: one-token stops.
+        ends = tuple((i,) for i in self.ends if i != self.tokenizer.eos_token_id)
         if self.mode != "text":  # choice mode's message turns, as they have always been
-            responses = self.backend.generate(prompts, **draws)
+            stops = {"sampling": Sampling(stop=ends)} if ends else {}
+            responses = self.backend.generate(prompts, **draws, **stops)
             return [
                 self._decision(o, p, ids, lps, None)
                 for o, p, (ids, lps) in zip(observations, prompts, responses, strict=True)
             ]
         sampling = self.text.sampling(self.tokenizer)
+        sampling = replace(sampling, stop=sampling.stop + ends)
         responses = self.backend.generate(prompts, sampling=sampling, **draws)
         decisions = []
         for obs, prompt, (ids, lps) in zip(observations, prompts, responses, strict=True):

@@ -351,3 +351,51 @@ def test_chat_prompts_are_the_conversation_sft_trained_on(saved):
         assert answer[-1] == tok.eos_token_id
         last = Decision("", "[Bet]", "p", prompt_ids=prompt, response_ids=answer)
         history = (*history, (obs, last))
+
+
+TURN_TEMPLATE = (
+    "{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+    "{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+"""A Gemma-style template: every turn closes with its own ``<end_of_turn>`` token,
+which is not the tokenizer's EOS."""
+
+
+@pytest.mark.parametrize("closed", ["end of turn", "cut short"])
+def test_an_answer_closed_by_its_own_end_of_turn_is_not_closed_again(closed):
+    from coplay.models.tokenizer import train_tokenizer
+    from coplay.policies.chat import Prompter
+    from coplay.types import Decision, Observation
+
+    corpus = game_text(lambda: make_env("kuhn_poker"), episodes=20)
+    tok = train_tokenizer(corpus.texts, vocab_size=400, actions=corpus.actions, text=True)
+    tok.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+    tok.chat_template = TURN_TEMPLATE
+    eot = tok.convert_tokens_to_ids("<end_of_turn>")
+    assert eot != tok.eos_token_id
+    text = TextConfig(context="chat")
+    prompter = Prompter(tok, text, max_new_tokens=8, ends=(tok.eos_token_id, eot))
+    first = Observation("kuhn_poker", 0, "Your card: K.", ("[Pass]", "[Bet]"))
+    prompt = prompter.prompt(first)
+    content = "<think>x</think> [Bet]"
+    answer = tuple(tok(content, add_special_tokens=False)["input_ids"])
+    answer += (eot,) if closed == "end of turn" else ()
+    last = Decision("", "[Bet]", "p", prompt_ids=prompt, response_ids=answer)
+    second = Observation(
+        "kuhn_poker", 0, "The opponent bet.", ("[Fold]", "[Call]"), history=((first, last),)
+    )
+    rendered = tok.apply_chat_template(
+        [
+            {"role": "system", "content": text.format.instruction},
+            {"role": "user", "content": first.text},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": second.text},
+        ],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    ids = prompter.prompt(second)
+    assert ids[: len(prompt) + len(answer)] == prompt + answer
+    assert tok.decode(ids) == rendered  # one <end_of_turn> after the answer, either way

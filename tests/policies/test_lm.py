@@ -445,3 +445,40 @@ def test_a_prompt_past_learned_positions_is_one_error_line(tiny, mode):
     assert f"takes {length} tokens, but the model has 20 positions" in message
     policy.model = _gpt2(tok, length)
     assert policy.act([obs])[0].policy_id == "learner"  # exactly as long fits
+
+
+@pytest.mark.parametrize("mode", ["text", "choice"])
+def test_an_answer_ends_at_every_end_of_turn_the_checkpoint_lists(tiny, monkeypatch, mode):
+    # An instruct checkpoint may end its turn with a token other than the tokenizer's
+    # EOS (Gemma's <end_of_turn>, Llama 3's <|eot_id|>), listed in its generation
+    # config: an answer stops there too, instead of running on to max_new_tokens.
+    model, tok = tiny
+    written = tok(" [Pass] [Bet]", add_special_tokens=False)["input_ids"]
+    end = written[2]
+    assert end != tok.eos_token_id and end not in written[:2]
+    monkeypatch.setattr(model.generation_config, "eos_token_id", [tok.eos_token_id, end])
+    policy = LMPolicy(model, tok, mode=mode, max_new_tokens=8, seed=0)
+    asked = []
+
+    def generate(prompts, sampling=None, **_):
+        asked.append(sampling)
+        return [(written, [-0.5] * len(written))] * len(prompts)
+
+    monkeypatch.setattr(policy.backend, "generate", generate)
+    (d,) = policy.act(_observations(1) if mode == "text" else _message_turns(1))
+    assert (end,) in asked[0].stop
+    if mode == "text":  # cut where the engine stops (the fake one did not)
+        assert list(d.response_ids) == written[:3] and len(d.logprobs) == 3
+
+
+def test_without_another_end_of_turn_message_turns_are_asked_as_before(tiny, monkeypatch):
+    model, tok = tiny
+    monkeypatch.setattr(model.generation_config, "eos_token_id", tok.eos_token_id)
+    policy = LMPolicy(model, tok, max_new_tokens=8, seed=0)
+    assert policy.ends == (tok.eos_token_id,)
+    asked = []
+    monkeypatch.setattr(
+        policy.backend, "generate", lambda prompts, **kw: asked.append(kw) or [((), ())]
+    )
+    policy.act(_message_turns(1))
+    assert "sampling" not in asked[0]
