@@ -40,7 +40,7 @@ from rollout_throughput import engine_run, model_config
 from timers import Clock, patched
 
 from coplay.envs.gameref import GameRef
-from coplay.envs.openspiel_env import UnknownGameError
+from coplay.envs.openspiel_games import UnknownGameError
 from coplay.models.loading import build_policy
 from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import heap_frozen

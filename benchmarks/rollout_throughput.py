@@ -69,7 +69,7 @@ import torch
 import torch.nn.functional as F
 
 from coplay.envs.gameref import GameRef
-from coplay.envs.openspiel_env import UnknownGameError
+from coplay.envs.openspiel_games import UnknownGameError
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import (

@@ -4,11 +4,11 @@ from coplay.envs.actions import bracket, parse_action
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_env import (
     OpenSpielEnv,
-    UnknownGameError,
     game_spec,
     info_key,
     observation_for_state,
 )
+from coplay.envs.openspiel_games import UnknownGameError
 from coplay.envs.registry import (
     GameInfo,
     list_games,

@@ -10,10 +10,7 @@ exact evaluation calls on enumerated information states.
 from __future__ import annotations
 
 import copy
-import os
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +18,7 @@ import pyspiel
 
 from coplay.envs import actions as action_text
 from coplay.envs.chance import ChanceDraws
-from coplay.envs.openspiel_params import crash_problem, play_problem, spiel_reason
+from coplay.envs.openspiel_games import load_openspiel_game
 from coplay.envs.renderers import RENDERERS, Rendered, Renderer, render, renderer_for
 from coplay.types import GameKind, GameSpec, Observation
 
@@ -35,176 +32,6 @@ _KINDS = {
     pyspiel.GameType.Utility.GENERAL_SUM: GameKind.GENERAL_SUM,
     pyspiel.GameType.Utility.IDENTICAL: GameKind.COOPERATIVE,
 }
-
-
-class UnknownGameError(ValueError):
-    """A game name that neither the registry nor OpenSpiel knows."""
-
-
-_TYPES: dict[str, pyspiel.GameType] = {}
-"""OpenSpiel's registered game types by short name, read once (and again after
-OpenSpiel's Python games register themselves)."""
-
-
-def _game_type(openspiel_name: str) -> pyspiel.GameType | None:
-    """The registered type of ``openspiel_name``; its Python games are imported only
-    when such a game (``python_iterated_prisoners_dilemma``) is asked for."""
-    if openspiel_name not in _TYPES and openspiel_name.startswith("python_"):
-        import open_spiel.python.games  # noqa: F401
-
-        _TYPES.clear()
-    if not _TYPES:
-        _TYPES.update((t.short_name, t) for t in pyspiel.registered_games())
-    return _TYPES.get(openspiel_name)
-
-
-def _game_valued(game_type: pyspiel.GameType, params: Mapping[str, object]) -> dict[str, object]:
-    """Parameters that are themselves games (``repeated_game``'s ``stage_game``) may be
-    written as a game string (``"matrix_pd"``, ``"goofspiel(num_cards=3)"``)."""
-    spec = game_type.parameter_specification
-    out = dict(params)
-    for key, val in params.items():
-        if isinstance(spec.get(key), dict) and isinstance(val, str | dict):
-            out[key] = pyspiel.game_parameters_from_string(val) if isinstance(val, str) else val
-            # '' parses to no name and '()' to an empty one: a KeyError or an unknown
-            # game '' would not say which parameter is wrong.
-            name = out[key].get("name")
-            if not isinstance(name, str) or not name.strip():
-                raise ValueError(
-                    f"parameter {key!r} of game {game_type.short_name!r} must name a game "
-                    f"(such as 'matrix_pd' or 'goofspiel(num_cards=3)'), got {val!r}"
-                )
-            if _game_type(name) is None:
-                raise UnknownGameError(
-                    f"parameter {key!r} names unknown OpenSpiel game {val!r}; "
-                    "see pyspiel.registered_names()"
-                )
-    return out
-
-
-def _check_values(game_type: pyspiel.GameType, params: Mapping[str, object]) -> None:
-    """One error line for a value OpenSpiel cannot take (a list, None), which it would
-    refuse with a TypeError about converting a dictionary."""
-    spec = game_type.parameter_specification
-    for key, val in params.items():
-        game_valued = isinstance(spec.get(key), dict)
-        if isinstance(val, int | float | str | bool) or (game_valued and isinstance(val, dict)):
-            continue
-        kinds = "a game string" if game_valued else "an int, float, str or bool"
-        raise ValueError(
-            f"parameter {key!r} of game {game_type.short_name!r} must be {kinds}, "
-            f"got {type(val).__name__} {val!r}"
-        )
-
-
-_LOADED: dict[tuple, pyspiel.Game] = {}
-"""Games already loaded, by name and parameters: a pyspiel game is immutable, so every
-env of it shares one (a training run builds one env per game played)."""
-
-
-def params_key(params: Mapping[str, object]) -> tuple | None:
-    """A dict key for game parameters (a game-valued one's parameters nested), None for
-    values OpenSpiel cannot take. The type is part of it: 1 and 1.0 are equal keys but
-    not equal parameters."""
-    items = []
-    for key, val in sorted(params.items()):
-        if isinstance(val, Mapping):
-            val = params_key(val)
-            if val is None:
-                return None
-        elif not isinstance(val, int | float | str):
-            return None
-        items.append((key, type(val).__name__, val))
-    return tuple(items)
-
-
-def load_openspiel_game(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
-    """``pyspiel.load_game`` with errors that say which name or parameter is wrong,
-    checked once per name and parameters (``openspiel_params``) so that a setting that
-    breaks the game fails here, not at the first reset or in the middle of a run."""
-    kept = params_key(params)
-    if kept is None:
-        return _load(openspiel_name, params)
-    key = (openspiel_name, kept)
-    if key not in _LOADED:
-        _LOADED[key] = _load(openspiel_name, params)
-    return _LOADED[key]
-
-
-def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
-    game_type = _game_type(openspiel_name)
-    if game_type is None:
-        raise UnknownGameError(
-            f"unknown OpenSpiel game {openspiel_name!r}; see pyspiel.registered_names()"
-        )
-    allowed = sorted(game_type.parameter_specification)
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ValueError(
-            f"unknown parameter(s) {', '.join(unknown)} for game {openspiel_name!r}; "
-            f"available: {', '.join(allowed) or 'none'}"
-        )
-    _check_values(game_type, params)
-    why = crash_problem(game_type, params)
-    if why:
-        raise _bad_parameters(game_type, params, why)
-    valued = None
-    try:
-        valued = _game_valued(game_type, params)
-        with c_stderr_silenced():
-            game = pyspiel.load_game(openspiel_name, valued)
-    except Exception as err:  # noqa: BLE001 - C++ errors arrive as ValueError, MemoryError...
-        if valued is None and not isinstance(err, pyspiel.SpielError):
-            raise  # _game_valued's own one-line error
-        raise ValueError(
-            f"bad parameters for game {openspiel_name!r}: {spiel_reason(err)}"
-        ) from err
-    if params:
-        with c_stderr_silenced():
-            why = play_problem(game)
-        if why and not _fails_by_default(openspiel_name):
-            raise _bad_parameters(game_type, params, why)
-    return game
-
-
-def _bad_parameters(
-    game_type: pyspiel.GameType, params: Mapping[str, object], why: str
-) -> ValueError:
-    """One line naming the game, each parameter given with its default, and ``why``."""
-    spec = game_type.parameter_specification
-    given = ", ".join(
-        f"{k}={v!r}"
-        + ("" if v == spec[k] or isinstance(spec[k], dict) else f" (default {spec[k]!r})")
-        for k, v in params.items()
-    )
-    return ValueError(f"bad parameters for game {game_type.short_name!r}, {given}: {why}")
-
-
-def _fails_by_default(openspiel_name: str) -> bool:
-    """Whether the game with its default parameters breaks at its start as well: then
-    the fault is OpenSpiel's (``coplay check-env`` reports it), not the parameters'."""
-    try:
-        game = load_openspiel_game(openspiel_name, {})
-    except ValueError:
-        return False
-    with c_stderr_silenced():
-        return play_problem(game) is not None
-
-
-@contextmanager
-def c_stderr_silenced() -> Iterator[None]:
-    """The process's stderr closed to C++ code for a moment: OpenSpiel prints every
-    error it raises there first (``OpenSpiel exception: ...``), above the one line the
-    command line gives for it; the exception carries the same text."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def game_spec(game: pyspiel.Game, name: str) -> GameSpec:

@@ -17,7 +17,8 @@ from coplay.envs.frozen_lake import episode_metrics as frozen_lake_metrics
 from coplay.envs.frozen_lake import make_frozen_lake
 from coplay.envs.negotiation import NegotiationEnv
 from coplay.envs.negotiation import episode_metrics as negotiation_metrics
-from coplay.envs.openspiel_env import OpenSpielEnv, UnknownGameError, params_key
+from coplay.envs.openspiel_env import OpenSpielEnv
+from coplay.envs.openspiel_games import UnknownGameError, params_key
 from coplay.envs.signalling import SignallingEnv
 from coplay.envs.signalling import episode_metrics as signalling_metrics
 from coplay.envs.sokoban import episode_metrics as sokoban_metrics

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from coplay.envs import actions as action_text
-from coplay.envs.openspiel_env import UnknownGameError
+from coplay.envs.openspiel_games import UnknownGameError
 from coplay.types import GameKind, GameSpec, Observation
 
 INSTALL_HINT = "pip install 'coplay[textarena]'"

@@ -10,7 +10,7 @@ import pyspiel
 import pytest
 
 from coplay.envs import observation_for_state, render, renderer_for
-from coplay.envs.openspiel_env import load_openspiel_game
+from coplay.envs.openspiel_games import load_openspiel_game
 
 
 def all_decision_states(game):
