@@ -1560,3 +1560,20 @@ def test_check_env_calls_openspiel_parameters_that_break_the_game_a_user_error(c
         "coplay check-env: error: bad parameters for game 'goofspiel', num_cards=-1"
     )
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("given", ["run", "checkpoint", "second"])
+def test_the_web_page_replays_the_games_of_the_run_a_checkpoint_comes_from(
+    kuhn_run, monkeypatch, given
+):
+    # A checkpoint inside a run (RUN/checkpoints/final) holds no transcripts: the page
+    # replays the run's, whichever watched player is the saved one.
+    import coplay.play.setup as setup_module
+
+    asked = {}
+    monkeypatch.setattr(setup_module, "play", lambda *a, **kw: asked.update(kw) or 0)
+    final = str(kuhn_run / "checkpoints" / "final")
+    watched = {"run": [str(kuhn_run), "nash"], "checkpoint": [final, "nash"]}
+    watched["second"] = ["random", final]
+    assert main(["play", "--web", "--watch", *watched[given]]) == 0
+    assert asked["transcripts"] == kuhn_run / "transcripts.jsonl"

@@ -8,7 +8,15 @@ import secrets
 import socket
 from pathlib import Path
 
-from coplay.cli.common import Command, build_player, game_params, players_game, port, seed
+from coplay.cli.common import (
+    Command,
+    build_player,
+    game_params,
+    is_checkpoint_player,
+    players_game,
+    port,
+    seed,
+)
 
 WEB_HOST, WEB_PORT = "127.0.0.1", 8765
 """Where ``--web`` serves the page unless ``--host`` or ``--port`` says otherwise."""
@@ -97,8 +105,22 @@ def cmd_play(args: argparse.Namespace) -> int:
         seed=args.seed,
         show_probs=args.show_probs,
         web=web if args.web else None,
-        transcripts=Path(specs[0]) / "transcripts.jsonl",
+        transcripts=_recorded_games(specs),
     )
+
+
+def _recorded_games(specs: list[str]) -> Path | None:
+    """The games the web page replays: those of the run the first saved player comes
+    from, given as its run directory or as a checkpoint inside it
+    (``RUN/checkpoints/final``, a roster's role folder below that)."""
+    from coplay.report.runfiles import transcripts_file
+
+    for spec in specs:
+        if is_checkpoint_player(spec):
+            path = Path(spec)
+            run = next((p.parent for p in (path, *path.parents) if p.name == "checkpoints"), path)
+            return transcripts_file(run)
+    return None
 
 
 def _check_options(args: argparse.Namespace) -> None:

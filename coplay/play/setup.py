@@ -56,10 +56,10 @@ def play(
     seed: int,
     show_probs: bool,
     web: tuple[str, int] | None,
-    transcripts: Path,
+    transcripts: Path | None,
 ) -> int:
     """Play in the terminal (``games`` games) or serve the web page on ``web`` (host,
-    port), which also replays ``transcripts`` where that file exists."""
+    port), which also replays ``transcripts`` where given."""
     if games <= 0:
         raise ValueError(f"--games must be positive, got {games}")
     session = Session(
