@@ -25,7 +25,8 @@ def reference(episodes, *, gate=1.0, gamma=1.0):
                     for t in range(n)
                 ]
             else:
-                g = [gamma ** (n - 1 - t) * o for t in range(n)]
+                closed = o if traj.outcome is None else o + traj.shaping
+                g = [gamma ** (n - 1 - t) * closed for t in range(n)]
             ep_g.append(g)
         returns.append(ep_g)
     out = []
@@ -114,6 +115,19 @@ def test_the_gate_reads_the_games_outcome_not_the_return():
     assert_batch_close(out.advantages, [[[0.5 - b, 0.5 - b]], [[-1.0 - b, -1.0 - b]]])
 
 
+def test_a_failed_episodes_invalid_answers_are_still_punished():
+    # A room not solved (outcome 0) whose second answer was invalid (a penalty of -0.5
+    # among its turn rewards): the closed gate drops the step rewards, not the penalty.
+    failed = with_outcome(make_episode([[0.0, -0.5]]), 0.0)
+    failed.trajectories[0].shaping = -0.5
+    clean = with_outcome(make_episode([[0.0, 0.0]]), 0.0)
+    out = estimate([failed, clean], gamma=0.5)
+    g = [[-0.25, -0.5], [0.0, 0.0]]
+    b = sum(sum(x) for x in g) / 4
+    assert_batch_close(out.advantages, [[[x - b for x in seat]] for seat in g])
+    assert out.advantages[0][0][1] < out.advantages[1][0][1]
+
+
 @pytest.mark.parametrize("params", [{}, {"gate": 0.5, "gamma": 0.9}, {"gate": -1.0}])
 @pytest.mark.parametrize("seed", range(3))
 def test_matches_loop_reference(seed, params):
@@ -122,6 +136,7 @@ def test_matches_loop_reference(seed, params):
     for ep in eps[::2]:  # half the games give outcomes apart from their step rewards
         for traj in ep.trajectories:
             traj.outcome = rng.choice([0.0, 1.0])
+            traj.shaping = rng.choice([0.0, -0.5])  # a penalty among the turn rewards
     got = estimate(eps, **params).advantages
     for g, w in zip(got, reference(eps, **params), strict=True):
         assert_close(g, w)

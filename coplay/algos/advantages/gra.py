@@ -13,11 +13,15 @@ a forfeit ended the episode:
 
     open(e, s) = O(e, s) >= gate
     G(e, s, t) = sum_{k >= t} gamma^(k - t) r(e, s, k)           if open
-               = gamma^(T - 1 - t) * O(e, s)                      otherwise
+               = gamma^(T - 1 - t) * (O(e, s) + S(e, s))          otherwise
     A(e, s, t) = G(e, s, t) - b(game, s, policy)
 
 When the gate is closed only the outcome counts, arriving at the last turn: no turn
-gets credit for the step rewards. Without an outcome (O is the return) the two cases
+gets credit for the step rewards. S(e, s) is the trajectory's shaping
+(``Trajectory.shaping``: invalid-answer penalties and format rewards, which the
+outcome leaves out and the turn rewards hold): training signal outside the game's
+value, which counts whether the gate is open or not (0 where O is the return, which
+holds it already); without it a failed episode's invalid answers went unpunished. Without an outcome (O is the return) the two cases
 differ, with gamma = 1, only in how the return is split over turns. Gating on the
 return where the game gives an outcome opened the gate for a failed episode whose
 step rewards outweighed its failure. The default gate, 1, is what success pays in the
@@ -56,13 +60,15 @@ def outcome(traj: Trajectory) -> float:
 
 
 def gated_returns(traj: Trajectory, *, gate: float, gamma: float) -> tuple[float, ...]:
-    """G per turn: reward-to-go if the outcome reaches ``gate``, else the outcome alone,
-    at the last turn."""
+    """G per turn: reward-to-go if the outcome reaches ``gate``, else the outcome and the
+    shaping, at the last turn."""
     o = outcome(traj)
     if o >= gate:
         return reward_to_go([t.reward for t in traj.turns], gamma)
+    # The gate reads what the game paid; penalties and format rewards count either way.
+    closed = o if traj.outcome is None else o + traj.shaping
     last = len(traj.turns) - 1
-    return tuple(gamma ** (last - t) * o for t in range(len(traj.turns)))
+    return tuple(gamma ** (last - t) * closed for t in range(len(traj.turns)))
 
 
 @register("gra")
