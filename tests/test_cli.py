@@ -1577,3 +1577,25 @@ def test_the_web_page_replays_the_games_of_the_run_a_checkpoint_comes_from(
     watched["second"] = ["random", final]
     assert main(["play", "--web", "--watch", *watched[given]]) == 0
     assert asked["transcripts"] == kuhn_run / "transcripts.jsonl"
+
+
+def test_a_three_player_tournament_shows_no_alpharank_and_says_why(tmp_path, capsys, monkeypatch):
+    # Cross-play of 3 players is one policy against copies of another, not the meta-game
+    # alpha-rank ranks: its column is a dash, the JSON null, and one line says why.
+    import coplay.cli.tournament as tournament
+    from coplay.policies.scripted import RandomPolicy
+
+    def player(spec, game, params, *, seed):
+        return RandomPolicy(seed, policy_id=spec)  # two distinct players of any game
+
+    monkeypatch.setattr(tournament, "build_player", player)
+    out = tmp_path / "t.json"
+    argv = ["tournament", "--game", "openspiel:matching_pennies_3p", "--players", "random", "nash"]
+    assert main([*argv, "--episodes", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert tournament.NO_ALPHARANK in printed.replace("\n", " ")
+    rows = [
+        line for line in printed.splitlines() if line.lstrip("│ ").startswith(("random", "nash"))
+    ]
+    assert [row.rstrip(" │").endswith("-") for row in rows[-2:]] == [True, True]
+    assert json.loads(out.read_text())["ratings"]["alpharank"] == [None, None]

@@ -92,6 +92,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         ratings = rate_cross_play(res)
         console.print(_crossplay_table(res))
         console.print(_ratings_table(ratings))
+        if res.num_players > 2:
+            console.print(NO_ALPHARANK)
         if out is not None:
             _write_results(out, to_json(res, ratings) | {"complete": True})
     return 0
@@ -181,17 +183,24 @@ def _ratings_table(ratings) -> Table:
         skill = ratings.openskill[i]
         table.add_row(
             name,
-            _elo(ratings.elo[i]),
+            _rated(ratings.elo[i], ".1f"),
             f"{skill.mu:.2f} ± {skill.sigma:.2f}",
             f"{skill.ordinal:.2f}",
-            f"{ratings.alpharank[i]:.3f}",
+            _rated(ratings.alpharank[i], ".3f"),
         )
     return table
 
 
-def _elo(value: float | None) -> str:
-    """An Elo rating, or a dash for a player without games (no rating)."""
-    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+NO_ALPHARANK = (
+    "α-rank: left out for more than 2 players; it needs the whole meta-game, and "
+    "cross-play plays one policy against copies of another"
+)
+
+
+def _rated(value: float | None, spec: str) -> str:
+    """A rating in ``spec``, or a dash where there is none: Elo for a player without
+    games, α-rank for more than 2 players."""
+    return "-" if value is None or math.isnan(value) else format(value, spec)
 
 
 TOURNAMENT = Command(

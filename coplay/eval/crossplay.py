@@ -13,10 +13,15 @@ in one seat, rotating through every seat, and copies of policy j in all the othe
 The full n-player meta-game (every assignment of policies to seats) is not played;
 its cost grows as K**n.
 
-Either way the meta-game is a two-population game in OpenSpiel's layout:
+Either way the results come as two (K, K) matrices in OpenSpiel's layout:
 ``meta_game[0][i, j]`` is the focal policy i's mean return against j,
-``meta_game[1][i, j]`` the field's (for two players, j's return, so
-``meta_game[1] == meta_game[0].T``), ready for ``coplay.eval.metasolvers`` and α-rank.
+``meta_game[1][i, j]`` the field's. For two players that is j's return, so
+``meta_game[1] == meta_game[0].T``: the symmetric meta-game, ready for
+``coplay.eval.metasolvers`` and α-rank. For more players it is the mean return of
+the copies of j around i, a summary of the focal-against-field matches and not the
+n-player meta-game, which has K**n profiles (i alone among copies of j is one; two
+of i and two of j, or three different policies, are others): a meta-solver or α-rank
+given it would rank another game, so ``rate_cross_play`` leaves α-rank out for them.
 Every match uses the same chance seeds (common random numbers), which makes
 differences between rows less noisy.
 
@@ -72,7 +77,8 @@ class CrossPlayResult:
     draws: np.ndarray
     """``draws[i, j] == draws[j, i]``: drawn games between i and j, shape (K, K)."""
     meta_game: tuple[np.ndarray, np.ndarray]
-    """Focal and field mean returns, each (K, K): OpenSpiel's meta-game layout."""
+    """Focal and field mean returns, each (K, K), in OpenSpiel's meta-game layout; the
+    meta-game itself for two players only (see the module docstring)."""
 
     @property
     def payoff(self) -> np.ndarray:
@@ -363,8 +369,16 @@ def games_total(players: int, num_players: int, episodes: int) -> int:
 
 
 def rate_cross_play(result: CrossPlayResult) -> Ratings:
-    """Elo and OpenSkill from the games' wins and draws; α-rank from the mean returns."""
-    return rate(result.names, result.wins, result.draws, result.payoff)
+    """Elo and OpenSkill from the games' wins and draws; α-rank from the mean returns of
+    a two-player game, NaN for more players.
+
+    α-rank needs the whole meta-game; cross-play of n > 2 players plays one policy
+    against copies of another. OpenSpiel's single-population α-rank compares two-player
+    profiles only, and its multi-population chain visits every one of the K**n
+    profiles, most of which these matches never play.
+    """
+    payoff = result.payoff if result.num_players == 2 else None
+    return rate(result.names, result.wins, result.draws, payoff)
 
 
 def to_json(result: CrossPlayResult, ratings: Ratings | None = None) -> dict:
@@ -395,6 +409,6 @@ def to_json(result: CrossPlayResult, ratings: Ratings | None = None) -> dict:
             "openskill": [
                 {"mu": s.mu, "sigma": s.sigma, "ordinal": s.ordinal} for s in ratings.openskill
             ],
-            "alpharank": list(ratings.alpharank),
+            "alpharank": [num(x) for x in ratings.alpharank],  # null: not computed
         }
     return data

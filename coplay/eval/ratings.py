@@ -11,7 +11,9 @@ optional symmetric draw matrix, or as a list of ``PairOutcome`` records, which
 - OpenSkill: the ``openskill`` Plackett–Luce model (Weng & Lin 2011), updated game by
   game; ``ordinal = mu - 3 sigma`` is a conservative skill estimate.
 - α-rank: the stationary mass of each player under α-rank of the empirical payoff
-  matrix (``coplay.eval.metasolvers.alpharank``).
+  matrix of a two-player game (``coplay.eval.metasolvers.alpharank``). Without that
+  matrix (``payoff`` None: cross-play of more players, which is not the whole
+  meta-game) every player's α-rank is NaN, no rating rather than a wrong one.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ class Ratings:
     elo: tuple[float, ...]
     openskill: tuple[SkillRating, ...]
     alpharank: tuple[float, ...]
-    """α-rank stationary mass (sums to 1)."""
+    """α-rank stationary mass (sums to 1); NaN for every player when it was not
+    computed (no two-player payoff matrix, see ``rate``)."""
 
 
 # --- results -----------------------------------------------------------------------
@@ -192,10 +195,13 @@ def replay_order(wins: np.ndarray, draws: np.ndarray) -> list[tuple[int, int, fl
 
 
 def alpharank_ratings(payoff: object) -> np.ndarray:
-    """α-rank mass of each player from ``payoff[i, j]``, i's mean return against j.
+    """α-rank mass of each player from ``payoff[i, j]``, i's mean return against j in a
+    two-player game.
 
     The population is one (every player can take either seat), so the meta-game is
-    the symmetric ``[payoff, payoff.T]``.
+    the symmetric ``[payoff, payoff.T]``: ``payoff.T[i, j]`` is j's return in the same
+    games. With more players that is no longer so (j's side is several copies of j),
+    and α-rank needs every assignment of players to seats; see ``rate``.
     """
     m = np.asarray(payoff, dtype=float)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
@@ -203,17 +209,25 @@ def alpharank_ratings(payoff: object) -> np.ndarray:
     return alpharank([m, m.T]).marginals[0]
 
 
-def rate(names: Sequence[str], wins: object, draws: object | None, payoff: object) -> Ratings:
-    """Elo, OpenSkill and α-rank of ``names`` from their results and payoff matrix."""
+def rate(
+    names: Sequence[str], wins: object, draws: object | None, payoff: object | None
+) -> Ratings:
+    """Elo, OpenSkill and α-rank of ``names`` from their results and payoff matrix.
+
+    ``payoff`` is a two-player game's ``payoff[i, j]`` (``alpharank_ratings``); None
+    leaves α-rank out (NaN for every player), as for a game of more players, whose
+    matches of one policy against copies of another are not the meta-game α-rank ranks.
+    """
     w, d = check_results(wins, draws)
-    if len(names) != len(w) or np.shape(payoff) != w.shape:
+    if len(names) != len(w) or (payoff is not None and np.shape(payoff) != w.shape):
         raise ValueError(
             f"got {len(names)} names, a {w.shape} result matrix and a {np.shape(payoff)} "
             "payoff matrix; all must cover the same players"
         )
+    mass = np.full(len(w), np.nan) if payoff is None else alpharank_ratings(payoff)
     return Ratings(
         names=tuple(names),
         elo=tuple(float(r) for r in elo_ratings(w, d)),
         openskill=openskill_ratings(w, d),
-        alpharank=tuple(float(p) for p in alpharank_ratings(payoff)),
+        alpharank=tuple(float(p) for p in mass),
     )

@@ -14,10 +14,14 @@ Samplers (AlphaStar, Vinyals et al. 2019, prioritised fictitious self-play):
   meta      a meta-solver's mixture of the members' own meta-game (two-player games).
 
 P[learner beats member] is estimated from the episodes the learner played against the
-member (``Episode.seats`` names each seat's policy): (wins + draws / 2 + 1/2) / (games + 1),
-one half-won pseudo-game, so an unplayed member starts at 1/2. Elo ratings of the
-learner and every member come from the same games (the learner's rating pools its
-whole history). The league's state is saved with the run's, so a stopped league
+member (``Episode.seats`` names each seat's policy). Each game counts once per seat the
+member holds (n - 1 head-to-head results in an n-player game, one in a two-player
+game): won if the learner's return is higher than that seat's, drawn if equal. So
+equal policies score 1/2 whatever n, where "the learner's return is the table's best"
+would give 1/n. The estimate is (wins + draws / 2 + 1/2) / (results + 1), one half-won
+pseudo-result, so an unplayed member starts at 1/2. Elo ratings of the learner and
+every member come from the same results (the learner's rating pools its whole
+history). The league's state is saved with the run's, so a stopped league
 continues (``coplay league --resume DIR``, with the settings saved in ``league.yaml``).
 """
 
@@ -35,7 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.matches import outcome
 from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
 from coplay.eval.ratings import elo_ratings
 from coplay.models.loading import load_policy
@@ -79,8 +82,9 @@ class LeagueConfig(BaseModel):
     snapshot_every: int = Field(20, ge=0)
     """Iterations between snapshots; 0 adds them only on the win-rate threshold."""
     win_threshold: float | None = Field(0.7, gt=0.0, le=1.0)
-    """Add a snapshot when the learner's score (wins + draws/2) against the league since
-    the last snapshot reaches this; None turns the trigger off."""
+    """Add a snapshot when the learner's score (wins + draws/2 per head-to-head result,
+    one per opponent seat) against the league since the last snapshot reaches this;
+    None turns the trigger off."""
     min_games: int = Field(64, gt=0)
     """League games since the last snapshot before the threshold is read."""
     bots: list[str] = Field(default_factory=list)
@@ -131,38 +135,62 @@ def league_seats(cfg: LeagueConfig) -> tuple[float, ...] | None:
 
 @dataclass(frozen=True)
 class Tally:
-    """The learner's results against each member: wins, draws and games, shape (K,)."""
+    """The learner's results against each member, shape (K,) each.
+
+    A game against a member counts once per seat the member holds: n - 1 head-to-head
+    results in an n-player game with the learner in one seat, one (the game's own
+    result) in a two-player game. ``wins``, ``draws`` and ``losses`` count those
+    results; ``games`` counts games.
+    """
 
     wins: np.ndarray
     draws: np.ndarray
     games: np.ndarray
+    losses: np.ndarray
 
     @staticmethod
     def empty(k: int) -> Tally:
-        return Tally(np.zeros(k, np.int64), np.zeros(k, np.int64), np.zeros(k, np.int64))
+        return Tally(*(np.zeros(k, np.int64) for _ in range(4)))
+
+    @staticmethod
+    def restored(saved: Sequence[object]) -> Tally:
+        """A tally from its saved ``[wins, draws, games, losses]``; a state saved before
+        losses were kept holds ``[wins, draws, games]``, one result per game."""
+        wins, draws, games, *rest = (np.asarray(x, np.int64) for x in saved)
+        return Tally(wins, draws, games, rest[0] if rest else games - wins - draws)
+
+    def saved(self) -> list[np.ndarray]:
+        """``[wins, draws, games, losses]`` as the league's state holds them (the first
+        three where states before losses were kept held them, so those still load)."""
+        return [self.wins, self.draws, self.games, self.losses]
 
     def __add__(self, other: Tally) -> Tally:
         k = max(len(self.games), len(other.games))
         a, b = self.grown(k), other.grown(k)
-        return Tally(a.wins + b.wins, a.draws + b.draws, a.games + b.games)
+        return Tally(*(x + y for x, y in zip(a.saved(), b.saved(), strict=True)))
 
     def grown(self, k: int) -> Tally:
         """The same tally for a league grown to ``k`` members (new ones unplayed)."""
-        pad = lambda x: np.pad(x, (0, k - len(x)))  # noqa: E731
-        return Tally(pad(self.wins), pad(self.draws), pad(self.games))
+        return Tally(*(np.pad(x, (0, k - len(x))) for x in self.saved()))
+
+    @property
+    def results(self) -> np.ndarray:
+        """Head-to-head results against each member (wins, draws and losses)."""
+        return self.wins + self.draws + self.losses
 
     def win_rates(self) -> np.ndarray:
-        """Estimated P[learner beats member]: one half-won pseudo-game per member."""
-        return (self.wins + 0.5 * self.draws + 0.5) / (self.games + 1.0)
+        """Estimated P[learner beats member]: one half-won pseudo-result per member."""
+        return (self.wins + 0.5 * self.draws + 0.5) / (self.results + 1.0)
 
     def score(self) -> float:
-        """The learner's score (wins + draws / 2) per game over all members; NaN if none."""
-        n = self.games.sum()
+        """The learner's score (wins + draws / 2) per result over all members; NaN if none."""
+        n = self.results.sum()
         return float((self.wins.sum() + 0.5 * self.draws.sum()) / n) if n else float("nan")
 
 
 def tally_games(episodes: Sequence[Episode], learner_id: str, member_ids: Sequence[str]) -> Tally:
-    """The learner's results in ``episodes`` against each of ``member_ids``.
+    """The learner's results in ``episodes`` against each of ``member_ids``: one per
+    (learner seat, member seat) pair of a game, judged on the two seats' returns.
 
     Self-play episodes (only the learner seated) and games against anyone not in the
     league are skipped.
@@ -174,20 +202,25 @@ def tally_games(episodes: Sequence[Episode], learner_id: str, member_ids: Sequen
         if learner_id not in e.seats or len(others) != 1 or next(iter(others)) not in index:
             continue
         i = index[next(iter(others))]
-        result = outcome(e.game_returns, e.seats.index(learner_id))
+        returns = e.game_returns
+        mine = [returns[s] for s, who in enumerate(e.seats) if who == learner_id]
+        theirs = [returns[s] for s, who in enumerate(e.seats) if who != learner_id]
         t.games[i] += 1
-        t.wins[i] += result == 1
-        t.draws[i] += result == 0
+        for a in mine:
+            for b in theirs:
+                t.wins[i] += a > b
+                t.draws[i] += a == b
+                t.losses[i] += a < b
     return t
 
 
 def league_elo(t: Tally) -> np.ndarray:
-    """Elo of the learner (index 0) and each member from the learner's league games;
+    """Elo of the learner (index 0) and each member from the learner's league results;
     NaN for a member that has played none (a snapshot added at the end): no rating."""
     k = len(t.games) + 1
     wins, draws = np.zeros((k, k), np.int64), np.zeros((k, k), np.int64)
     wins[0, 1:] = t.wins
-    wins[1:, 0] = t.games - t.wins - t.draws
+    wins[1:, 0] = t.losses
     draws[0, 1:] = draws[1:, 0] = t.draws
     return elo_ratings(wins, draws)
 
@@ -334,8 +367,8 @@ class LeagueHook(Hook):
         t, s = self.league.tally, self.league.since
         return {
             "snapshots": [list(x) for x in self.league.snapshots],
-            "tally": [t.wins, t.draws, t.games],
-            "since": [s.wins, s.draws, s.games],
+            "tally": t.saved(),
+            "since": s.saved(),
             "payoff": self.league.payoff,
         }
 
@@ -350,8 +383,8 @@ class LeagueHook(Hook):
             league.members.append(snap)
             run.policies[snap.policy_id] = snap
             league.snapshots.append((int(it), str(reason)))
-        league.tally = Tally(*(np.asarray(x, np.int64) for x in tree["tally"]))
-        league.since = Tally(*(np.asarray(x, np.int64) for x in tree["since"]))
+        league.tally = Tally.restored(tree["tally"])
+        league.since = Tally.restored(tree["since"])
         league.payoff = None if tree["payoff"] is None else np.asarray(tree["payoff"])
 
 

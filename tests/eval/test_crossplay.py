@@ -1,5 +1,6 @@
 """Cross-play: exact outcomes of fixed strategies, zero-sum invariants, exact values, bad input."""
 
+import itertools
 import json
 
 import numpy as np
@@ -11,6 +12,7 @@ from coplay.envs.gameref import GameRef
 from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import mean_interval, wilson
+from coplay.eval.ratings import alpharank_ratings
 from coplay.policies.scripted import NashPolicy, PerfectPlayer, RandomPolicy, ScriptedPolicy
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import LocalSource
@@ -241,3 +243,54 @@ def test_the_wins_that_feed_the_ratings_are_the_tables_under_penalties():
     assert res.wins[0, 1] == round(side.win.value * 60)
     assert res.wins[1, 0] == round(side.loss.value * 60)
     assert res.draws[0, 1] == round(side.draw.value * 60)
+
+
+DOMINATED = {("A", 0): 3, ("A", 1): 0, ("A", 2): 0, ("B", 0): 4, ("B", 1): 5, ("B", 2): 1}
+"""u(own action; k = how many others play A) of a symmetric 3-player game in which B
+strictly dominates A (4 > 3, 5 > 0, 1 > 0): all-B is its one Nash equilibrium."""
+
+
+def dominated_game(path) -> dict[str, str]:
+    """``DOMINATED`` as an OpenSpiel NFG file (player 1's action varies fastest)."""
+    payoffs = []
+    for a3, a2, a1 in itertools.product("AB", repeat=3):
+        profile = (a1, a2, a3)
+        for p in range(3):
+            others_on_a = sum(profile[q] == "A" for q in range(3) if q != p)
+            payoffs.append(DOMINATED[profile[p], others_on_a])
+    head = 'NFG 1 R "dominated" { "P1" "P2" "P3" } { 2 2 2 }'
+    path.write_text(f"{head}\n\n{' '.join(map(str, payoffs))}\n")
+    return {"filename": str(path)}
+
+
+class Pure(ScriptedPolicy):
+    """Always the legal action of one index."""
+
+    def __init__(self, index: int, name: str) -> None:
+        super().__init__(0)
+        self.index, self.policy_id = index, name
+
+    def action_probs(self, observations):
+        return [
+            {a: float(i == self.index) for i, a in enumerate(o.legal_actions)} for o in observations
+        ]
+
+
+def test_three_player_alpharank_is_left_out_rather_than_ranking_a_dominated_policy_first(tmp_path):
+    # Ranked as [payoff, payoff.T], alpha-rank put all its mass on the dominated A: with
+    # three players payoff.T[i, j] is j alone among copies of i, another match.
+    params = dominated_game(tmp_path / "dominated.nfg")
+    policies = {"A": Pure(0, "A"), "B": Pure(1, "B")}
+    res = cross_play("openspiel:nfg_game", policies, episodes=6, params=params)
+    # A alone among Bs gets u(A; 0) = 3, B alone among As u(B; 2) = 1
+    assert res.payoff.tolist() == [[0.0, 3.0], [1.0, 4.0]]
+    ratings = rate_cross_play(res)
+    assert ratings.elo[1] > ratings.elo[0]  # B beats A in every game, either way round
+    assert np.isnan(ratings.alpharank).all()
+    assert to_json(res, ratings)["ratings"]["alpharank"] == [None, None]
+
+
+def test_two_player_alpharank_is_the_one_of_the_payoff_matrix():
+    res = cross_play("kuhn_poker", {"bet": Always("[Bet]"), "pass": Always("[Pass]")}, episodes=8)
+    np.testing.assert_allclose(rate_cross_play(res).alpharank, alpharank_ratings(res.payoff))
+    np.testing.assert_allclose(rate_cross_play(res).alpharank, [1.0, 0.0], atol=1e-6)

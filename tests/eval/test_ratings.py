@@ -140,3 +140,12 @@ def test_openskill_rates_equal_records_equally_whatever_the_players_order():
     forward = openskill_ratings(wins)
     backward = openskill_ratings(wins[::-1, ::-1])[::-1]
     assert [r.mu for r in forward] == pytest.approx([r.mu for r in backward])
+
+
+def test_rate_without_a_payoff_matrix_leaves_alpharank_out_and_the_rest_alone():
+    # Cross-play of more than 2 players has no two-player payoff matrix to rank.
+    payoff = np.array([[0, 0.5, 0.8], [-0.5, 0, 0.5], [-0.8, -0.5, 0]])
+    without = rate(["a", "b", "c"], TRANSITIVE, None, None)
+    with_payoff = rate(["a", "b", "c"], TRANSITIVE, None, payoff)
+    assert np.isnan(without.alpharank).all() and len(without.alpharank) == 3
+    assert without.elo == with_payoff.elo and without.openskill == with_payoff.openskill
