@@ -189,6 +189,7 @@ def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path, *, fresh: boo
     text = game_text(game.make, seed=run_cfg.train.seed)
     trainees, policies = build_members(cfg, run_cfg, spec, text.texts, text.actions)
     evals = eval_opponents(run_cfg)
+    source = make_source(run_cfg, game)  # before anything is written, as in ``setup``
     if fresh:  # a resumed run writes nothing until its state has loaded
         rundir.start(out, run_cfg, LOGS)
         # What the roster gives, not the defaults of what it leaves out: a learner's
@@ -204,7 +205,7 @@ def setup_roster(cfg: RosterConfig, run_cfg: RunConfig, out: Path, *, fresh: boo
         out=out,
         game=game,
         spec=spec,
-        source=make_source(run_cfg, game),
+        source=source,
         seating=Fixed(tuple(cfg.seats), cfg.rotate),
         trainees=trainees,
         policies=policies,

@@ -151,6 +151,9 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         weights = check_weights(opp.seat_weights, spec)
         seating = Against(policy.policy_id, bot.policy_id, spec.num_players, weights)
     evals = eval_opponents(cfg)
+    # Built before the run directory is written: a Ray cluster that cannot be reached
+    # (or any source refused) leaves no run behind that a second start would refuse.
+    source = make_source(cfg, game)
     if fresh:  # a resumed run writes nothing until its state has loaded (see begin)
         rundir.start(out, cfg, LOGS)
     rng = np.random.default_rng(cfg.train.seed)
@@ -161,7 +164,7 @@ def setup(cfg: RunConfig, out: Path, *, fresh: bool = True) -> Run:
         out=out,
         game=game,
         spec=spec,
-        source=make_source(cfg, game),
+        source=source,
         seating=seating,
         trainees=[make_trainee(policy, cfg)],
         policies=policies,

@@ -415,3 +415,16 @@ def test_joining_an_address_where_nothing_listens_starts_no_ray(monkeypatch):
     with pytest.raises(ConnectionError, match=f"ray.address=127.0.0.1:{port}: nothing accepts"):
         start_ray(RayConfig(address=f"127.0.0.1:{port}"), 1)
     assert calls == []
+
+
+def test_a_run_refused_for_its_ray_address_leaves_no_run_directory(tmp_path):
+    # The source is built before the run directory is written: a second start must not
+    # find a run without a single iteration and refuse it as an existing run.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    argv = ["train", "--quiet", "--out", str(out), *TINY, "rollout.workers=1"]
+    for _ in range(2):
+        assert main([*argv, f"ray.address=127.0.0.1:{port}"]) == 2
+        assert not out.exists()
