@@ -417,9 +417,10 @@ def test_joining_an_address_where_nothing_listens_starts_no_ray(monkeypatch):
     assert calls == []
 
 
-def test_a_run_refused_for_its_ray_address_leaves_no_run_directory(tmp_path):
+def test_a_run_refused_for_its_ray_address_leaves_no_run_directory(tmp_path, monkeypatch):
     # The source is built before the run directory is written: a second start must not
     # find a run without a single iteration and refuse it as an existing run.
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import time
 import warnings
@@ -210,7 +212,7 @@ def resume(
     repair(out, logs)
     done, evals = load()
     check_done(done, cfg, out)
-    before = elapsed_before(out / "metrics.jsonl")
+    before = elapsed_before(out / "metrics.jsonl", out / "summary.json")
     write_config(out, cfg)
     for name in logs:
         sinks.keep_until(out / name, done)
@@ -237,10 +239,19 @@ def _warn(message: str) -> None:
     warnings.warn(message, RunRepaired, stacklevel=3)
 
 
-def elapsed_before(metrics: Path) -> float:
-    """Seconds the earlier segments of a run logged (the largest ``perf/elapsed_s``),
-    so that ``wall_s`` and ``perf/elapsed_s`` count every segment."""
-    if not metrics.is_file():
-        return 0.0
-    times = [r.get("perf/elapsed_s") or 0.0 for r in sinks.read_metrics(metrics)]
-    return float(max(times, default=0.0))
+def elapsed_before(metrics: Path, summary: Path | None = None) -> float:
+    """Seconds the earlier segments of a run took (the largest ``perf/elapsed_s``, or a
+    finished segment's ``wall_s`` in ``summary``, which also counts what it did after
+    its last row: the final checkpoint), so that ``wall_s`` and ``perf/elapsed_s``
+    count every segment."""
+    times = [0.0]
+    if metrics.is_file():
+        times += [r.get("perf/elapsed_s") or 0.0 for r in sinks.read_metrics(metrics)]
+    if summary is not None and summary.is_file():
+        try:  # a summary is written again at the end: a damaged one only loses its time
+            wall = json.loads(summary.read_text(encoding="utf-8")).get("wall_s")
+        except (ValueError, AttributeError):
+            wall = None
+        if isinstance(wall, int | float) and math.isfinite(wall):
+            times.append(float(wall))
+    return float(max(times))

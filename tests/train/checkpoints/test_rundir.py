@@ -205,3 +205,15 @@ def test_interrupted_says_what_was_saved_and_how_to_continue(tmp_path):
     )
     assert isinstance(err, KeyboardInterrupt)
     assert "--force" in str(RunInterrupted(tmp_path, None))
+
+
+def test_a_finished_segments_time_after_its_last_row_counts(tmp_path):
+    # A finished segment's wall time holds its final checkpoint, after its last row.
+    metrics, summary = tmp_path / "metrics.jsonl", tmp_path / "summary.json"
+    metrics.write_text(json.dumps({"iteration": 2, "perf/elapsed_s": 2.5}) + "\n")
+    summary.write_text(json.dumps({"iterations": 2, "wall_s": 3.25}))
+    assert elapsed_before(metrics, summary) == 3.25
+    assert elapsed_before(metrics) == 2.5
+    for damaged in ("{", "[1]", '{"wall_s": "x"}', '{"wall_s": NaN}'):
+        summary.write_text(damaged)
+        assert elapsed_before(metrics, summary) == 2.5
