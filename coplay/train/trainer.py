@@ -308,8 +308,12 @@ def train(
     progress: Progress | None = None,
     resume: bool = False,
     stop_after: int | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Train the learner as configured, writing the run directory ``out``.
+
+    A folder that already holds a run is refused unless ``resume`` continues it or
+    ``force`` moves it to ``out.old-<time>`` first (``coplay train --force``).
 
     ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
     iterations and at the end); the result equals an uninterrupted run, except with
@@ -322,6 +326,8 @@ def train(
     """
     if resume:
         rundir.check_resume(cfg, Path(out))  # before anything is written
+    elif force and rundir.holds_run(Path(out)):
+        rundir.move_aside(Path(out))
     run = setup(cfg, Path(out), fresh=not resume)
     end, ev, wall = drive(
         run,

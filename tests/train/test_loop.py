@@ -145,8 +145,8 @@ def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
     over = [*RESTARTS, "train.opponent={name: perfect, seat_weights: [1, 2]}"]
     cfg = build_config(overrides=[*over, "train.iterations=4"])
 
-    def started(out):
-        run = setup(cfg, out)
+    def started(out, fresh=True):
+        run = setup(cfg, out, fresh=fresh)
         run.source = Ahead(run.source)
         return run
 
@@ -155,7 +155,7 @@ def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
     split = started(tmp_path / "split")
     with pytest.raises(Killed):
         run_loop(split, [SaveThenDie(at=2)], start=0, end=4)
-    resumed = started(tmp_path / "split")
+    resumed = started(tmp_path / "split", fresh=False)
     assert load_state(resumed, []) == 2
     run_loop(resumed, [], start=2, end=4)
     assert resumed.source.submitted[0] == split.source.submitted[1]  # plan 3, handed over at once

@@ -264,3 +264,18 @@ def test_ctrl_c_while_a_resume_loads_leaves_the_saved_run_to_resume_again(tmp_pa
     assert not isinstance(caught.value, rundir.RunInterrupted)
     monkeypatch.undo()
     assert train(cfg, tmp_path, resume=True)["iterations"] == 2
+
+
+def test_the_python_api_refuses_a_folder_that_holds_a_run_unless_forced(tmp_path):
+    # The command line refuses it (claim); train() did not, and wrote a new run's logs
+    # beside the old run's checkpoints.
+    cfg = build_config(overrides=[*TINY, "train.iterations=1", "train.save_every=1"])
+    out = tmp_path / "run"
+    train(cfg, out)
+    before = sorted(p.name for p in (out / "checkpoints").iterdir())
+    with pytest.raises(rundir.RunDirError, match=r"already holds a run; continue it with resume="):
+        train(cfg, out)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == before
+    train(cfg, out, force=True)
+    (old,) = tmp_path.glob("run.old-*")
+    assert (old / "metrics.jsonl").is_file() and (out / "metrics.jsonl").is_file()

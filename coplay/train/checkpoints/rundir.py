@@ -109,7 +109,9 @@ def claim(
     if not holds_run(out):
         return None
     if not force:
-        resume = f"continue it with --resume {out}, or " if resumable else ""
+        # --resume only where there is a saved state to continue from.
+        saved = resumable and (out / STATE_DIR).exists()
+        resume = f"continue it with --resume {out}, or " if saved else ""
         raise RunDirError(
             f"{out} already holds a run; {resume}pass --force to move it to "
             f"{out}.old-<time> and start afresh"
@@ -195,7 +197,15 @@ def check_done(done: int, cfg: RunConfig, out: Path) -> None:
 
 
 def start(out: Path, cfg: RunConfig, files: Sequence[str]) -> None:
-    """A fresh run: its config and empty ``files`` (metrics, transcripts)."""
+    """A fresh run: its config and empty ``files`` (metrics, transcripts). A folder that
+    holds a run is refused here too, for callers of the Python API, who pass no
+    ``--force`` through ``claim``: a new run written over an old one would keep the old
+    checkpoints beside the new logs."""
+    if holds_run(out):
+        raise RunDirError(
+            f"{out} already holds a run; continue it with resume=True, or pass "
+            f"force=True to move it to {out}.old-<time> and start afresh"
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_config(out, cfg)
     for name in files:

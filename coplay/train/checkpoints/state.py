@@ -64,6 +64,8 @@ def read_state(out: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
             why += (
                 f"; {name}.pt is an older pickled state, which is not loaded as it could run code"
             )
+        if not folder.exists():  # stopped before its first save: nothing to continue
+            why += f"; it stopped before its first save: start it again with --out {out} --force"
         raise FileNotFoundError(f"{out} has no saved state to resume from ({why})")
     blob = load_tree(folder, name, records=state_records())
     missing = [k for k in keys if k not in blob] if isinstance(blob, dict) else list(keys)

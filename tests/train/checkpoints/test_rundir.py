@@ -53,6 +53,7 @@ def test_a_directory_is_a_run_once_coplay_wrote_into_it(tmp_path):
 
 def test_claim_refuses_a_run_and_names_resume_and_force(tmp_path):
     run = _run_dir(tmp_path / "run")
+    (run / "state").mkdir()  # it saved: there is something to resume
     with pytest.raises(RunDirError, match=r"--resume .*run.*--force") as err:
         claim(run, force=False)
     assert len(str(err.value).splitlines()) == 1
@@ -60,6 +61,17 @@ def test_claim_refuses_a_run_and_names_resume_and_force(tmp_path):
         claim(run, force=False, resumable=False)
     assert "--resume" not in str(err.value) and "--force" in str(err.value)
     assert claim(tmp_path / "new", force=False) is None  # nothing there: nothing to do
+
+
+def test_a_run_stopped_before_its_first_save_is_not_offered_a_resume(tmp_path):
+    # --resume would answer "no saved state to resume from": the advice went in a circle.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("{}")
+    (run / "metrics.jsonl").write_text("")
+    with pytest.raises(RunDirError) as err:
+        claim(run, force=False)
+    assert "--resume" not in str(err.value) and "--force" in str(err.value)
 
 
 def test_force_moves_the_old_run_aside_whole(tmp_path):

@@ -145,7 +145,8 @@ UNKNOWN = {"$record": {"type": "os.system", "fields": {"command": "echo hi"}}}
 BAD_STATES = {
     "no state folder": (
         lambda r: shutil.rmtree(r / "state"),
-        "{r} has no saved state to resume from ({r}/state/run.json missing)",
+        "{r} has no saved state to resume from ({r}/state/run.json missing; it stopped "
+        "before its first save: start it again with --out {r} --force)",
     ),
     "only a pickled run.pt": (
         _legacy,
