@@ -580,11 +580,12 @@ def test_population_settings_options_reach_the_config(tmp_path, monkeypatch):
         # The exact oracle trains no LM: both were accepted and had no effect.
         (
             ["psro", "--oracle", "exact", "--restarts", "2", "--initial", "random"],
-            "oracle=exact trains no language model: restarts=2",
+            "--oracle exact trains no language model: --restarts 2 would have no effect; "
+            "drop it or use --oracle lm",
         ),
         (
             ["psro", "--oracle", "exact", "--seat-weights", "1", "3", "--initial", "random"],
-            "oracle=exact trains no language model: seat_weights=[1.0, 3.0]",
+            "--oracle exact trains no language model: --seat-weights 1 3 would",
         ),
     ],
 )
@@ -1599,3 +1600,63 @@ def test_a_three_player_tournament_shows_no_alpharank_and_says_why(tmp_path, cap
     ]
     assert [row.rstrip(" │").endswith("-") for row in rows[-2:]] == [True, True]
     assert json.loads(out.read_text())["ratings"]["alpharank"] == [None, None]
+
+
+def test_every_option_with_a_default_names_it_in_its_help():
+    # eval --episodes and --seed had no help at all; eval --opponent, tournament and
+    # check-env --episodes, show and report --games, serve --port and demos left it out.
+    import argparse
+
+    missing = []
+    for command in COMMANDS.values():
+        parser = argparse.ArgumentParser(prog=f"coplay {command.name}")
+        command.add_arguments(parser)
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or action.default is None:
+                continue  # a positional, a flag, or a default the help words itself
+            text = (action.help or "") % {**vars(action), "prog": parser.prog}
+            if f"(default: {action.default})" not in text:
+                missing.append(f"{command.name} {action.option_strings[-1]}")
+    assert missing == []
+
+
+def test_eval_says_samples_are_ignored_where_nothing_is_sampled(kuhn_run, capsys, monkeypatch):
+    # A choice-mode run evaluated exactly: --samples 4 was taken and had no effect.
+    monkeypatch.setenv("COPLAY_PROGRESS_EVERY_S", "1000")
+    assert main(["eval", str(kuhn_run), "--episodes", "4", "--samples", "4"]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "coplay eval: warning: --samples 4 is ignored: it counts the answers of a text-mode "
+        "policy or opponent, and both here play in choice mode"
+    )
+    assert main(["eval", str(kuhn_run), "--episodes", "4"]) == 0
+    assert "--samples" not in capsys.readouterr().err
+
+
+def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
+    # Every line of a sampled meta-game read "exploitability nan, response value nan",
+    # and the last line of every run "response value nan (best nan)".
+    from coplay.cli.population import _psro_step
+    from coplay.population.psro import PsroStep
+
+    nan = float("nan")
+
+    def step(k, exploitability, value, best):
+        return PsroStep(k, k + 1, exploitability, nan, value, best, ((1.0,),), 0.0, 0.0, 3.0)
+
+    steps = [
+        step(0, 0.4583, 0.0159, 0.4583),  # exact
+        step(1, 0.4448, nan, nan),  # exact, the last
+        step(0, nan, 0.25, nan),  # sampled, restarts judged by cross-play
+        step(0, nan, nan, nan),  # sampled, one restart: nothing measured
+        step(1, nan, nan, nan),  # sampled, the last
+    ]
+    for s in steps:
+        _psro_step(s, 1, lambda done: None, None)
+    assert capsys.readouterr().out.splitlines() == [
+        "iteration 0: 1 member, exploitability 0.4583, response value 0.0159 (best 0.4583), 3 s",
+        "iteration 1: 2 members, exploitability 0.4448, the final meta-game, no response "
+        "trained, 3 s",
+        "iteration 0: 1 member, response value 0.2500, 3 s",
+        "iteration 0: 1 member, response value n/a, 3 s",
+        "iteration 1: 2 members, the final meta-game, no response trained, 3 s",
+    ]

@@ -247,14 +247,15 @@ def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
     """--game, else the one game that the checkpoint players record (with its
     parameters, also when --game names that same game)."""
     recorded: dict[str, dict] = {}
-    for spec in players:
-        if not is_checkpoint_player(spec):
-            continue
+    checkpoints = [spec for spec in players if is_checkpoint_player(spec)]
+    for spec in checkpoints:
         played = saved_player(spec).game()
         if played is not None and recorded.setdefault(played.name, played.params) != played.params:
             raise ValueError(f"the checkpoints play {played.name} with different parameters")
     if game:
         return game, dict(recorded.get(game, {}))
+    if not checkpoints:
+        raise ValueError("pass --game: no player is a checkpoint, so none records a game")
     if len(recorded) != 1:
         found = f"they record {', '.join(sorted(recorded))}" if recorded else "none records one"
         raise ValueError(f"pass --game: the checkpoint players must record one game ({found})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rich.table import Table
 
@@ -17,6 +18,9 @@ from coplay.cli.common import (
 )
 from coplay.report.progress import track
 
+SAMPLES = 32
+"""``--samples`` when not given: answers asked per information state of a writing policy."""
+
 
 def _eval_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("path", help="run directory, checkpoint or LoRA adapter folder")
@@ -30,12 +34,19 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--opponent",
         default="random",
-        help="random, nash, perfect, optimal, a path, or remote:URL#model[@ENV_VAR] (an "
-        "OpenAI-compatible endpoint, such as coplay serve's; read through its sampled "
-        "answers for --exact and --costly)",
+        help="random, nash, perfect, optimal, a path, or remote:URL#model[@ENV_VAR]: an "
+        "OpenAI-compatible endpoint such as coplay serve's, read through its sampled "
+        "answers for --exact and --costly (default: %(default)s)",
     )
-    e.add_argument("--episodes", type=int, default=1000)
-    e.add_argument("--seed", type=seed, default=0)
+    e.add_argument(
+        "--episodes", type=int, default=1000, help="games to play (default: %(default)s)"
+    )
+    e.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the games and of the players' sampling (default: %(default)s)",
+    )
     e.add_argument(
         "--exact",
         action="store_true",
@@ -44,20 +55,20 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--samples",
         type=int,
-        default=32,
+        default=None,  # None: not given, so that a choice-mode run can say it is ignored
         metavar="K",
         help="a text-mode policy's answers per information state for its sampled "
         "exploitability and exact rows, with bootstrap intervals (coplay/eval/sampled.py); "
-        "a text-mode opponent's too, for --exact and --costly",
+        f"a text-mode opponent's too, for --exact and --costly (default: {SAMPLES})",
     )
     e.add_argument(
         "--workers",
         type=int,
         default=0,
         help="ask a text-mode policy's --samples answers on N Ray workers (the ray extra); "
-        "0: in this process. Every answer draws from a stream keyed by its state, so any N "
-        "gives the same estimate. A choice-mode policy's exact evaluation is one batched "
-        "forward and stays in this process",
+        "0: in this process (default: %(default)s). Every answer draws from a stream keyed "
+        "by its state, so any N gives the same estimate. A choice-mode policy's exact "
+        "evaluation is one batched forward and stays in this process",
     )
     e.add_argument(
         "--ray-address",
@@ -71,7 +82,8 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="also the N positions per seat where changing the policy's answer gains the "
-        "most against the opponent, exactly (OpenSpiel games; coplay/eval/costly.py)",
+        "most against the opponent, exactly (OpenSpiel games; coplay/eval/costly.py); "
+        "0: none (default: %(default)s)",
     )
 
 
@@ -86,7 +98,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be positive, got {args.episodes}")
     if args.costly < 0:
         raise ValueError(f"--costly must be 0 (off) or positive, got {args.costly}")
-    if args.samples <= 0:
+    if args.samples is not None and args.samples <= 0:
         raise ValueError(f"--samples must be positive, got {args.samples}")
     check_workers(args)
     saved = find_policy(args.path, args.role)
@@ -96,6 +108,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy = saved.load(seed=args.seed)
     spec = make().spec
     opponent = build_player(args.opponent, game, params, seed=args.seed + 1)
+    args.samples = _samples(args, writes(policy), writes(opponent))
     if args.exact or args.costly:  # before the match, which a refusal after it would waste
         solvable_game(game, params)
     exact_opponent = _exact_view(opponent, args)
@@ -131,6 +144,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.costly:
         _print_costly(policy, exact_opponent, game, params, args.costly)
     return 0
+
+
+def _samples(args: argparse.Namespace, policy_writes: bool, opponent_writes: bool) -> int:
+    """``--samples``, or ``SAMPLES`` when not given. Only a writing policy's answers are
+    sampled, and a writing opponent's for --exact and --costly: given where none are,
+    it would pass as if it had counted, so a line on stderr says it is ignored."""
+    if args.samples is None:
+        return SAMPLES
+    if not policy_writes and not (opponent_writes and (args.exact or args.costly)):
+        why = (
+            "the policy plays in choice mode, and the opponent's answers are sampled only "
+            "for --exact and --costly"
+            if opponent_writes
+            else "it counts the answers of a text-mode policy or opponent, and both here "
+            "play in choice mode"
+        )
+        print(f"coplay eval: warning: --samples {args.samples} is ignored: {why}", file=sys.stderr)
+    return args.samples
 
 
 def _exact_view(opponent, args: argparse.Namespace):

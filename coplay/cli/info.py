@@ -47,8 +47,12 @@ def _check_env_arguments(ce: argparse.ArgumentParser) -> None:
     ce.add_argument(
         "game", help="registered game, openspiel:<name>, or package.module:factory (your own)"
     )
-    ce.add_argument("--episodes", type=int, default=20, help="random episodes per check")
-    ce.add_argument("--seed", type=seed, default=0, help="first episode seed")
+    ce.add_argument(
+        "--episodes", type=int, default=20, help="random episodes per check (default: %(default)s)"
+    )
+    ce.add_argument(
+        "--seed", type=seed, default=0, help="first episode seed (default: %(default)s)"
+    )
     ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
 
 

@@ -4,6 +4,7 @@ population, new or resumed from what a stopped run saved."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -88,7 +89,8 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     ps.add_argument(
         "--iterations",
         type=int,
-        help=f"best responses to add (default: {default['iterations']})",
+        help="best responses to add, one per PSRO iteration; one meta-game more is solved, "
+        f"the final population's (default: {default['iterations']})",
     )
     ps.add_argument(
         "--meta-solver",
@@ -147,14 +149,18 @@ def cmd_psro(args: argparse.Namespace) -> int:
         "--seat-weights": ("seat_weights", args.seat_weights),
         "--crossplay-episodes": ("crossplay_episodes", args.crossplay_episodes),
     }
+    if args.resume is None:  # a resume refuses these options anyway
+        _check_oracle_options(options)
     cfg, out = _population_run(PsroConfig, "psro", args, options)
+    report_to = out if args.report else None
     with _claimed(args, cfg, out, bots=()):
         console.print(heading("psro", f"{cfg.run.game.name} -> {out}"))
-        with track("psro", cfg.iterations + 1, "iterations", console=console) as advance:
+        # Iterations 0..N: each solves the meta-game and, but for the last, adds a response.
+        with track("psro", cfg.iterations + 1, "meta-games", console=console) as advance:
             res = run_psro(
                 cfg,
                 out,
-                progress=lambda step: _psro_step(step, advance, out if args.report else None),
+                progress=lambda step: _psro_step(step, cfg.iterations, advance, report_to),
                 resume=args.resume is not None,
             )
     console.print(f"members: {' '.join(res.members)}; run directory: {out}")
@@ -163,17 +169,54 @@ def cmd_psro(args: argparse.Namespace) -> int:
     return 0
 
 
-def _psro_step(s, advance, report_to: Path | None) -> None:
+def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
     """Print what a PSRO iteration measured and count it done; rewrite the run's
-    report when asked."""
-    console.print(
-        f"iteration {s.iteration}: {s.members} members, "
-        f"exploitability {s.exploitability:.4f}, response value {s.response_value:.4f} "
-        f"(best {s.best_value:.4f}), {s.elapsed_s:.0f} s"
-    )
+    report when asked. Only the numbers known are printed: exploitability and the
+    exact best response's value need exact evaluation, a sampled meta-game measures the
+    response's value only to choose among restarts, and the last iteration (number
+    ``iterations``) trains no response."""
+    parts = [f"{s.members} member{'s' * (s.members != 1)}"]
+    if math.isfinite(s.exploitability):
+        parts.append(f"exploitability {s.exploitability:.4f}")
+    if s.iteration == iterations:
+        parts.append("the final meta-game, no response trained")
+    elif not math.isfinite(s.response_value):  # sampled, with no restarts to judge
+        parts.append("response value n/a")
+    else:
+        best = f" (best {s.best_value:.4f})" if math.isfinite(s.best_value) else ""
+        parts.append(f"response value {s.response_value:.4f}{best}")
+    console.print(f"iteration {s.iteration}: {', '.join(parts)}, {s.elapsed_s:.0f} s")
     if report_to is not None:
         _run_report(report_to)
     advance(s.iteration + 1)
+
+
+def _check_oracle_options(options: Options) -> None:
+    """Refuse, in the options' words, what ``PsroConfig`` refuses in its keys: response
+    settings that an oracle training no language model would ignore."""
+    from coplay.population.psro import UNTRAINED_ORACLES, PsroConfig
+
+    oracle = options["--oracle"][1]
+    if oracle not in UNTRAINED_ORACLES:
+        return
+    for option in ("--restarts", "--seat-weights", "--cold"):
+        field, value = options[option]
+        if value is not None and value != PsroConfig.model_fields[field].default:
+            given = option if isinstance(value, bool) else f"{option} {_words(value)}"
+            raise ValueError(
+                f"--oracle {oracle} trains no language model: {given} would have no "
+                "effect; drop it or use --oracle lm"
+            )
+
+
+def _words(value: object) -> str:
+    """An option's value as it is typed: ``1 3`` for the list [1.0, 3.0].
+
+    >>> _words([1.0, 3.5]), _words(2)
+    ('1 3.5', '2')
+    """
+    values = value if isinstance(value, list) else [value]
+    return " ".join(f"{v:g}" for v in values)
 
 
 def _league_arguments(lg: argparse.ArgumentParser) -> None:

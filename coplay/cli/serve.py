@@ -9,8 +9,14 @@ from coplay.cli.common import Command, serve_port
 
 def _serve_arguments(sv: argparse.ArgumentParser) -> None:
     sv.add_argument("run", help="run directory (its final checkpoint) or checkpoint folder")
-    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: local only)")
-    sv.add_argument("--port", type=serve_port, default=8000)
+    sv.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind; 127.0.0.1: this machine only (default: %(default)s)",
+    )
+    sv.add_argument(
+        "--port", type=serve_port, default=8000, help="port to serve on (default: %(default)s)"
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -41,8 +41,15 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
         "remote:URL#model[@ENV_VAR] (an OpenAI-compatible endpoint; its API key is read "
         "from ENV_VAR, and sent over http:// only to localhost)",
     )
-    tm.add_argument("--episodes", type=int, default=200, help="games per pairing")
-    tm.add_argument("--seed", type=seed, default=0)
+    tm.add_argument(
+        "--episodes", type=int, default=200, help="games per pairing (default: %(default)s)"
+    )
+    tm.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the games and of the players' sampling (default: %(default)s)",
+    )
     tm.add_argument(
         "--out",
         type=path_arg,
@@ -57,7 +64,8 @@ def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=0,
-        help="play the matches on N Ray workers (the ray extra); 0: in this process. Each "
+        help="play the matches on N Ray workers (the ray extra); 0: in this process "
+        "(default: %(default)s). Each "
         "game draws from its own random streams, so any N > 0 gives the same results",
     )
     tm.add_argument(

@@ -193,7 +193,12 @@ def _report_arguments(r: argparse.ArgumentParser) -> None:
         metavar="FILE.html",
         help="where to write it (default: RUN/report.html for one run, report.html for several)",
     )
-    r.add_argument("--games", type=int, default=8, help="latest sample games shown per run")
+    r.add_argument(
+        "--games",
+        type=int,
+        default=8,
+        help="latest sample games shown per run (default: %(default)s)",
+    )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -240,7 +245,9 @@ def _is_report(path: Path) -> bool:
 def _show_arguments(sh: argparse.ArgumentParser) -> None:
     sh.add_argument("run", metavar="RUN", help="run directory")
     sh.add_argument("--iteration", type=int, default=None, help="games of this iteration only")
-    sh.add_argument("--games", type=int, default=2, help="how many (the latest)")
+    sh.add_argument(
+        "--games", type=int, default=2, help="games shown, the latest (default: %(default)s)"
+    )
 
 
 def cmd_show(args: argparse.Namespace) -> int:

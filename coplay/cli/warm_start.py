@@ -73,23 +73,32 @@ def _demos_arguments(dm: argparse.ArgumentParser) -> None:
 
     dm.add_argument("--game", required=True, help="registered game or openspiel:<name>")
     dm.add_argument(
-        "--player", default="random", help="random, nash, perfect, optimal or a checkpoint path"
+        "--player",
+        default="random",
+        help="random, nash, perfect, optimal or a checkpoint path (default: %(default)s)",
     )
-    dm.add_argument("--games", type=int, default=100, help="games to play")
+    dm.add_argument("--games", type=int, default=100, help="games to play (default: %(default)s)")
     dm.add_argument("--out", type=path_arg, required=True, help="JSONL file to write (see --force)")
     dm.add_argument(
         "--context",
         default="turn",
         choices=("turn", "chat"),
-        help="turn: one conversation per decision; chat: one per player and game",
+        help="turn: one conversation per decision; chat: one per player and game "
+        "(default: %(default)s)",
     )
     dm.add_argument(
         "--answer",
         default="think",
         help="answer format of the written answers (model.text.answer): "
-        + ", ".join(sorted(ANSWER_FORMATS)),
+        + ", ".join(sorted(ANSWER_FORMATS))
+        + " (default: %(default)s)",
     )
-    dm.add_argument("--seed", type=seed, default=0)
+    dm.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the games and of the player's sampling (default: %(default)s)",
+    )
     dm.add_argument("--force", action="store_true", help="move an existing --out to OUT.old-<time>")
     dm.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 

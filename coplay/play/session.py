@@ -6,7 +6,8 @@ terminal and the web page deal a game, ask it who must answer, show that seat it
 observation, hand it the person's answer and let it ``advance``: every policy move up
 to the next person's turn or the end of the game. What a person sees during a game is
 their seat's observation, the game's own view of what that seat may know; every
-seat's final view (the showdown) is part of the outcome.
+seat's final view (the showdown) is part of the outcome, and so are a forfeiting
+policy's view and refused answers.
 """
 
 from __future__ import annotations
@@ -50,13 +51,28 @@ class Move:
 
 
 @dataclass(frozen=True)
+class Forfeit:
+    """A policy's forfeit: its seat's view at that turn and the answers it gave there,
+    none of which named a legal move (fewer, or none, when it could not answer)."""
+
+    seat: int
+    player: str
+    view: str
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How a game ended: returns per seat and every seat's final view."""
 
     returns: tuple[float, ...]
     views: tuple[str, ...]
     truncated: bool = False
-    forfeited_by: int | None = None
+    forfeit: Forfeit | None = None
+
+    @property
+    def forfeited_by(self) -> int | None:
+        return None if self.forfeit is None else self.forfeit.seat
 
 
 @dataclass
@@ -266,11 +282,11 @@ class Session:
             except PlayerFailed:
                 self.moves += moves  # the step's other choices stay in the log
                 raise
-            if move is None:
+            if isinstance(move, Forfeit):
                 # The game applies none of this step's moves, but the log keeps what
                 # the others chose in it, as a rollout keeps their turns.
                 self.moves += moves
-                self._finish(forfeit_returns(env.spec, p), forfeited_by=p)
+                self._finish(forfeit_returns(env.spec, p), forfeit=move)
                 return moves
             moves.append(move)
         env.step({m.seat: m.action for m in moves})
@@ -282,9 +298,9 @@ class Session:
             self._finish(env.returns(), truncated=True)
         return moves
 
-    def _policy_move(self, seat: int) -> Move | None:
-        """The seat's policy's move; None when it named no legal move in
-        ``1 + AGENT_RETRIES`` answers (a forfeit)."""
+    def _policy_move(self, seat: int) -> Move | Forfeit:
+        """The seat's policy's move; a ``Forfeit`` when it named no legal move in
+        ``1 + AGENT_RETRIES`` answers."""
         name = self.seats()[seat]
         policy = self.players[name]
         obs = self.env.observe(seat)
@@ -295,25 +311,28 @@ class Session:
             probs = None if writes else policy.action_probs([obs])[0]
         history = self._histories.setdefault(seat, [])
         reads = getattr(policy, "wants_history", False)
+        refused: list[str] = []
         for _ in range(1 + AGENT_RETRIES):
             asked = replace(obs, history=tuple(history)) if reads else obs
             try:
                 decision = policy.act([asked])[0]
             except OSError as err:
-                self._finish(forfeit_returns(self.env.spec, seat), forfeited_by=seat)
+                forfeit = Forfeit(seat, name, obs.text, tuple(refused))
+                self._finish(forfeit_returns(self.env.spec, seat), forfeit=forfeit)
                 raise PlayerFailed(f"{name} could not answer and forfeits: {err}") from err
             history.append((obs, decision))
             if decision.action is not None:
                 return Move(
                     self._steps, seat, name, decision.action, decision.text, obs.text, probs
                 )
-        return None
+            refused.append(decision.text)
+        return Forfeit(seat, name, obs.text, tuple(refused))
 
     def _finish(
-        self, returns: Sequence[float], *, truncated: bool = False, forfeited_by: int | None = None
+        self, returns: Sequence[float], *, truncated: bool = False, forfeit: Forfeit | None = None
     ) -> None:
         views = tuple(self.env.observe(p).text for p in range(len(returns)))
-        self.outcome = Outcome(tuple(float(r) for r in returns), views, truncated, forfeited_by)
+        self.outcome = Outcome(tuple(float(r) for r in returns), views, truncated, forfeit)
         for seat, name in enumerate(self.seats()):
             tally = self.score[name]
             tally.total += returns[seat]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from coplay.play.session import (
+    Forfeit,
     IllegalMove,
     Move,
     PlayerFailed,
@@ -139,8 +140,8 @@ def _show_outcome(session: Session, say) -> None:
     persons = session.person_seats()
     if out.truncated:
         say("the game reached its move limit")
-    if out.forfeited_by is not None:
-        say(f"seat {out.forfeited_by} ({seats[out.forfeited_by]}) forfeited: no legal move")
+    if out.forfeit is not None:
+        _show_forfeit(out.forfeit, say, watching=not persons, show_text=session.show_probs)
     say(f"game over: {headline(out.returns, seats, persons)}")
     say("returns: " + ", ".join(f"seat {s} {n} {r:+g}" for s, (n, r) in _by_seat(seats, out)))
     say("moves: " + " · ".join(f"seat {m.seat} {m.action}" for m in session.moves))
@@ -148,6 +149,23 @@ def _show_outcome(session: Session, say) -> None:
         say(f"final view of seat {seat} ({seats[seat]}):")
         say(_indent(view))
     say(score_line(session))
+
+
+def _show_forfeit(forfeit: Forfeit, say, *, watching: bool, show_text: bool) -> None:
+    """The turn a policy forfeited: watching, its view, as every turn shows; its
+    refused answers when watching or with ``--show-probs``, as a move's text shows."""
+    who = f"seat {forfeit.seat} ({forfeit.player})"
+    if watching:
+        say(f"-- {who} sees:")
+        say(_indent(forfeit.view))
+    if not forfeit.answers:  # it could not answer: the line before says why
+        say(f"{who} forfeited")
+        return
+    count = len(forfeit.answers)
+    say(f"{who} forfeited: no legal move in {count} answer{'s' * (count != 1)}")
+    if watching or show_text:
+        for i, text in enumerate(forfeit.answers, 1):
+            say(f"  answer {i}: {text.strip() or '(empty)'}")
 
 
 def _by_seat(seats, out):

@@ -107,6 +107,8 @@ def _outcome(session: Session) -> dict[str, Any]:
         "views": list(out.views),
         "truncated": out.truncated,
         "forfeited_by": out.forfeited_by,
+        # What the forfeiting policy answered: shown once the game is over, as its moves.
+        "forfeit": asdict(out.forfeit) if out.forfeit else None,
     }
 
 

@@ -386,9 +386,13 @@ def _outer_loop(
     start = time.perf_counter() - (steps[-1].elapsed_s if steps else 0.0)
     last = cfg.iterations if stop_after is None else min(stop_after, cfg.iterations)
     if len(steps) > last:
+        # Iterations 0..iterations: all but the last add a response, the last solves
+        # the final population's meta-game.
+        added = min(len(steps), cfg.iterations)
+        final = ", and the final meta-game solved" if len(steps) > cfg.iterations else ""
         raise ValueError(
-            f"{out} has already run its {len(steps)} PSRO iterations (iterations 0..{last}); "
-            "nothing is left to resume"
+            f"{out} has already run PSRO iterations 0..{len(steps) - 1} ({added} best "
+            f"response{'s' * (added != 1)} added{final}); nothing is left to resume"
         )
     for k in range(len(steps), last + 1):
         t0 = time.perf_counter()

@@ -9,7 +9,15 @@ import pytest
 
 from coplay.envs.registry import make_env
 from coplay.play import session as session_module
-from coplay.play.session import IllegalMove, PlayerFailed, Session, read_move, verdict
+from coplay.play.session import (
+    AGENT_RETRIES,
+    Forfeit,
+    IllegalMove,
+    PlayerFailed,
+    Session,
+    read_move,
+    verdict,
+)
 from coplay.policies.scripted import make_scripted
 from coplay.types import Decision, Observation
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
@@ -166,12 +174,16 @@ def test_answers_out_of_turn_are_refused():
 
 
 class Mute:
-    """A policy that never names a legal move."""
+    """A policy that never names a legal move (its answers numbered: hmm 1, hmm 2, ...)."""
 
     policy_id, version = "mute", 0
 
+    def __init__(self):
+        self.asked = 0
+
     def act(self, observations):
-        return [Decision(text="hmm", action=None, policy_id="mute") for _ in observations]
+        self.asked += len(observations)
+        return [Decision(text=f"hmm {self.asked}", action=None, policy_id="mute")]
 
 
 def test_a_policy_without_a_legal_move_forfeits():
@@ -181,6 +193,24 @@ def test_a_policy_without_a_legal_move_forfeits():
     assert s.outcome is not None and s.outcome.forfeited_by == 0
     assert s.outcome.returns == (-2.0, 2.0)  # Kuhn's minimum return, zero-sum
     assert verdict(s.outcome.returns, 1) == "won"
+
+
+def test_a_forfeit_keeps_what_the_policy_saw_and_every_answer_it_gave():
+    # The outcome said only who forfeited: the answers refused were dropped.
+    s = Session(partial(make_env, "kuhn_poker"), {"you": None, "mute": Mute()}, ["you", "mute"])
+    s.new_game()
+    s.answer(0, "[Bet]")
+    s.advance()
+    forfeit = s.outcome.forfeit
+    assert (forfeit.seat, forfeit.player) == (1, "mute")
+    assert forfeit.answers == tuple(f"hmm {i}" for i in range(1, 2 + AGENT_RETRIES))
+    assert forfeit.view == s.outcome.views[1] and "You are player 1" in forfeit.view
+    assert "History: p0 Bet." in forfeit.view  # the turn it answered: after the bet
+    down = Session(partial(make_env, "kuhn_poker"), {"you": None, "down": Down()}, ["down", "you"])
+    down.new_game()
+    with pytest.raises(PlayerFailed):
+        down.advance()
+    assert down.outcome.forfeit == Forfeit(0, "down", down.view(0).text, ())
 
 
 def test_a_forfeit_keeps_the_other_seats_moves_of_its_step_in_the_log():

@@ -37,7 +37,8 @@ def test_the_agent_takes_every_seat_but_the_persons():
             "runs/missing does not exist (expected a run directory, a "
             "checkpoint or one of random, nash, perfect, optimal)",
         ),
-        (["play", "random"], "pass --game: the checkpoint players must record one game"),
+        # It said "the checkpoint players must record one game (none records one)".
+        (["play", "nash"], "pass --game: no player is a checkpoint, so none records a game"),
         (["play", "random", "--game", "no_such_game"], "no_such_game"),
         (
             ["play", "random", "--game", "kuhn_poker", "--seat", "5"],

@@ -16,6 +16,7 @@ from coplay.play import terminal
 from coplay.play.session import Session
 from coplay.play.terminal import play_in_terminal
 from coplay.policies.scripted import make_scripted
+from coplay.types import Decision
 from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
 
@@ -185,3 +186,50 @@ def test_a_player_that_cannot_answer_forfeits_its_game_and_the_table_goes_on():
     assert any("could not answer and forfeits" in line for line in said)
     over = [line for line in said if line.startswith("game over")]
     assert len(over) == 3 and "you won (+2)" in over[0]
+
+
+class _Garbage:
+    """Writes an answer that names no move, numbered: the table's retries run out."""
+
+    policy_id, version, mode = "garbage", 0, "text"
+
+    def __init__(self):
+        self.asked = 0
+
+    def act(self, observations):
+        self.asked += 1
+        return [Decision(text=f"I fold, maybe? ({self.asked})", action=None, policy_id="garbage")]
+
+
+def _forfeited_game(lineup, *, show_probs=False) -> list[str]:
+    players = {
+        "garbage": _Garbage(),
+        "you": None,
+        "random": make_scripted("random", "kuhn_poker", 0),
+    }
+    players = {name: players[name] for name in lineup}
+    session = Session(partial(make_env, "kuhn_poker"), players, lineup, show_probs=show_probs)
+    said: list[str] = []
+    assert play_in_terminal(session, games=1, ask=lambda prompt: "2", say=said.append) == 0
+    assert session.outcome.forfeited_by == lineup.index("garbage")
+    return said
+
+
+def test_watching_a_forfeit_shows_the_turn_and_what_the_policy_wrote():
+    # Only "seat 0 (garbage) forfeited: no legal move" was printed: neither the view of
+    # that turn, which every other turn shows when watching, nor the answers refused.
+    said = _forfeited_game(["garbage", "random"])
+    at = said.index("-- seat 0 (garbage) sees:")
+    assert "You are player 0" in said[at + 1]
+    assert said[at + 2 : at + 6] == [
+        "seat 0 (garbage) forfeited: no legal move in 3 answers",
+        *(f"  answer {i}: I fold, maybe? ({i})" for i in (1, 2, 3)),
+    ]
+
+
+@pytest.mark.parametrize("show_probs", [False, True])
+def test_show_probs_shows_the_answers_of_a_policy_that_forfeits(show_probs):
+    said = _forfeited_game(["you", "garbage"], show_probs=show_probs)
+    assert "seat 1 (garbage) forfeited: no legal move in 3 answers" in said
+    assert ("  answer 1: I fold, maybe? (1)" in said) is show_probs
+    assert not any("(garbage) sees:" in line for line in said)  # a person sees their own view

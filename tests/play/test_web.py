@@ -23,6 +23,7 @@ from coplay.play.session import Session
 from coplay.play.transcripts import read_transcripts
 from coplay.play.web import make_server
 from coplay.policies.scripted import make_scripted
+from coplay.types import Decision
 from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
 
@@ -293,3 +294,33 @@ def test_a_port_in_use_and_an_address_not_of_this_machine_get_their_own_advice()
     # 192.0.2.1 is a documentation address (RFC 5737): no machine of ours has it.
     with pytest.raises(OSError, match=r"cannot serve on 192\.0\.2\.1:0: .*; pass an address of"):
         make_server(session, host="192.0.2.1", port=0)
+
+
+class _Garbage:
+    """Writes an answer that names no move, numbered: the table's retries run out."""
+
+    policy_id, version, mode = "garbage", 0, "text"
+
+    def __init__(self):
+        self.asked = 0
+
+    def act(self, observations):
+        self.asked += 1
+        return [Decision(text=f"I fold? ({self.asked})", action=None, policy_id="garbage")]
+
+
+def test_the_page_shows_what_a_forfeiting_policy_wrote(page):
+    # The outcome said only "seat 1 (garbage) forfeited"; its answers were dropped.
+    session = kuhn_session(_Garbage(), "garbage")
+    server = serving(session)
+    status, state = post(server.url + "api/move", {"seat": 0, "move": "[Bet]"})
+    forfeit = state["outcome"]["forfeit"]
+    assert status == 200 and state["outcome"]["forfeited_by"] == 1
+    assert forfeit["answers"] == ["I fold? (1)", "I fold? (2)", "I fold? (3)"]
+    assert forfeit["view"] == state["outcome"]["views"][1]
+    page.goto(server.url)
+    page.wait_for_selector("#result:not([hidden])")
+    assert page.inner_text("#forfeit").splitlines() == [
+        f"seat 1 (garbage), answer {i}: I fold? ({i})" for i in (1, 2, 3)
+    ]
+    server.shutdown()

@@ -496,3 +496,16 @@ def test_nash_is_refused_for_a_general_sum_game_before_anything_trains():
     with pytest.raises(ValueError, match="meta_solver=nash needs a zero-sum game, but 'dilemma'"):
         PsroConfig(run=run)
     assert PsroConfig(run=run, meta_solver="ce").meta_solver == "ce"
+
+
+def test_resuming_a_finished_run_counts_the_responses_iterations_asked_for(tmp_path):
+    # It said "has already run its 3 PSRO iterations" of a run of iterations=2: the
+    # count held the last iteration, which solves the final meta-game and adds no one.
+    cfg = tiny_psro(iterations=2, initial="random", oracle="exact")
+    assert len(run_psro(cfg, tmp_path).steps) == 3
+    with pytest.raises(ValueError) as err:
+        run_psro(cfg, tmp_path, resume=True)
+    assert str(err.value) == (
+        f"{tmp_path} has already run PSRO iterations 0..2 (2 best responses added, and the "
+        "final meta-game solved); nothing is left to resume"
+    )
