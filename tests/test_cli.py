@@ -1660,3 +1660,13 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
         "iteration 0: 1 member, response value n/a, 3 s",
         "iteration 1: 2 members, the final meta-game, no response trained, 3 s",
     ]
+
+
+def test_resuming_a_finished_run_with_report_writes_the_report(kuhn_run, tmp_path):
+    # No iteration is left, so the loop's report hook never runs: the command printed
+    # the report's path and wrote no file.
+    run = tmp_path / "finished"
+    shutil.copytree(kuhn_run, run)
+    (run / "report.html").unlink(missing_ok=True)
+    assert main(["train", "--quiet", "--resume", str(run), "--report"]) == 0
+    assert (run / "report.html").is_file()

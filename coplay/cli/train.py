@@ -155,9 +155,21 @@ def _train(args: argparse.Namespace, cfg, out: Path, roster) -> int:
         summary = _with_progress(run, cfg.train.iterations, args.quiet, status=train_status)
     _print_summary(summary)
     if cfg.train.report:
-        console.print(f"report: {out / 'report.html'}")
+        console.print(f"report: {_report_written(out)}")
     console.print(f"run directory: {out}")
     return 0
+
+
+def _report_written(out: Path) -> Path:
+    """``<out>/report.html``, written now unless the run wrote it after its last metrics
+    row (the loop writes it at every evaluation; a resumed run with no iteration left
+    runs none)."""
+    report, metrics = out / "report.html", out / "metrics.jsonl"
+    if not report.is_file() or report.stat().st_mtime < metrics.stat().st_mtime:
+        from coplay.train.report import write_report
+
+        write_report([out], report)
+    return report
 
 
 def _with_progress(run, total: int, quiet: bool, status=lambda m: ""):
