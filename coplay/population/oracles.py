@@ -18,6 +18,7 @@ meta-strategy:
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,10 @@ def train_response(
     resume = (out / STATE_DIR / f"{RUN_STATE}.json").is_file()
     if resume:
         rundir.check_resume(cfg, out)
+    elif rundir.holds_run(out):
+        # Killed before its first save: nothing to continue, and this folder is PSRO's
+        # own, so the response starts again in it (a new run refuses a folder in use).
+        shutil.rmtree(out)
     run = setup(cfg, out, fresh=not resume)
     run.policies.update({m.policy_id: m for m in pool.members})
     weights = check_weights(seat_weights, run.spec)

@@ -385,7 +385,8 @@ def _member_digests(out):
     }
 
 
-def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kill_at", [2, 1], ids=["after its first save", "before it"])
+def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypatch, kill_at):
     from coplay.train import hooks
 
     cfg = tiny_psro(iterations=2)
@@ -396,13 +397,14 @@ def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypa
     )
     whole = run_psro(cfg, tmp_path / "whole")
     # Stop after the first PSRO iteration, then kill the next response after its first
-    # update (its state saved), as a job's time limit or Ctrl-C would.
+    # update (its state saved), or during it (no state: the response starts again), as
+    # a job's time limit or Ctrl-C would.
     run_psro(cfg, tmp_path / "split", stop_after=0)
     assert len((tmp_path / "split" / "psro.jsonl").read_text().splitlines()) == 1
     real = hooks.Log.after
 
     def killed(self, run, it, batch, metrics):
-        if run.out.name == "02" and it == 2:
+        if run.out.name == "02" and it == kill_at:
             raise KeyboardInterrupt
         return real(self, run, it, batch, metrics)
 
