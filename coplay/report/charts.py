@@ -29,7 +29,10 @@ SECTIONS = {
 """Known namespaces, in page order, with their titles; others follow by name."""
 
 REFERENCES = {"exploitability": 0.0, "nash_conv": 0.0}
-"""Known reference values by a key's last part: an exact Nash equilibrium's."""
+"""Known reference values by a key's last part: an exact Nash equilibrium's. A sampled
+estimate of the same quantity (``eval/exploitability_sampled``) shares its reference."""
+
+SAMPLED = "_sampled"
 
 PAIRED = {"psro/best_response_value": ("psro/response_value", "exact best response")}
 """Keys drawn as the reference of another key's chart: key -> (chart, label)."""
@@ -75,11 +78,28 @@ def section_of(chart: str) -> str:
     return chart.split("/", 1)[0] if "/" in chart else "other"
 
 
+def run_labels(runs: Sequence[RunFiles]) -> list[str]:
+    """Each run's label: the shortest suffix of its path that no other run shares
+    (``runs/a`` and ``other/a``), or its plain name when it is the only run."""
+    parts = [run.path.resolve().parts for run in runs]
+    if len(runs) == 1:
+        return [runs[0].name]
+    labels = []
+    for i, mine in enumerate(parts):
+        others = [p for j, p in enumerate(parts) if j != i]
+        k = 1
+        while k < len(mine) and any(p[-k:] == mine[-k:] for p in others):
+            k += 1
+        labels.append("/".join(mine[-k:]).lstrip("/"))
+    return labels
+
+
 def build_charts(runs: Sequence[RunFiles]) -> list[Chart]:
     """Every chart of the runs' numeric keys, in section order, then by key."""
     charts: dict[str, Chart] = {}
+    names = run_labels(runs)
     for r, run in enumerate(runs):
-        prefix = f"{run.name} " if len(runs) > 1 else ""
+        prefix = names[r] if len(runs) > 1 else ""
         lines: dict[tuple[str, str], Series] = {}
         for row in run.metrics:
             seconds = row.get(TIME_KEY) if finite_number(row.get(TIME_KEY)) else 0.0
@@ -89,13 +109,19 @@ def build_charts(runs: Sequence[RunFiles]) -> list[Chart]:
                 name, label = chart_of(key)
                 line = lines.get((name, label))
                 if line is None:
-                    line = lines[(name, label)] = Series((prefix + label).strip() or run.name, r)
+                    line = lines[(name, label)] = Series(_join(prefix, label) or names[r], r)
                     chart = charts.setdefault(name, Chart(name, section_of(name)))
                     chart.series.append(line)
                 _add_point(line, row["iteration"], float(seconds), float(value))
-        _add_marks(charts, lines, r, prefix)
+        _add_initials(charts, lines, r, prefix)
+    for chart in charts.values():
+        _add_reference(chart)
     order = {name: i for i, name in enumerate(SECTIONS)}
     return sorted(charts.values(), key=lambda c: (order.get(c.section, len(order)), c.key))
+
+
+def _join(*words: str) -> str:
+    return " ".join(w for w in words if w)
 
 
 def finite_number(value: object) -> bool:
@@ -119,21 +145,29 @@ def _add_point(line: Series, iteration: int, seconds: float, value: float) -> No
     line.values.append(value)
 
 
-def _add_marks(charts: dict[str, Chart], lines: dict, run: int, prefix: str) -> None:
+def _add_initials(charts: dict[str, Chart], lines: dict, run: int, prefix: str) -> None:
     """Dashed lines of a run: each evaluation curve's initial value (row 0: the
-    evaluation before training) and the known reference of its key (0 for
-    exploitability)."""
+    evaluation before training)."""
     for (name, label), line in list(lines.items()):
-        if line.dash or not line.iterations:
+        if line.dash or section_of(name) != "eval" or len(line.iterations) < 2:
             continue
-        marks = []
-        if section_of(name) == "eval" and line.iterations[0] == 0 and len(line.iterations) > 1:
-            marks.append((f"{prefix}{label} initial".strip(), line.values[0]))
-        reference = REFERENCES.get(name.rsplit("/", 1)[-1])
-        if reference is not None and not any(s.label == "reference" for s in charts[name].series):
-            marks.append(("reference", reference))
-        for mark, value in marks:
-            flat = Series(mark, run, dash=True)
-            for i in (0, -1):
-                _add_point(flat, line.iterations[i], line.seconds[i], value)
-            charts[name].series.append(flat)
+        if line.iterations[0] != 0:
+            continue
+        flat = Series(_join(prefix, label, "initial"), run, dash=True)
+        for i in (0, -1):
+            _add_point(flat, line.iterations[i], line.seconds[i], line.values[0])
+        charts[name].series.append(flat)
+
+
+def _add_reference(chart: Chart) -> None:
+    """A dashed line at the known reference of the chart's key (0 for exploitability),
+    across every run's iterations and seconds."""
+    reference = REFERENCES.get(chart.key.rsplit("/", 1)[-1].removesuffix(SAMPLED))
+    curves = [s for s in chart.series if not s.dash and s.iterations]
+    if reference is None or not curves:
+        return
+    flat = Series("reference", curves[0].run, dash=True)
+    flat.iterations = [min(s.iterations[0] for s in curves), max(s.iterations[-1] for s in curves)]
+    flat.seconds = [min(s.seconds[0] for s in curves), max(s.seconds[-1] for s in curves)]
+    flat.values = [reference, reference]
+    chart.series.append(flat)

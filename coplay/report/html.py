@@ -5,7 +5,7 @@ library, vendored in ``static/`` with its licence) for the curves, and the page'
 script and style, so it opens offline and can be mailed or attached as one file.
 Sections: what the runs are and how their config differs from the nearest preset;
 curves of every logged key against iterations or wall time (``charts.py``);
-throughput; the population's meta-game as a heatmap (league and PSRO runs); sample
+throughput; the population's meta-game as a heatmap (PSRO runs, meta-sampler leagues); sample
 games as conversations, one column per seat, each showing only what that seat saw.
 """
 
@@ -19,7 +19,14 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
-from coplay.report.charts import SECTIONS, TIME_KEY, Chart, build_charts, finite_number
+from coplay.report.charts import (
+    SECTIONS,
+    TIME_KEY,
+    Chart,
+    build_charts,
+    finite_number,
+    run_labels,
+)
 from coplay.report.runfiles import Metagame, RunFiles
 from coplay.report.transcripts import transcripts_html
 
@@ -52,15 +59,16 @@ def render(
     path; ``games``: the latest sample games shown per run."""
     changes = changes or {}
     charts = build_charts(runs)
+    names = run_labels(runs)
     body = [
-        _header(runs),
-        _config_section(runs, changes),
+        _header(runs, names),
+        _config_section(runs, names, changes),
         _curves_section(charts),
-        _throughput_section(runs),
-        _metagame_section(runs),
-        _games_section(runs, games),
+        _throughput_section(runs, names),
+        _metagame_section(runs, names),
+        _games_section(runs, names, games),
     ]
-    title = "coplay report: " + ", ".join(r.name for r in runs)
+    title = "coplay report: " + ", ".join(names)
     data = {"charts": [_chart_json(c) for c in charts]}
     payload = script_json(data)
     return "\n".join(
@@ -88,23 +96,43 @@ def script_json(data: Any) -> str:
 
 
 def _chart_json(chart: Chart) -> dict[str, Any]:
+    """The chart for the page: each run's lines in its own colour (``PALETTE`` by run
+    index, the same in every chart), several lines of one run (seats, members) in
+    shades of it; dashed marks grey."""
+    curves = [s for s in chart.series if not s.dash]
     series = []
     for s in chart.series:
-        shade = PALETTE[(s.run + len(series)) % len(PALETTE)] if not s.dash else "#888"
-        series.append(asdict(s) | {"color": shade})
+        own = [id(c) for c in curves if c.run == s.run]
+        color = "#888" if s.dash else shade(run_color(s.run), own.index(id(s)), len(own))
+        series.append(asdict(s) | {"color": color})
     return {"key": chart.key, "section": chart.section, "series": series}
 
 
-def _header(runs: Sequence[RunFiles]) -> str:
+def run_color(run: int) -> str:
+    return PALETTE[run % len(PALETTE)]
+
+
+def shade(color: str, i: int, n: int) -> str:
+    """The ``i``-th of ``n`` shades of ``color`` (``#rrggbb``), dark to light; the colour
+    itself when ``n`` is 1."""
+    if n < 2:
+        return color
+    t = -0.5 + i / (n - 1)  # -0.5 (towards black) .. 0.5 (towards white)
+    rgb = [int(color[k : k + 2], 16) for k in (1, 3, 5)]
+    target = 255 if t > 0 else 0
+    return "#" + "".join(f"{round(c + (target - c) * abs(t)):02x}" for c in rgb)
+
+
+def _header(runs: Sequence[RunFiles], names: Sequence[str]) -> str:
     rows = []
-    for r in runs:
+    for r, name in zip(runs, names, strict=True):
         game = r.config.get("game")
         game = game.get("name", "?") if isinstance(game, dict) else str(game or "?")
         last = r.metrics[-1]
         wall = wall_time(r)
         wall_text = "-" if wall is None else f"{wall:.1f} s"
         rows.append(
-            f"<tr><td>{_esc(r.name)}</td><td>{_esc(r.kind)}</td><td>{_esc(game)}</td>"
+            f"<tr><td>{_esc(name)}</td><td>{_esc(r.kind)}</td><td>{_esc(game)}</td>"
             f"<td>{last['iteration']}</td><td>{wall_text}</td><td><code>{_esc(r.path)}</code></td></tr>"
         )
     nav = " · ".join(
@@ -137,11 +165,13 @@ def wall_time(run: RunFiles) -> float | None:
     return float(wall) if finite_number(wall) else None
 
 
-def _config_section(runs: Sequence[RunFiles], changes: Mapping[str, ConfigChanges]) -> str:
+def _config_section(
+    runs: Sequence[RunFiles], names: Sequence[str], changes: Mapping[str, ConfigChanges]
+) -> str:
     parts = ['<section id="config"><h2>Config</h2>']
-    for r in runs:
+    for r, name in zip(runs, names, strict=True):
         found = changes.get(str(r.path))
-        parts.append(f"<h3>{_esc(r.name)}</h3>")
+        parts.append(f"<h3>{_esc(name)}</h3>")
         if found is not None and found.preset:
             rows = "".join(
                 f"<tr><td><code>{_esc(k)}</code></td><td>{_esc(a)}</td><td>{_esc(b)}</td></tr>"
@@ -182,12 +212,12 @@ def _curves_section(charts: Sequence[Chart]) -> str:
     return "\n".join(parts)
 
 
-def _throughput_section(runs: Sequence[RunFiles]) -> str:
+def _throughput_section(runs: Sequence[RunFiles], names: Sequence[str]) -> str:
     """Means of every ``perf/*`` key per run (elapsed time: its last value)."""
     keys = sorted({k for r in runs for row in r.metrics for k in row if k.startswith("perf/")})
     head = "".join(f"<th>{_esc(k.removeprefix('perf/'))}</th>" for k in keys)
     rows = []
-    for r in runs:
+    for r, name in zip(runs, names, strict=True):
         cells = []
         for k in keys:
             values = [row[k] for row in r.metrics if finite_number(row.get(k))]
@@ -196,7 +226,7 @@ def _throughput_section(runs: Sequence[RunFiles]) -> str:
                 continue
             shown = values[-1] if k == TIME_KEY else sum(values) / len(values)
             cells.append(f"<td>{_fmt(shown)}</td>")
-        rows.append(f"<tr><td>{_esc(r.name)}</td>{''.join(cells)}</tr>")
+        rows.append(f"<tr><td>{_esc(name)}</td>{''.join(cells)}</tr>")
     return (
         '<section id="throughput"><h2>Throughput</h2>'
         "<p>Mean per iteration (elapsed_s: the run's total).</p>"
@@ -208,17 +238,17 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else str(x)
 
 
-def _metagame_section(runs: Sequence[RunFiles]) -> str:
+def _metagame_section(runs: Sequence[RunFiles], names: Sequence[str]) -> str:
     parts = ['<section id="metagame"><h2>Meta-game</h2>']
-    found = [r for r in runs if r.metagame is not None]
+    found = [(r, n) for r, n in zip(runs, names, strict=True) if r.metagame is not None]
     if not found:
         parts.append(
             "<p>No population in these runs (a league with the meta sampler or a PSRO run "
             "writes metagame.json). Meta-strategy weights over iterations, where logged, are "
             "among the curves (League, PSRO).</p>"
         )
-    for r in found:
-        parts.append(f"<h3>{_esc(r.name)}</h3>" + heatmap(r.metagame))
+    for r, name in found:
+        parts.append(f"<h3>{_esc(name)}</h3>" + heatmap(r.metagame))
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -254,14 +284,14 @@ def _heat_cell(value: float | None, scale: float) -> str:
     return f'<td style="background: rgba({rgb},{a:.2f})" data-value="{value}">{value:.3f}</td>'
 
 
-def _games_section(runs: Sequence[RunFiles], games: int) -> str:
+def _games_section(runs: Sequence[RunFiles], names: Sequence[str], games: int) -> str:
     parts = [
         '<section id="games"><h2>Sample games</h2>',
         "<p>One column per seat: what that seat saw (its private information only) and what "
         "it answered; hover an answer for its log-probabilities.</p>",
     ]
-    for r in runs:
-        parts.append(f"<h3>{_esc(r.name)}</h3>")
+    for r, name in zip(runs, names, strict=True):
+        parts.append(f"<h3>{_esc(name)}</h3>")
         parts.append(transcripts_html(r.transcripts, games))
     parts.append("</section>")
     return "\n".join(parts)

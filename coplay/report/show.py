@@ -23,12 +23,16 @@ SEAT_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
 
 
 def answer_line(turn: dict[str, Any]) -> Text:
-    """``answered [Bet]  (p = 0.50)``, with rejected attempts and the reward."""
+    """``answered [Bet]  (p = 0.50)``, with rejected attempts, ``(invalid)`` for an
+    answer that was not a legal move, and the reward."""
     line = Text()
     for rejected in turn.get("rejected") or ():
         line.append(f"rejected: {rejected}\n", style="red strike")
     line.append("answered ", style="dim")
-    line.append(turn.get("text") or "", style="bold" if turn.get("valid", True) else "bold red")
+    valid = turn.get("valid", True)
+    line.append(turn.get("text") or "", style="bold" if valid else "bold red")
+    if not valid:  # in words too: piped output has no colour
+        line.append("  (invalid)", style="red")
     action = turn.get("action")
     if action and action != (turn.get("text") or "").strip():
         line.append(f"  -> {action}")
@@ -65,6 +69,8 @@ def game_view(record: dict[str, Any]) -> Group:
             )
         )
     returns = "  ".join(f"seat {i}: {r:g}" for i, r in enumerate(record.get("returns") or ()))
+    if record.get("forfeited_by") is not None:
+        returns += f"  (forfeited by seat {record['forfeited_by']})"
     parts.append(Text(f"returns  {returns}", style="bold"))
     return Group(*parts)
 

@@ -69,3 +69,40 @@ def test_an_integer_too_large_for_a_float_is_a_gap_not_an_overflow():
     ]
     x = {c.key: c for c in build_charts([run("a", rows)])}["loss/x"].series[0]
     assert (x.iterations, x.seconds, x.values) == ([0], [0.0], [1.0])
+
+
+def test_runs_of_the_same_folder_name_are_told_apart_by_their_paths(tmp_path):
+    rows = ROWS[:2]
+    runs = [run(tmp_path / "runs" / "a", rows), run(tmp_path / "other" / "a", rows)]
+    labels = {s.label for s in build_charts(runs)[0].series}
+    assert {"runs/a", "other/a", "runs/a initial", "other/a initial"} <= labels
+    from coplay.report.charts import run_labels
+
+    assert run_labels([run(tmp_path / "runs" / "a", rows)]) == ["a"]
+    assert run_labels([run(tmp_path / "a", rows), run(tmp_path / "b", rows)]) == ["a", "b"]
+
+
+def test_the_reference_spans_every_run_and_labels_have_single_spaces():
+    short = [
+        {"iteration": 0, "eval/exploitability": 0.5},
+        {"iteration": 2, "eval/exploitability": 0.4},
+    ]
+    long = [
+        {"iteration": 0, "eval/exploitability": 0.5},
+        {"iteration": 9, "eval/exploitability": 0.1},
+    ]
+    chart = build_charts([run("a", short), run("b", long)])[0]
+    (ref,) = [s for s in chart.series if s.label == "reference"]
+    assert ref.iterations == [0, 9]
+    assert "a initial" in [s.label for s in chart.series]
+    assert not any("  " in s.label for s in chart.series)
+
+
+def test_a_sampled_exploitability_has_the_nash_reference_too():
+    rows = [
+        {"iteration": 0, "eval/exploitability_sampled": 0.5, "eval/nash_conv_sampled": 1.0},
+        {"iteration": 1, "eval/exploitability_sampled": 0.4, "eval/nash_conv_sampled": 0.8},
+    ]
+    for chart in build_charts([run("a", rows)]):
+        refs = [s.values for s in chart.series if s.label == "reference"]
+        assert refs == [[0.0, 0.0]], chart.key

@@ -195,3 +195,37 @@ def test_each_seat_sees_only_its_own_card_in_the_browser(tiny_run, browser):
         assert f"You are player {seat}. Your card: {card}." in own
         assert f"Your card: {card}" not in other  # Kuhn deals two different cards
     page.close()
+
+
+def test_runs_of_the_same_folder_name_are_told_apart_on_the_page(tmp_path):
+    rows = [{"iteration": 0, "loss/kl": 0.1}, {"iteration": 1, "loss/kl": 0.2}]
+    page = render([RunFiles(tmp_path / d / "a", "train", {}, rows) for d in ("runs", "other")])
+    assert "<h3>runs/a</h3>" in page and "<h3>other/a</h3>" in page
+    assert "<td>runs/a</td>" in page and "<td>other/a</td>" in page
+    labels = [s["label"] for s in page_data(page)["charts"][0]["series"]]
+    assert labels == ["runs/a", "other/a"]
+
+
+def test_each_run_keeps_its_colour_family_in_every_chart():
+    first = [
+        {"iteration": 0, "eval/exploitability": 0.5, "loss/kl": 0.1},
+        {"iteration": 1, "eval/exploitability": 0.4, "loss/kl": 0.2},
+    ]
+    second = [
+        {"iteration": 0, "eval/exploitability": 0.5, "loss/kl": 0.1, "rollout/return_seat0": 1.0,
+         "rollout/return_seat1": -1.0},
+        {"iteration": 1, "eval/exploitability": 0.3, "loss/kl": 0.3},
+    ]  # fmt: skip
+    page = render(
+        [RunFiles(Path("a"), "train", {}, first), RunFiles(Path("b"), "train", {}, second)]
+    )
+    colors: dict[int, set[str]] = {}
+    for chart in page_data(page)["charts"]:
+        curves = [s for s in chart["series"] if not s["dash"]]
+        if len({s["run"] for s in curves}) == len(curves):  # one line per run: its own colour
+            for s in curves:
+                colors.setdefault(s["run"], set()).add(s["color"])
+        else:  # a run's seats: distinct shades
+            assert len({s["color"] for s in curves}) == len(curves)
+    assert all(len(c) == 1 for c in colors.values()) and len(colors) == 2
+    assert colors[0] != colors[1]

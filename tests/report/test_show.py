@@ -87,3 +87,20 @@ def test_coplay_show_names_the_file_and_line_of_a_bad_record(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith(f"coplay show: error: {transcripts}:2 is not a transcript record: ")
         assert fault in err and err.count("\n") == 1
+
+
+def test_piped_output_says_in_words_an_answer_was_invalid_and_who_forfeited():
+    record = {
+        "iteration": 1,
+        "game": "kuhn_poker",
+        "seats": ["learner", "learner"],
+        "returns": [-1.0, 1.0],
+        "forfeited_by": 0,
+        "turns": [{"player": 0, "observation": "Your card: J.", "text": "[Fold]", "valid": False}],
+    }
+    console = Console(width=100, force_terminal=False, no_color=True)
+    with console.capture() as cap:
+        show_games([record], console, games=1)
+    text = cap.get()
+    assert "answered [Fold]  (invalid)" in text
+    assert "forfeited by seat 0" in text
