@@ -16,8 +16,8 @@ from coplay.play import terminal
 from coplay.play.session import Session
 from coplay.play.terminal import play_in_terminal
 from coplay.policies.scripted import make_scripted
-from coplay.types import Decision
 from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
+from tests.play.garbage import Garbage
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
 
 pexpect = pytest.importorskip("pexpect", reason="the terminal tests drive a pty with pexpect")
@@ -188,22 +188,9 @@ def test_a_player_that_cannot_answer_forfeits_its_game_and_the_table_goes_on():
     assert len(over) == 3 and "you won (+2)" in over[0]
 
 
-class _Garbage:
-    """Writes an answer that names no move, numbered: the table's retries run out."""
-
-    policy_id, version, mode = "garbage", 0, "text"
-
-    def __init__(self):
-        self.asked = 0
-
-    def act(self, observations):
-        self.asked += 1
-        return [Decision(text=f"I fold, maybe? ({self.asked})", action=None, policy_id="garbage")]
-
-
 def _forfeited_game(lineup, *, show_probs=False) -> list[str]:
     players = {
-        "garbage": _Garbage(),
+        "garbage": Garbage("I fold, maybe?"),
         "you": None,
         "random": make_scripted("random", "kuhn_poker", 0),
     }

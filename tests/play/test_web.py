@@ -23,8 +23,8 @@ from coplay.play.session import Session
 from coplay.play.transcripts import read_transcripts
 from coplay.play.web import make_server
 from coplay.policies.scripted import make_scripted
-from coplay.types import Decision
 from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
+from tests.play.garbage import Garbage
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -296,22 +296,9 @@ def test_a_port_in_use_and_an_address_not_of_this_machine_get_their_own_advice()
         make_server(session, host="192.0.2.1", port=0)
 
 
-class _Garbage:
-    """Writes an answer that names no move, numbered: the table's retries run out."""
-
-    policy_id, version, mode = "garbage", 0, "text"
-
-    def __init__(self):
-        self.asked = 0
-
-    def act(self, observations):
-        self.asked += 1
-        return [Decision(text=f"I fold? ({self.asked})", action=None, policy_id="garbage")]
-
-
 def test_the_page_shows_what_a_forfeiting_policy_wrote(page):
     # The outcome said only "seat 1 (garbage) forfeited"; its answers were dropped.
-    session = kuhn_session(_Garbage(), "garbage")
+    session = kuhn_session(Garbage("I fold?"), "garbage")
     server = serving(session)
     status, state = post(server.url + "api/move", {"seat": 0, "move": "[Bet]"})
     forfeit = state["outcome"]["forfeit"]
