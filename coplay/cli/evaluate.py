@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import warnings
 
 from rich.table import Table
 
@@ -149,7 +149,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _samples(args: argparse.Namespace, policy_writes: bool, opponent_writes: bool) -> int:
     """``--samples``, or ``SAMPLES`` when not given. Only a writing policy's answers are
     sampled, and a writing opponent's for --exact and --costly: given where none are,
-    it would pass as if it had counted, so a line on stderr says it is ignored."""
+    it would pass as if it had counted, so a warning (one line) says it is ignored."""
     if args.samples is None:
         return SAMPLES
     if not policy_writes and not (opponent_writes and (args.exact or args.costly)):
@@ -160,7 +160,7 @@ def _samples(args: argparse.Namespace, policy_writes: bool, opponent_writes: boo
             else "it counts the answers of a text-mode policy or opponent, and both here "
             "play in choice mode"
         )
-        print(f"coplay eval: warning: --samples {args.samples} is ignored: {why}", file=sys.stderr)
+        warnings.warn(f"--samples {args.samples} is ignored: {why}", stacklevel=2)
     return args.samples
 
 
