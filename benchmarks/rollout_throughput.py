@@ -19,6 +19,9 @@ training loop leaves it (``coplay.train.loop.heap_frozen``):
 - ``loop2``: the best arrangement of that loop on two cores: two one-thread processes,
   each playing half of the loop's games; the wall time from the first start to the
   last end counts.
+- ``waves`` (``--waves N``, N > 1): the engine with its games in N parts that take turns
+  at the model (``play_episodes(waves=)``): on a GPU one part's games step while the
+  other's pass runs. The same games and draws as ``engine``.
 - ``game``: the game alone, no model and no records: the engine's number of games
   played straight through pyspiel with uniform random moves, reading at each decision
   what a player must be shown (its information-state string and legal actions). Any
@@ -49,6 +52,7 @@ batch's results before the next batch, as the engine must; the loop arms need
     python benchmarks/rollout_throughput.py --game tic_tac_toe --games 256 --repeats 5
     python benchmarks/rollout_throughput.py --game tic_tac_toe model.tiny.hidden_size=256
     python benchmarks/rollout_throughput.py --game tic_tac_toe --loop-games 0 model.device=cuda
+    python benchmarks/rollout_throughput.py --game tic_tac_toe --loop-games 0 --waves 2 model.device=cuda
 """
 
 from __future__ import annotations
@@ -100,18 +104,22 @@ class Recording:
         self.batches.append(list(observations))
         return self.inner.act_streamed(observations, streams)
 
+    def submit(self, observations: Sequence[Observation], streams=None):
+        self.batches.append(list(observations))
+        return self.inner.submit(observations, streams)
+
 
 def engine_run(
-    policy: LMPolicy, game: GameRef, games: int, seed: int
+    policy: LMPolicy, game: GameRef, games: int, seed: int, waves: int = 1
 ) -> tuple[float, list, list[Episode]]:
-    """Seconds to play ``games`` games at once; the observations of each batch; the
-    episodes."""
+    """Seconds to play ``games`` games at once (in ``waves`` parts); the observations of
+    each batch; the episodes."""
     rec = Recording(policy)
     seats = [[rec] * game.spec.num_players] * games
     seeds = [seed + i for i in range(games)]
     start = time.perf_counter()
     # Per-seat streams, as training plays (``LocalSource``: ``Plan.streams``).
-    episodes = play_episodes(game.make, seats, seeds, streams=seeds)
+    episodes = play_episodes(game.make, seats, seeds, streams=seeds, waves=waves)
     return time.perf_counter() - start, rec.batches, episodes
 
 
@@ -379,12 +387,15 @@ def measure(args: argparse.Namespace) -> dict:
         "loop2": [],
         "game": [],
         "records": [],
+        "waves": [],
     }
     batches: list = []
     # The heap alive now left out of the collector's passes, as the loop leaves it.
     with heap_frozen():
         for r in range(args.repeats):
             arms = ["engine", "raw"] if r % 2 == 0 or not batches else ["raw", "engine"]
+            if args.waves > 1:
+                arms.insert(1, "waves")  # between the other two, whichever goes first
             if game.spec.openspiel_name:  # the game alone: OpenSpiel games
                 arms += ["game", "records"]
             if args.loop_games:
@@ -395,6 +406,11 @@ def measure(args: argparse.Namespace) -> dict:
                         policy, game, args.games, seed=r * args.games
                     )
                     decisions = sum(map(len, batches))
+                elif arm == "waves":  # the same games and draws: the same episodes
+                    secs, parts, _ = engine_run(
+                        policy, game, args.games, seed=r * args.games, waves=args.waves
+                    )
+                    decisions = sum(map(len, parts))
                 elif arm == "records":
                     secs, decisions = records_run(episodes)
                 elif arm == "raw":
@@ -410,7 +426,7 @@ def measure(args: argparse.Namespace) -> dict:
     if pool is not None:
         pool.close()
     med = {arm: statistics.median(v) for arm, v in rates.items() if v}
-    bounds = ("engine", "game", "records")
+    bounds = ("engine", "game", "records", "waves")
     ratios = {f"engine/{arm}": med["engine"] / med[arm] for arm in med if arm not in bounds}
     # The machine's speed drifts between repeats (a shared host): the median of each
     # repeat's own ratio, its arms run back to back, cancels what a ratio of medians
@@ -420,6 +436,12 @@ def measure(args: argparse.Namespace) -> dict:
         for arm in med
         if arm not in bounds
     }
+    if rates["waves"]:
+        for arm in ("raw", "engine"):
+            paired[f"paired waves/{arm}"] = [
+                w / a for w, a in zip(rates["waves"], rates[arm], strict=True)
+            ]
+            ratios[f"waves/{arm}"] = med["waves"] / med[arm]
     ratios |= {name: statistics.median(v) for name, v in paired.items()}
     # Per decision the engine spends at least the raw arm's model time plus the game's,
     # and, returning its records, their building too.
@@ -440,6 +462,7 @@ def measure(args: argparse.Namespace) -> dict:
         "game": args.game,
         "games": args.games,
         "loop_games": args.loop_games,
+        "waves": args.waves,
         "repeats": args.repeats,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s)",
         "model": args.model.model_dump(),
@@ -475,6 +498,12 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
     ap.add_argument("--loop-games", type=int, default=128, help="games of the loop arms (0: off)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads of this process")
+    ap.add_argument(
+        "--waves",
+        type=int,
+        default=1,
+        help="also time the engine with its games in this many parts (arm 'waves'; 1: off)",
+    )
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument(
         "overrides", nargs="*", metavar="model.KEY=VALUE", help="the model, as in a run's config"
@@ -485,6 +514,8 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
         _ = GameRef(args.game).spec  # an unknown game: one line, before a model is built
     except (ConfigError, UnknownGameError) as err:
         ap.error(str(err))
+    if args.waves < 1:
+        ap.error(f"--waves {args.waves}: at least 1")
     if args.loop_games and args.model.device != "cpu":
         # loop2's processes are forked from this one, and CUDA does not survive a fork.
         ap.error(

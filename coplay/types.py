@@ -11,7 +11,7 @@ log-probs are kept exactly as sampled: the learner never re-tokenises text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -321,6 +321,18 @@ class Streamed(Protocol):
     def act_streamed(
         self, observations: Sequence[Observation], streams: Sequence[SeatStream]
     ) -> list[Decision]: ...
+
+
+@runtime_checkable
+class Submits(Protocol):
+    """A policy whose ``act`` can be split in two: its model's pass queued now, its
+    decisions read when the returned function is called (the same decisions, drawn from
+    ``streams`` where given, as ``Streamed``). Meanwhile the engine steps other games
+    (``play_episodes(waves=)``), so a GPU's pass and the host's game steps overlap."""
+
+    def submit(
+        self, observations: Sequence[Observation], streams: Sequence[SeatStream] | None = None
+    ) -> Callable[[], list[Decision]]: ...
 
 
 @runtime_checkable

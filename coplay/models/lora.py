@@ -150,6 +150,10 @@ class AdapterPolicy(LMPolicy):
         self.activate()
         return super().act_streamed(observations, streams)
 
+    def submit(self, observations: Sequence[Observation], streams=None):
+        self.activate()  # the pass is queued with this role's adapter
+        return super().submit(observations, streams)
+
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         self.activate()
         return super().action_probs(observations)
@@ -185,6 +189,10 @@ class BaseView(LMPolicy):
     def act_streamed(self, observations: Sequence[Observation], streams) -> list[Decision]:
         with self.model.disable_adapter():
             return super().act_streamed(observations, streams)
+
+    def submit(self, observations: Sequence[Observation], streams=None):
+        with self.model.disable_adapter():  # the pass is queued without adapters
+            return super().submit(observations, streams)
 
     @property
     def scorer(self) -> Scorer:

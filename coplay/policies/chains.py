@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
+from coplay.models.devices import to_device
 from coplay.policies.scoring import left_pad, sampling_logps
 from coplay.types import Decision
 
@@ -92,21 +93,21 @@ def chain_token_logps(
     # observations) are most of a conversation, and each logit row is vocabulary-wide.
     keep = torch.tensor(sorted(set(cols)))
     logits = model(
-        input_ids=ids.to(device),
-        attention_mask=attn.to(device),
-        position_ids=pos.to(device),
-        logits_to_keep=keep.to(device),
+        input_ids=to_device(ids, device),
+        attention_mask=to_device(attn, device),
+        position_ids=to_device(pos, device),
+        logits_to_keep=to_device(keep, device),
         use_cache=False,  # no continuation reads it
     ).logits  # (C, len(keep), V)
     kept = torch.searchsorted(keep, torch.tensor(cols))
-    picked = logits[torch.tensor(rows, device=device), kept.to(device)]
-    tgt = torch.tensor(targets, device=device)
+    picked = logits[to_device(torch.tensor(rows), device), to_device(kept, device)]
+    tgt = to_device(torch.tensor(targets), device)
     # The drawn tokens are never cut (``sampling_logps``'s ``keep``).
     dist = sampling_logps(picked, temperature=temperature, top_k=top_k, top_p=top_p, keep=tgt)
     logp = dist.gather(-1, tgt[:, None]).squeeze(-1)
     # a cut token's -inf times its 0 probability would be NaN
     entropy = -(dist.exp() * dist.masked_fill(dist.isinf(), 0.0)).sum(-1)
-    index = torch.tensor(where, device=device)
+    index = to_device(torch.tensor(where), device)
     out = []
     for values in (logp, entropy, torch.ones_like(logp)):
         flat = values.new_zeros(n * width).index_copy(0, index, values)

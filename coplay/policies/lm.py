@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -44,6 +44,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from coplay.backends import Backend, ChoiceItem, HFBackend, make_backend
 from coplay.backends.base import Sampling
 from coplay.envs.actions import parse_action
+from coplay.models.devices import HostCopy
 from coplay.policies.chat import Prompter, turn_ends
 from coplay.policies.encoding import encode_texts
 from coplay.policies.scorer import Scored, Scorer
@@ -298,6 +299,23 @@ class LMPolicy:
             raise ValueError(f"got {len(observations)} observations but {len(streams)} streams")
         return self._act(observations, streams)
 
+    @torch.no_grad()
+    def submit(
+        self, observations: Sequence[Observation], streams: Sequence[SeatStream] | None = None
+    ) -> Callable[[], list[Decision]]:
+        """``act`` (``act_streamed`` with ``streams``) in two steps: the model's pass is
+        queued now and the decisions, drawn when the returned function is called, are
+        those ``act`` would return. On a GPU the host is free in between (the engine
+        steps other games: ``play_episodes(waves=)``). Only choices are split; free
+        text is written before this returns."""
+        if streams is not None and len(streams) != len(observations):
+            raise ValueError(f"got {len(observations)} observations but {len(streams)} streams")
+        if self.mode == "text" or not all(o.legal_actions is not None for o in observations):
+            decisions = self._act(observations, streams)
+            return lambda: decisions
+        scores = self._choice_scores(observations)
+        return lambda: self._choices(observations, scores, rngs=streams)
+
     def _act(
         self,
         observations: Sequence[Observation],
@@ -398,16 +416,32 @@ class LMPolicy:
     ) -> list[Decision]:
         if not observations:
             return []
+        scores = self._choice_scores(observations, forced is None)
+        return self._choices(observations, scores, forced=forced, rngs=rngs)
+
+    def _choice_scores(self, observations: Sequence[Observation], free: bool = True) -> _Scores:
+        """The pass over ``observations``' choices, queued; its log-probs copied to the
+        host behind it (and the exploration mixture's, for a ``free`` choice)."""
         self._encode_new_prompts(observations)
         items = [self._choice_item(o) for o in observations]
         logps = self.backend.choice_logps(items)
-        explore = self._explore if forced is None else 0.0  # a told move is not explored
-        sizes = [len(choices) for _, choices in items]
-        lp_flat = _flat(logps).cpu()  # (N,) every item's actions in turn
+        explore = self._explore if free else 0.0  # a told move is not explored
         # Row by row where exploration mixes: the op's float rounding depends on length.
-        mix_flat = (
-            torch.cat([explore_mixture(lp, explore) for lp in logps]).cpu() if explore else lp_flat
-        )
+        mix = torch.cat([explore_mixture(lp, explore) for lp in logps]) if explore else None
+        return _Scores(items, HostCopy(_flat(logps)), None if mix is None else HostCopy(mix))
+
+    def _choices(
+        self,
+        observations: Sequence[Observation],
+        scores: _Scores,
+        forced: Sequence[int] | None = None,
+        rngs: Sequence[SeatStream] | None = None,
+    ) -> list[Decision]:
+        """The decisions of a pass (``_choice_scores``): sampled, or the ``forced`` moves."""
+        items, explore = scores.items, scores.mix is not None
+        sizes = [len(choices) for _, choices in items]
+        lp_flat = scores.logps.get()  # (N,) every item's actions in turn
+        mix_flat = scores.mix.get() if explore else lp_flat
         if forced is None and rngs is not None:
             picks = sample_rows_streamed(mix_flat.exp(), sizes, rngs)
         elif forced is None:
@@ -550,6 +584,16 @@ def learned_positions(model: PreTrainedModel) -> int | None:
     tokens = model.get_input_embeddings()
     tables = (m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m is not tokens)
     return limit if any(t.num_embeddings == limit for t in tables) else None
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """A queued choice pass: its items, and its log-probs (and exploration mixture's,
+    where it explores) on their way to the host."""
+
+    items: list[ChoiceItem]
+    logps: HostCopy
+    mix: HostCopy | None
 
 
 def _flat(logps: Sequence[torch.Tensor]) -> torch.Tensor:

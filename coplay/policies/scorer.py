@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from coplay.models.devices import to_device
 from coplay.policies.chains import chain_token_logps, conversations
 from coplay.policies.scoring import ChoiceRows, distinct_choice_table, token_logps
 from coplay.types import Decision
@@ -82,9 +83,12 @@ class Scorer:
         width = max(p.logp.shape[1] for p in parts)
         # Rows of both kinds stacked [choices; texts], then put back in batch order.
         order = [i for i, c in enumerate(listed) if c] + [i for i, c in enumerate(listed) if not c]
-        back = torch.argsort(torch.tensor(order, device=parts[0].logp.device))
+        back = torch.argsort(torch.tensor(order))  # on the host: read below as well
+        on_device = to_device(back, parts[0].logp.device)
         logp, ent, mask = (
-            torch.cat([F.pad(getattr(p, f), (0, width - p.logp.shape[1])) for p in parts])[back]
+            torch.cat([F.pad(getattr(p, f), (0, width - p.logp.shape[1])) for p in parts])[
+                on_device
+            ]
             for f in ("logp", "entropy", "mask")
         )
         stacked = [d for p in parts for d in (p.dists or (None,) * len(p.logp))]
@@ -101,7 +105,7 @@ class Scorer:
             self.model, items, temperature=self.temperature, pad_id=self.pad_id
         )  # (U, K)
         picked = np.fromiter((d.choice_index for d in decisions), np.int64, len(decisions))
-        index = torch.from_numpy(picked).to(table.device)
+        index = to_device(torch.from_numpy(picked), table.device)
         at = torch.arange(len(decisions), device=table.device) if inverse is None else inverse
         chosen = table[at, index]
         # Padding is -inf; zeroed before the product so 0 * -inf never makes a NaN.

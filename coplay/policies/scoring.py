@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
+from coplay.models.devices import to_device
 from coplay.policies.choice_inputs import (
     KEPT_ITEMS,
     ChoiceInputs,
@@ -296,9 +297,9 @@ def _shared_rows(
     ids, attn, pos = left_pad([s[n:] for s in seqs], pad_id)
     prefix = None
     if n:
-        prefix = torch.tensor([list(seqs[0][:n])], device=device)
+        prefix = to_device(torch.tensor([list(seqs[0][:n])]), device)
         attn = torch.cat([torch.ones((len(seqs), n), dtype=attn.dtype), attn], dim=-1)
-    return prefix, ids.to(device), attn.to(device), (pos + n).to(device)
+    return prefix, to_device(ids, device), to_device(attn, device), to_device(pos + n, device)
 
 
 def _run_rows(
@@ -346,7 +347,7 @@ def token_logps(
         return _token_group(model, pairs, pad_id=pad_id, **warp)
     width = max(len(r) for _, r in pairs)
     parts = [_token_group(model, [pairs[i] for i in g], pad_id=pad_id, **warp) for g in groups]
-    rows = torch.tensor([i for g in groups for i in g], device=parts[0][0].device)
+    rows = to_device(torch.tensor([i for g in groups for i in g]), parts[0][0].device)
     # Left-aligned, so a group's narrower rows pad on the right.
     return tuple(
         torch.cat([F.pad(p[j], (0, width - p[j].shape[1])) for p in parts])[torch.argsort(rows)]
@@ -379,13 +380,13 @@ def _token_group(
     )
     # Right-aligned in the padded batch; realigned to the left for the loss.
     packed, lens = _packed([r for _, r in pairs], pad_id, align="right", width=width)
-    tgt = torch.from_numpy(packed).to(device)
+    tgt = to_device(torch.from_numpy(packed), device)
     # Column j of the kept logits predicts the token at column j + 1.
     dist = sampling_logps(
         out.logits[:, :-1], temperature=temperature, top_k=top_k, top_p=top_p, keep=tgt
     )  # (B, R, V)
     mask = torch.from_numpy(np.arange(width)[None, :] >= (width - lens)[:, None]).float()
-    mask = mask.to(device)
+    mask = to_device(mask, device)
     # Filled, not multiplied: a cut token's -inf times 0 would be NaN.
     logp = dist.gather(-1, tgt[..., None]).squeeze(-1).masked_fill(mask == 0, 0.0)
     if top_k or top_p < 1.0:  # cut tokens: 0 * -inf would be NaN
@@ -481,7 +482,7 @@ def choice_inputs(
     starts = torch.tensor(np.cumsum(sizes) - sizes)
     order = [i for g in groups for i in g]
     runs, cols = _cells([sizes[i] for i in order])
-    where = (starts[order][runs] + cols).to(device)
+    where = to_device(starts[order][runs] + cols, device)
     return ChoiceInputs(parts, where, sum(sizes))
 
 
@@ -527,7 +528,7 @@ def distinct_choice_table(
     table = _distinct_table(model, unique, temperature=temperature, pad_id=pad_id)
     if len(unique) == len(items) and not moved:
         return table, None
-    return table, torch.as_tensor(inverse, device=table.device)
+    return table, to_device(torch.from_numpy(inverse), table.device)
 
 
 def _distinct_table(
@@ -545,7 +546,7 @@ def _distinct_table(
         return F.log_softmax(seq_lp.view(len(items), sizes[0]), dim=1)
     rows, cols = _table_cells(sizes)
     table = seq_lp.new_full((len(items), max(sizes)), -math.inf)
-    table = table.index_put((rows.to(table.device), cols.to(table.device)), seq_lp)
+    table = table.index_put((to_device(rows, table.device), to_device(cols, table.device)), seq_lp)
     return F.log_softmax(table, dim=1)
 
 
@@ -625,10 +626,10 @@ class ChoiceRows(Sequence):
     def flat(self) -> torch.Tensor:
         """(N,) every item's entries in turn, N the items' actions in all: one gather
         from the distinct table."""
-        items, cols = _table_cells(self.sizes())
-        rows = items if self._inverse is None else self._inverse.cpu()[items]
         device = self._table.device
-        return self._table[rows.to(device), cols.to(device)]
+        items, cols = (to_device(t, device) for t in _table_cells(self.sizes()))
+        rows = items if self._inverse is None else to_device(self._inverse, device)[items]
+        return self._table[rows, cols]
 
     def _cut(self) -> list[torch.Tensor]:
         if self._rows is None:
@@ -659,9 +660,9 @@ def _group_inputs(
     pos = (attn.cumsum(-1) - 1).clamp(min=0) + n
     prefix = None
     if n:
-        prefix = torch.from_numpy(prompts.tokens[:1, :n].copy()).to(device)
+        prefix = to_device(torch.from_numpy(prompts.tokens[:1, :n].copy()), device)
         attn = torch.cat([torch.ones((len(items), n), dtype=attn.dtype), attn], dim=-1)
-    ids, attn, pos = torch.from_numpy(rest).to(device), attn.to(device), pos.to(device)
+    ids, attn, pos = (to_device(t, device) for t in (torch.from_numpy(rest), attn, pos))
     packed, lens = _packed([c for _, cs in items for c in cs], pad_id, align="left")
     sizes = np.fromiter((len(cs) for _, cs in items), dtype=np.int64, count=len(items))
     mask = np.arange(packed.shape[1])[None, :] < lens[:, None]
@@ -670,9 +671,9 @@ def _group_inputs(
         ids=ids,
         attn=attn,
         pos=pos,
-        owner=torch.from_numpy(np.repeat(np.arange(len(items)), sizes)).to(device),
-        cands=torch.from_numpy(packed).to(device),
-        cand_mask=torch.from_numpy(mask).long().to(device),
+        owner=to_device(torch.from_numpy(np.repeat(np.arange(len(items)), sizes)), device),
+        cands=to_device(torch.from_numpy(packed), device),
+        cand_mask=to_device(torch.from_numpy(mask).long(), device),
     )
 
 
@@ -871,7 +872,7 @@ def _stop_table(
         if not s:
             raise ValueError("a stop sequence must hold at least one token id")
         by_len.setdefault(len(s), []).append(s)
-    return [torch.tensor(v, dtype=torch.long, device=device) for _, v in sorted(by_len.items())]
+    return [to_device(torch.tensor(v, dtype=torch.long), device) for _, v in sorted(by_len.items())]
 
 
 # Rows that ended stay in the batch (their steps ignored) until this share of it has:
@@ -984,7 +985,7 @@ def sample_text(
     if b == 0 or max_new_tokens <= 0:
         return [((), ())] * b
     device = next(model.parameters()).device
-    uniforms = _uniforms(max_new_tokens, b, generator, row_seeds).to(device)
+    uniforms = to_device(_uniforms(max_new_tokens, b, generator, row_seeds), device)
     stops = _stop_table(stop, eos_id, device)
     out, attn, pos = forward_shared(model, prompts, pad_id, use_cache=True, logits_to_keep=1)
     dec = _Decoder(model, out.past_key_values, attn, pos, room=max_new_tokens - 1)

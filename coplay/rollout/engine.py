@@ -47,6 +47,7 @@ from coplay.types import (
     Policy,
     Steerable,
     Streamed,
+    Submits,
     Trajectory,
     Turn,
 )
@@ -166,6 +167,7 @@ def play_episodes(
     openings: Sequence[Opening | None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     streams: Sequence[int] | None = None,
+    waves: int = 1,
 ) -> list[Episode]:
     """Play one episode per seating (seat -> policy) and seed, all at once.
 
@@ -184,7 +186,14 @@ def play_episodes(
       on_progress: told the number of finished games after every round of moves.
       streams: per episode, the seed of its seats' own random streams (policy samples
         of ``Streamed`` policies and penalty moves); None: shared generators.
+      waves: the games split into this many parts that take turns: while one part's
+        model passes run (queued by ``Submits`` policies), the others' games step. On a
+        GPU the host and the device then work at once; on a CPU nothing overlaps, so 1.
+        Each part's draws come in the order one batch would take them, so with
+        ``streams`` every episode is the same whatever ``waves`` is.
     """
+    if waves < 1:
+        raise ValueError(f"waves must be at least 1, got {waves}")
     if len(seatings) != len(seeds):
         raise ValueError(f"got {len(seatings)} seatings but {len(seeds)} seeds")
     invalid = invalid or InvalidActionConfig()
@@ -201,19 +210,49 @@ def play_episodes(
                 seatings, seeds, group_ids, prefixes, openings, streams, strict=True
             )
         ]
-        while live := [g for g in games if not g.done]:
-            for policy, request, slots in _gather(live):
-                streams = [game.seat_stream(player) for game, player in slots]
-                decisions = answer(policy, request, streams)
-                for (game, player), obs, dec, own in zip(
-                    slots, request.observations, decisions, streams, strict=True
-                ):
-                    _resolve(game, player, obs, dec, invalid, own or rng)
-            for game in live:
-                _advance(game, max_turns)
+        # Contiguous parts, asked in turn: each policy meets the games in batch order.
+        size = -(-len(games) // waves)
+        parts = [games[i : i + size] for i in range(0, len(games), size)]
+        rounds = [_Round.ask(part) for part in parts]
+        while any(rounds):
+            for w, part in enumerate(parts):
+                if rounds[w] is not None:
+                    rounds[w].settle(invalid, rng, max_turns)
+                    rounds[w] = _Round.ask(part)
             if on_progress:
                 on_progress(sum(g.done for g in games))
         return [_finish(g) for g in games]
+
+
+@dataclass
+class _Round:
+    """One round of moves of some games: their policies' requests, each asked
+    (``ask``), and the decisions read when the round is settled."""
+
+    live: list[_Live]
+    asked: list[tuple[RolloutRequest, list[tuple[_Live, int]], list, Callable]]
+
+    @classmethod
+    def ask(cls, games: Sequence[_Live]) -> _Round | None:
+        """The next round of ``games`` with every request asked; None when all are over."""
+        live = [g for g in games if not g.done]
+        if not live:
+            return None
+        asked = []
+        for policy, request, slots in _gather(live):
+            streams = [game.seat_stream(player) for game, player in slots]
+            asked.append((request, slots, streams, ask(policy, request, streams)))
+        return cls(live, asked)
+
+    def settle(self, invalid: InvalidActionConfig, rng, max_turns: int | None) -> None:
+        """Read the decisions, apply the invalid-action treatment, step the games."""
+        for request, slots, streams, decisions in self.asked:
+            for (game, player), obs, dec, own in zip(
+                slots, request.observations, decisions(), streams, strict=True
+            ):
+                _resolve(game, player, obs, dec, invalid, own or rng)
+        for game in self.live:
+            _advance(game, max_turns)
 
 
 @contextmanager
@@ -328,25 +367,42 @@ def answer(
     """``policy``'s decisions for ``request`` in order: assigned first moves through
     ``act_forced``, the rest sampled in one batch, each from its seat's stream in
     ``streams`` where the games have streams and the policy can draw from them."""
+    return ask(policy, request, streams)()
+
+
+def ask(
+    policy: Policy,
+    request: RolloutRequest,
+    streams: Sequence[SeatStream | None] = (),
+) -> Callable[[], list[Decision]]:
+    """``answer`` in two steps: a ``Submits`` policy's pass is queued now and its
+    decisions read when the returned function is called; any other policy answers now."""
     forced = request.forced
     free = [i for i, f in enumerate(forced) if f is None]
     told = [i for i, f in enumerate(forced) if f is not None]
     out: list[Decision | None] = [None] * len(forced)
+    sampled: Callable[[], list[Decision]] = list
     if free:
         obs = [request.observations[i] for i in free]
         own = [streams[i] for i in free] if streams else []
         streamed = bool(own) and all(r is not None for r in own)
-        if streamed and isinstance(policy, Streamed):
-            decisions = policy.act_streamed(obs, own)
+        if isinstance(policy, Submits):
+            sampled = policy.submit(obs, own if streamed else None)
+        elif streamed and isinstance(policy, Streamed):
+            sampled = functools.partial(list, policy.act_streamed(obs, own))
         else:
-            decisions = policy.act(obs)
-        for i, dec in zip(free, decisions, strict=True):
-            out[i] = dec
+            sampled = functools.partial(list, policy.act(obs))
     if told:
         obs, idx = [request.observations[i] for i in told], [forced[i] for i in told]
         for i, dec in zip(told, policy.act_forced(obs, idx), strict=True):
             out[i] = dec
-    return out
+
+    def decisions() -> list[Decision]:
+        for i, dec in zip(free, sampled(), strict=True):
+            out[i] = dec
+        return out
+
+    return decisions
 
 
 def _gather(live: Sequence[_Live]) -> list[tuple[Policy, RolloutRequest, list[tuple[_Live, int]]]]:

@@ -163,6 +163,8 @@ class LocalSource:
     Every game draws from its plan's streams (``Plan.streams``): its policies' samples
     and its penalty moves, so one engine and several (``coplay.distributed``) play the
     same episodes. ``rng`` draws only for policies that cannot take a stream.
+    ``waves`` splits the games into parts that take turns at the model
+    (``play_episodes``).
     """
 
     def __init__(
@@ -172,10 +174,12 @@ class LocalSource:
         invalid: InvalidActionConfig | None = None,
         max_turns: int | None = None,
         rng: np.random.Generator | None = None,
+        waves: int = 1,
     ) -> None:
         self.game = game
         self.invalid = invalid
         self.max_turns = max_turns
+        self.waves = waves
         self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def play(self, plan: Plan, policies: Mapping[str, Policy]) -> Batch:
@@ -192,6 +196,7 @@ class LocalSource:
             prefixes=plan.prefixes,
             openings=plan.openings,
             streams=plan.streams,
+            waves=self.waves,
         )
         return Batch(tuple(episodes), decision_versions(episodes), time.perf_counter() - start)
 

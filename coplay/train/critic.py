@@ -24,6 +24,7 @@ from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from coplay.models.devices import to_device
 from coplay.models.lora import base_model_copy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import left_pad
@@ -155,8 +156,8 @@ def critic_update(
     if len(turns) != len(targets):
         raise ValueError(f"{len(turns)} turns but {len(targets)} value targets")
     device = critic.policy.device
-    old_all = torch.tensor([t.value for t in turns], dtype=torch.float32, device=device)
-    tgt_all = torch.tensor(targets, dtype=torch.float32, device=device)
+    old_all = to_device(torch.tensor([t.value for t in turns], dtype=torch.float32), device)
+    tgt_all = to_device(torch.tensor(targets, dtype=torch.float32), device)
     prompts = _prompts(critic, turns)
     losses = []
     critic.model.train()
@@ -170,7 +171,7 @@ def critic_update(
             for rows in prompt_passes([prompts[i] for i in idx], tokens=critic.tokens):
                 part = idx[rows]
                 values = _values(critic, [prompts[i] for i in part])
-                index = torch.as_tensor(part, device=device)
+                index = to_device(torch.as_tensor(part), device)
                 loss = value_loss(values, old_all[index], tgt_all[index], critic.cfg.clip)
                 loss = loss * (len(part) / len(idx))
                 loss.backward()

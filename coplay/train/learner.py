@@ -25,6 +25,7 @@ import torch
 from coplay.algos.advantages import Advantages
 from coplay.algos.losses.aggregation import AGGREGATIONS, global_denom
 from coplay.algos.losses.compose import LossConfig, policy_loss
+from coplay.models.devices import to_device
 from coplay.policies.chains import conversations
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scoring import CHECKPOINTED
@@ -382,15 +383,15 @@ def _own_loss(
     total, metrics = policy_loss(
         learner.loss,
         logp=micro.logp,
-        old_logp=_pad([d.logprobs for d in decisions], width).to(device),
-        adv=_column([s.advantage for s in micro.own]).to(device),  # (B, 1)
+        old_logp=to_device(_pad([d.logprobs for d in decisions], width), device),
+        adv=to_device(_column([s.advantage for s in micro.own]), device),  # (B, 1)
         mask=micro.mask,
         denom=micro.denom,
         # The behaviour policy is the recorded one unless exploration mixed in uniform
         # choices (``rollout.explore``); then the truncated weights pi_old / mixture
         # keep the update on the policy's own distribution (read only with ``tis_cap``).
         behavior_logp=(
-            _pad([_behavior(d) for d in decisions], width).to(device)
+            to_device(_pad([_behavior(d) for d in decisions], width), device)
             if learner.tis_cap is not None
             else None
         ),

@@ -107,3 +107,25 @@ def test_the_raw_arms_tensors_moved_to_a_gpu_give_the_cpus_tables(bench):
     gpu = [bench.raw_group(policy.model, g, 1.0) for g in groups]
     for a, b in zip(cpu, gpu, strict=True):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-4, atol=1e-5)
+
+
+def test_the_waves_arm_plays_the_engines_games_in_parts(bench, capsys):
+    game = GameRef("kuhn_poker")
+    policy = bench.build_policy(bench.ModelConfig(), corpus=["Action: [Pass] [Bet]"] * 4, seed=0)
+    _, whole, played = bench.engine_run(policy, game, 16, seed=0)
+    _, parts, in_parts = bench.engine_run(policy, game, 16, seed=0, waves=2)
+    assert [e.returns for e in in_parts] == [e.returns for e in played]
+    assert len(parts) == 2 * len(whole) and sum(map(len, parts)) == sum(map(len, whole))
+    out = bench.main(
+        ["--games", "8", "--loop-games", "0", "--repeats", "2", "--waves", "2"],
+        report=lambda _: None,
+    )
+    waves, raw = out["decisions_per_s"]["waves"], out["decisions_per_s"]["raw"]
+    assert out["ratios"]["paired waves/raw"] == pytest.approx(
+        sorted(w / r for w, r in zip(waves, raw, strict=True))[0] / 2
+        + sorted(w / r for w, r in zip(waves, raw, strict=True))[1] / 2
+    )
+    assert "waves/engine" in out["ratios"] and out["waves"] == 2
+    with pytest.raises(SystemExit):
+        bench.main(["--waves", "0"])
+    assert "--waves 0: at least 1" in capsys.readouterr().err

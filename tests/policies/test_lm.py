@@ -12,6 +12,7 @@ from coplay.policies.answer import clean_text
 from coplay.policies.lm import LMPolicy, explore_mixture
 from coplay.policies.text import TextConfig
 from coplay.rollout.engine import play_episodes
+from coplay.rollout.streams import SeatStream
 from coplay.types import Observation
 
 
@@ -482,3 +483,22 @@ def test_without_another_end_of_turn_message_turns_are_asked_as_before(tiny, mon
     )
     policy.act(_message_turns(1))
     assert "sampling" not in asked[0]
+
+
+@pytest.mark.parametrize("explore", [0.0, 0.4])
+def test_submit_reads_what_act_returns(tiny, explore):
+    # The pass queued, then read: the same decisions, and the same generator after.
+    model, tok = tiny
+    obs, mixed = _observations(), _mixed()
+    policy = LMPolicy(model, tok, max_new_tokens=5, seed=7).sampling(explore)
+    acted = [policy.act(obs), policy.act(mixed)]
+    acted.append(policy.act_streamed(obs, [SeatStream(s, 0) for s in range(len(obs))]))
+    again = LMPolicy(model, tok, max_new_tokens=5, seed=7).sampling(explore)
+    plain = again.submit(obs)
+    assert plain() == acted[0]
+    text = again.submit(mixed)  # free text among the choices: written at once
+    streamed = again.submit(obs, [SeatStream(s, 0) for s in range(len(obs))])
+    assert [text(), streamed()] == acted[1:]
+    assert torch.equal(again.sampler_state(), policy.sampler_state())
+    with pytest.raises(ValueError, match="got 12 observations but 1 streams"):
+        again.submit(obs, [SeatStream(0, 0)])

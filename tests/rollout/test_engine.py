@@ -572,3 +572,40 @@ def test_a_reward_paid_before_a_first_turn_survives_a_forfeit_that_ends_the_roun
     for traj in ep.trajectories:
         assert sum(t.reward for t in traj.turns) == pytest.approx(traj.ret)
     assert ep.trajectories[1].ret == 1.0
+
+
+class Queued(FirstLegal):
+    """A ``Submits`` policy that logs when each batch is queued and when it is read."""
+
+    policy_id = "queued"
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def submit(self, observations, streams=None):
+        games = len(observations)
+        self.log.append(f"queue {games}")
+
+        def read():
+            self.log.append(f"read {games}")
+            return self.act(observations)
+
+        return read
+
+
+def test_waves_queue_one_part_while_another_steps():
+    # 5 Kuhn games in 2 parts (3 + 2), two moves each at least: the second part's
+    # batch is queued before the first part's is read, and each part's next batch
+    # is queued before the other part's is read, so its pass can run meanwhile.
+    log = []
+    me = Queued(log)
+    eps = play_episodes(kuhn, [[me, me]] * 5, range(5), waves=2)
+    assert all(e.returns for e in eps)
+    assert log[:6] == ["queue 3", "queue 2", "read 3", "queue 3", "read 2", "queue 2"]
+    assert log.count("queue 3") == log.count("read 3")
+    assert play_episodes(kuhn, [[me, me]] * 5, range(5)) == eps  # one part: the same
+
+
+def test_waves_must_be_positive():
+    with pytest.raises(ValueError, match="waves must be at least 1, got 0"):
+        play_episodes(kuhn, [[FirstLegal(), FirstLegal()]], [0], waves=0)

@@ -1,5 +1,6 @@
 """Episode sources: a plan by policy id plays exactly what the engine plays by object."""
 
+import copy
 import pickle
 from dataclasses import replace
 
@@ -109,6 +110,68 @@ def test_any_split_into_whole_games_plays_the_same_episodes(tiny, explore):
     logps = [d.logprobs for e in whole for t in e.turns for d in (t.decision,)]
     split_logps = [d.logprobs for e in split for t in e.turns for d in (t.decision,)]
     assert split_logps == [pytest.approx(lp, abs=1e-5) for lp in logps]
+
+
+@pytest.mark.parametrize("waves", [2, 3, 20])
+@pytest.mark.parametrize("explore", [{}, {"me": 0.3}])
+def test_waves_play_the_same_episodes(tiny, explore, waves):
+    # The parts take turns at the model, each game drawing from its own streams: the
+    # overlap of a GPU's pass with the host's game steps changes no episode. More waves
+    # than games leave one game a part.
+    invalid = InvalidActionConfig(on_fail="penalty", penalty=-1.0)
+    p = plan(explore)
+    me, bot = players(tiny)
+    whole = LocalSource(TTT, invalid=invalid, max_turns=7).play(p, {"me": me, "bot": bot})
+    me, bot = players(tiny)
+    source = LocalSource(TTT, invalid=invalid, max_turns=7, waves=waves)
+    split = source.play(p, {"me": me, "bot": bot})
+    assert [without_logprobs(e) for e in split.episodes] == [
+        without_logprobs(e) for e in whole.episodes
+    ]
+    logps = [t.decision.logprobs for e in whole.episodes for t in e.turns]
+    assert [t.decision.logprobs for e in split.episodes for t in e.turns] == [
+        pytest.approx(lp, abs=1e-5) for lp in logps
+    ]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_waves_on_a_gpu_play_what_one_batch_plays_on_the_cpu(tiny):
+    # On a GPU the parts' passes are queued and read later (``Submits``): the same
+    # episodes as one batch on the CPU, up to the devices' rounding.
+    model, tok = tiny
+    invalid = InvalidActionConfig(on_fail="penalty", penalty=-1.0)
+    p = plan({"me": 0.3})
+    me, bot = players(tiny)
+    cpu = LocalSource(TTT, invalid=invalid, max_turns=7).play(p, {"me": me, "bot": bot})
+    me, bot = players((copy.deepcopy(model).to("cuda"), tok))
+    gpu = LocalSource(TTT, invalid=invalid, max_turns=7, waves=2).play(p, {"me": me, "bot": bot})
+    assert [without_logprobs(e) for e in gpu.episodes] == [
+        without_logprobs(e) for e in cpu.episodes
+    ]
+    logps = [t.decision.logprobs for e in cpu.episodes for t in e.turns]
+    assert [t.decision.logprobs for e in gpu.episodes for t in e.turns] == [
+        pytest.approx(lp, abs=1e-4) for lp in logps
+    ]
+
+
+def test_waves_without_streams_draw_in_batch_order(tiny):
+    # Without streams a policy draws from its own generator; the parts are contiguous
+    # and asked in turn, so it meets the games in the order one batch would.
+    seatings = [[None, "bot"], ["bot", None], [None, None]] * 3
+    played = []
+    for waves in (1, 2, 4):
+        me, bot = players(tiny)
+        by = {None: me, "bot": bot}
+        played.append(
+            play_episodes(
+                lambda: make_env("tic_tac_toe"),
+                [[by[s] for s in seats] for seats in seatings],
+                range(len(seatings)),
+                waves=waves,
+            )
+        )
+    one, *others = [[without_logprobs(e) for e in eps] for eps in played]
+    assert all(o == one for o in others)
 
 
 def without_logprobs(episode):

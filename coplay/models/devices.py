@@ -1,0 +1,50 @@
+"""Host tensors sent to the model's device without waiting for the device's work.
+
+``tensor.to("cuda")`` is a blocking copy: PyTorch synchronizes the stream after it,
+so an index or mask built between two model calls holds the host until every kernel
+queued before it has run. The host then neither queues the next kernels nor steps
+games while the device works, and a small model's pass costs its launches plus its
+run time instead of the larger of the two. ``to_device`` copies from page-locked
+memory (PyTorch's cached pinned blocks, kept until the copy is done) without
+blocking, which waits for nothing; on any other device it is ``tensor.to``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``t`` (a host tensor) on ``device``; on a CUDA device the copy is queued on the
+    current stream and the host goes on at once. Copying from ordinary pageable
+    memory instead may wait for the stream first (CUDA's rules for staged copies)."""
+    device = torch.device(device)
+    if device.type != "cuda" or t.device.type != "cpu":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+class HostCopy:
+    """A device tensor's copy on the host, queued now and read later (``get``).
+
+    On a CUDA device the copy goes into page-locked memory behind the work already
+    queued, and an event marks its end: the host is free until ``get``, which waits
+    for that event alone, not for work queued after it (another batch's pass). On
+    the CPU it is the tensor itself; other devices copy at once."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self._done: torch.cuda.Event | None = None
+        if t.device.type == "cuda":
+            self._host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            self._host.copy_(t, non_blocking=True)
+            self._done = torch.cuda.Event()
+            self._done.record()
+        else:
+            self._host = t.cpu()
+
+    def get(self) -> torch.Tensor:
+        """The host tensor, once the copy is done."""
+        if self._done is not None:
+            self._done.synchronize()
+            self._done = None
+        return self._host
