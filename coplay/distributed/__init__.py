@@ -34,12 +34,10 @@ def episode_source(
     ray: RayConfig,
     invalid: InvalidActionConfig | None,
     max_turns: int | None,
-    waves: int = 1,
 ) -> EpisodeSource:
-    """The local engine for ``workers == 0`` (its games in ``waves`` parts), else
-    ``workers`` Ray rollout workers."""
+    """The local engine for ``workers == 0``, else ``workers`` Ray rollout workers."""
     if workers == 0:
-        return LocalSource(game, invalid=invalid, max_turns=max_turns, waves=waves)
+        return LocalSource(game, invalid=invalid, max_turns=max_turns)
     require_ray(f"rollout.workers={workers}")
     from coplay.distributed.source import RaySource
 

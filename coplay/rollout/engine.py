@@ -187,10 +187,13 @@ def play_episodes(
       streams: per episode, the seed of its seats' own random streams (policy samples
         of ``Streamed`` policies and penalty moves); None: shared generators.
       waves: the games split into this many parts that take turns: while one part's
-        model passes run (queued by ``Submits`` policies), the others' games step. On a
-        GPU the host and the device then work at once; on a CPU nothing overlaps, so 1.
+        model passes run (queued by ``Submits`` policies), the others' games step.
         Each part's draws come in the order one batch would take them, so with
-        ``streams`` every episode is the same whatever ``waves`` is.
+        ``streams`` every episode is the same whatever ``waves`` is. It pays only where
+        a pass's device time exceeds the host's work to launch it by more than the
+        games' own time, since each part launches passes of its own: on an H200 with
+        models up to 128M parameters the launches dominate and 2 waves were slower
+        (docs/results.md); on a CPU nothing overlaps. Hence 1.
     """
     if waves < 1:
         raise ValueError(f"waves must be at least 1, got {waves}")

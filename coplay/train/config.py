@@ -89,12 +89,6 @@ class RolloutConfig(_Strict):
     the latest weights (the same run as 0 workers); k >= 1 lets the workers play the
     next k iterations' games while the learner updates, dropping groups staler than k."""
 
-    waves: int = Field(1, ge=1)
-    """This process's games split into this many parts that take turns at the model
-    (``play_episodes(waves=)``): on a GPU the host steps one part's games while the
-    other part's pass runs. 1: one batch (on a CPU nothing overlaps). The episodes are
-    the same whatever the setting."""
-
     @field_validator("workers")
     @classmethod
     def _ray_installed(cls, workers: int) -> int:
@@ -110,11 +104,6 @@ class RolloutConfig(_Strict):
             raise ValueError(
                 f"rollout.max_staleness={self.max_staleness} lets Ray workers play ahead: "
                 "it needs rollout.workers >= 1"
-            )
-        if self.waves > 1 and self.workers:
-            raise ValueError(
-                f"rollout.waves={self.waves} splits the games of this process's engine; "
-                "Ray workers play on CPUs, where it gains nothing: leave it at 1"
             )
         return self
 

@@ -190,7 +190,6 @@ def make_source(cfg: RunConfig, game: GameRef) -> EpisodeSource:
         ray=cfg.ray,
         invalid=g.invalid,
         max_turns=g.max_turns,
-        waves=r.waves,
     )
 
 

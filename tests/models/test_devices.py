@@ -49,7 +49,8 @@ def test_queuing_a_choice_pass_waits_for_nothing_of_coplays_own():
     env = make_env("tic_tac_toe")
     env.reset(0)
     obs = env.observe(0)
-    tok = train_tokenizer([obs.text, "Action: " + " ".join(f"[{i}]" for i in range(9))] * 20)
+    corpus = [obs.text, "Action: " + " ".join(f"[{i}]" for i in range(9))] * 20
+    tok = train_tokenizer(corpus, vocab_size=320)
     model = build_tiny_model(TinyModelConfig(vocab_size=320), vocab_size=len(tok), seed=0)
     policy = LMPolicy(model.to("cuda"), tok, seed=0)
     observations = [obs] * 3 + [env.observe(0)] * 2
