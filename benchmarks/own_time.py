@@ -50,7 +50,7 @@ ENGINE = {
     "coplay.rollout.engine": [
         "play_episodes",
         "_gather",
-        "answer",
+        "ask",
         "_resolve",
         "_advance",
         "_start",
@@ -67,7 +67,13 @@ ENGINE = {
         "_distinct_table",
     ],
 }
-ENGINE_POLICY = ["_act_choice", "_choice_item", "_encode_new_prompts", "_counterfactual_prompts"]
+ENGINE_POLICY = [
+    "_choice_scores",
+    "_choices",
+    "_choice_item",
+    "_encode_new_prompts",
+    "_counterfactual_prompts",
+]
 ENGINE_ENV = ["step", "observe", "players_to_act", "is_terminal", "reset", "sibling", "returns"]
 
 LEARNER = {

@@ -38,7 +38,8 @@ class HostCopy:
             self._host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
             self._host.copy_(t, non_blocking=True)
             self._done = torch.cuda.Event()
-            self._done.record()
+            # On the copy's device: a bare record() marks the current device's stream.
+            self._done.record(torch.cuda.current_stream(t.device))
         else:
             self._host = t.cpu()
 

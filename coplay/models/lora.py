@@ -154,6 +154,12 @@ class AdapterPolicy(LMPolicy):
         self.activate()  # the pass is queued with this role's adapter
         return super().submit(observations, streams)
 
+    def act_forced(
+        self, observations: Sequence[Observation], indices: Sequence[int]
+    ) -> list[Decision]:
+        self.activate()
+        return super().act_forced(observations, indices)
+
     def action_probs(self, observations: Sequence[Observation]) -> list[dict[str, float]]:
         self.activate()
         return super().action_probs(observations)
@@ -193,6 +199,12 @@ class BaseView(LMPolicy):
     def submit(self, observations: Sequence[Observation], streams=None):
         with self.model.disable_adapter():  # the pass is queued without adapters
             return super().submit(observations, streams)
+
+    def act_forced(
+        self, observations: Sequence[Observation], indices: Sequence[int]
+    ) -> list[Decision]:
+        with self.model.disable_adapter():
+            return super().act_forced(observations, indices)
 
     @property
     def scorer(self) -> Scorer:

@@ -304,15 +304,16 @@ class LMPolicy:
         self, observations: Sequence[Observation], streams: Sequence[SeatStream] | None = None
     ) -> Callable[[], list[Decision]]:
         """``act`` (``act_streamed`` with ``streams``) in two steps: the model's pass is
-        queued now and the decisions, drawn when the returned function is called, are
-        those ``act`` would return. On a GPU the host is free in between (the engine
-        steps other games: ``play_episodes(waves=)``). Only choices are split; free
-        text is written before this returns."""
+        queued now, and the decisions, drawn when the returned function is called, are
+        those ``act`` would return then. On a GPU the host is free in between (the
+        engine steps other games: ``play_episodes(waves=)``). Only a batch of choices
+        is queued; free text is written, and drawn, when read."""
         if streams is not None and len(streams) != len(observations):
             raise ValueError(f"got {len(observations)} observations but {len(streams)} streams")
+        if not observations:
+            return list
         if self.mode == "text" or not all(o.legal_actions is not None for o in observations):
-            decisions = self._act(observations, streams)
-            return lambda: decisions
+            return lambda: self._act(observations, streams)
         scores = self._choice_scores(observations)
         return lambda: self._choices(observations, scores, rngs=streams)
 

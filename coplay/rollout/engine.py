@@ -188,8 +188,10 @@ def play_episodes(
         of ``Streamed`` policies and penalty moves); None: shared generators.
       waves: the games split into this many parts that take turns: while one part's
         model passes run (queued by ``Submits`` policies), the others' games step.
-        Each part's draws come in the order one batch would take them, so with
-        ``streams`` every episode is the same whatever ``waves`` is. It pays only where
+        With ``streams`` every episode is the same whatever ``waves`` is. Without
+        them each policy still draws its choices in batch order, but written answers
+        (drawn as one block per call) and draws that several requests share (a policy
+        and its ``sampling`` view, penalty moves from ``rng``) differ. It pays only where
         a pass's device time exceeds the host's work to launch it by more than the
         games' own time, since each part launches passes of its own: on an H200 with
         models up to 128M parameters the launches dominate and 2 waves were slower
@@ -214,7 +216,7 @@ def play_episodes(
             )
         ]
         # Contiguous parts, asked in turn: each policy meets the games in batch order.
-        size = -(-len(games) // waves)
+        size = max(1, -(-len(games) // waves))
         parts = [games[i : i + size] for i in range(0, len(games), size)]
         rounds = [_Round.ask(part) for part in parts]
         while any(rounds):
@@ -378,31 +380,37 @@ def ask(
     request: RolloutRequest,
     streams: Sequence[SeatStream | None] = (),
 ) -> Callable[[], list[Decision]]:
-    """``answer`` in two steps: a ``Submits`` policy's pass is queued now and its
-    decisions read when the returned function is called; any other policy answers now."""
+    """``answer`` in two steps: a ``Submits`` policy's pass is queued now, and
+    everything else (its draws, any other policy's ``act``, the told moves) happens
+    when the returned function is called. So the draws come in the order the requests
+    are read, as ``answer`` after ``answer`` would take them."""
     forced = request.forced
     free = [i for i, f in enumerate(forced) if f is None]
     told = [i for i, f in enumerate(forced) if f is not None]
-    out: list[Decision | None] = [None] * len(forced)
-    sampled: Callable[[], list[Decision]] = list
-    if free:
-        obs = [request.observations[i] for i in free]
-        own = [streams[i] for i in free] if streams else []
-        streamed = bool(own) and all(r is not None for r in own)
-        if isinstance(policy, Submits):
-            sampled = policy.submit(obs, own if streamed else None)
-        elif streamed and isinstance(policy, Streamed):
-            sampled = functools.partial(list, policy.act_streamed(obs, own))
-        else:
-            sampled = functools.partial(list, policy.act(obs))
-    if told:
-        obs, idx = [request.observations[i] for i in told], [forced[i] for i in told]
-        for i, dec in zip(told, policy.act_forced(obs, idx), strict=True):
-            out[i] = dec
+    obs = [request.observations[i] for i in free]
+    own = [streams[i] for i in free] if streams else []
+    streamed = bool(own) and all(r is not None for r in own)
+    queued = None
+    if free and isinstance(policy, Submits):
+        queued = policy.submit(obs, own if streamed else None)
 
     def decisions() -> list[Decision]:
-        for i, dec in zip(free, sampled(), strict=True):
+        out: list[Decision | None] = [None] * len(forced)
+        if queued is not None:
+            sampled = queued()
+        elif not free:
+            sampled = []
+        elif streamed and isinstance(policy, Streamed):
+            sampled = policy.act_streamed(obs, own)
+        else:
+            sampled = policy.act(obs)
+        for i, dec in zip(free, sampled, strict=True):
             out[i] = dec
+        if told:
+            moves = [forced[i] for i in told]
+            picked = policy.act_forced([request.observations[i] for i in told], moves)
+            for i, dec in zip(told, picked, strict=True):
+                out[i] = dec
         return out
 
     return decisions

@@ -1,5 +1,7 @@
 """LoRA roles on one base: frozen base, separate adapters, exact log-probs, save/load."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -258,3 +260,18 @@ def test_attaching_twice_and_loading_a_missing_role_are_errors(tmp_path):
 def test_bad_lora_settings_are_rejected():
     with pytest.raises(ValueError, match="rank"):
         LoraSettings(rank=0)
+
+
+def test_a_told_move_is_scored_by_the_views_own_adapter():
+    # Exploring starts tell a role its first move (``act_forced``); its log-prob must
+    # be the role's, whichever adapter was active before.
+    views = _views()
+    _perturb(views["second"])
+    env = make_env("kuhn_poker")
+    env.reset(0)
+    probe = env.observe(env.players_to_act()[0])
+    for view in (views["second"], base_view(views["first"])):
+        views["first"].act([probe])  # the first role's adapter active
+        told = view.act_forced([probe], [1])[0]
+        want = math.log(view.action_probs([probe])[0][probe.legal_actions[1]])
+        assert told.logprobs[0] == pytest.approx(want, abs=1e-5)

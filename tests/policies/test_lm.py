@@ -496,9 +496,10 @@ def test_submit_reads_what_act_returns(tiny, explore):
     again = LMPolicy(model, tok, max_new_tokens=5, seed=7).sampling(explore)
     plain = again.submit(obs)
     assert plain() == acted[0]
-    text = again.submit(mixed)  # free text among the choices: written at once
+    text = again.submit(mixed)  # free text among the choices: written when read
     streamed = again.submit(obs, [SeatStream(s, 0) for s in range(len(obs))])
     assert [text(), streamed()] == acted[1:]
+    assert again.submit([])() == []
     assert torch.equal(again.sampler_state(), policy.sampler_state())
     with pytest.raises(ValueError, match="got 12 observations but 1 streams"):
         again.submit(obs, [SeatStream(0, 0)])

@@ -609,3 +609,32 @@ def test_waves_queue_one_part_while_another_steps():
 def test_waves_must_be_positive():
     with pytest.raises(ValueError, match="waves must be at least 1, got 0"):
         play_episodes(kuhn, [[FirstLegal(), FirstLegal()]], [0], waves=0)
+
+
+class Plain(FirstLegal):
+    """Answers at once, logging when."""
+
+    policy_id = "plain"
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def act(self, observations):
+        self.log.append(f"act {len(observations)}")
+        return super().act(observations)
+
+
+def test_a_round_is_read_in_request_order_as_one_answer_after_another():
+    # A policy that answers at once is asked when its request is read, after the
+    # queued policy before it has drawn: a generator the two share (a bot built on the
+    # learner's) is drawn from in the order it always was.
+    log = []
+    queued, plain = Queued(log), Plain(log)
+    eps = play_episodes(kuhn, [[queued, plain], [plain, queued]] * 2, range(4))
+    assert log[:3] == ["queue 2", "read 2", "act 2"]  # both asked in the first round
+    assert all(e.returns for e in eps)
+
+
+def test_no_games_play_no_episodes():
+    assert play_episodes(kuhn, [], [], waves=2) == []
+    assert play_episodes(kuhn, [], []) == []
