@@ -7,6 +7,11 @@ run) sees the previous version or the new one, never a mixture.
 Replacing a folder takes two renames (the old one aside, the new one in); a kill
 between them leaves only ``<name>.old``, which ``recover_dir`` puts back.
 
+A file's temporary is its writer's own, ``.<name>.<random>.tmp``, locked while it is
+written: two writers of one file (a run's report hook and ``coplay report RUN``) each
+rename a whole file into place, and a temporary that nobody holds locked is what a
+killed writer left, removed at the next write of that file.
+
 A file or folder that is a symlink (a run's ``state`` kept on another disk, a report
 linked into a web folder) is replaced where it points, with its ``.tmp`` and ``.old``
 beside the target, so that the renames stay on one file system and the link stays a
@@ -15,7 +20,10 @@ link.
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import os
+import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -29,17 +37,47 @@ def write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` in one rename (fsynced: small files, worth it); a
     symlink is written through, where it points (as ``echo text > link`` would)."""
     path = _target(path)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
+    _remove_dead_temporaries(path)
+    fd, tmp = _own_temporary(path)
     try:
-        with tmp.open("w", encoding="utf-8") as f:
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            # Still open, so still locked: no other writer takes it for a dead one's.
+            os.replace(tmp, path)
     except BaseException:
         with suppress(OSError):
             tmp.unlink()
         raise
+
+
+def _own_temporary(path: Path) -> tuple[int, Path]:
+    """A new temporary beside ``path``, open for writing and locked: (fd, its name)."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:
+            return fd, tmp
+        os.close(fd)  # another writer removed it as a dead one's before it was locked
+
+
+def _remove_dead_temporaries(path: Path) -> None:
+    """Remove the temporaries of ``path`` that killed writers left: a kill releases the
+    lock, a live writer holds it. ``<name>.tmp`` is what earlier versions left."""
+    pattern = f".{glob.escape(path.name)}.*{TMP_SUFFIX}"
+    for tmp in [*path.parent.glob(pattern), path.with_name(path.name + TMP_SUFFIX)]:
+        with suppress(OSError):  # locked (BlockingIOError), or renamed into place meanwhile
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                tmp.unlink()
+            finally:
+                os.close(fd)
 
 
 def replace_dir(tmp: Path, final: Path) -> Path:

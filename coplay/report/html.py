@@ -128,12 +128,12 @@ def _header(runs: Sequence[RunFiles], names: Sequence[str]) -> str:
     for r, name in zip(runs, names, strict=True):
         game = r.config.get("game")
         game = game.get("name", "?") if isinstance(game, dict) else str(game or "?")
-        last = r.metrics[-1]
+        last = r.metrics[-1]["iteration"] if r.metrics else "none logged yet"
         wall = wall_time(r)
         wall_text = "-" if wall is None else f"{wall:.1f} s"
         rows.append(
             f"<tr><td>{_esc(name)}</td><td>{_esc(r.kind)}</td><td>{_esc(game)}</td>"
-            f"<td>{last['iteration']}</td><td>{wall_text}</td><td><code>{_esc(r.path)}</code></td></tr>"
+            f"<td>{last}</td><td>{wall_text}</td><td><code>{_esc(r.path)}</code></td></tr>"
         )
     nav = " · ".join(
         f'<a href="#{s}">{t}</a>'
@@ -157,6 +157,8 @@ def wall_time(run: RunFiles) -> float | None:
     """The run's wall seconds: its summary's, when the summary is of the last logged
     iteration; else the last row's ``perf/elapsed_s`` (a resumed run's report is
     written before its summary is, so the summary there is the previous segment's)."""
+    if not run.metrics:
+        return None
     last = run.metrics[-1]
     if run.summary.get("iterations") == last["iteration"]:
         wall = run.summary.get("wall_s")
@@ -189,6 +191,12 @@ def _config_section(
             )
         dumped = json.dumps(r.config, indent=2) if r.config else "(no config.yaml)"
         parts.append(f"<details><summary>full config</summary><pre>{_esc(dumped)}</pre></details>")
+        if r.settings:  # a roster's, league's or PSRO loop's own: not in config.yaml
+            dumped = json.dumps(r.settings, indent=2)
+            parts.append(
+                f"<details><summary>{_esc(r.settings_file)}</summary>"
+                f"<pre>{_esc(dumped)}</pre></details>"
+            )
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -292,6 +300,12 @@ def _games_section(runs: Sequence[RunFiles], names: Sequence[str], games: int) -
     ]
     for r, name in zip(runs, names, strict=True):
         parts.append(f"<h3>{_esc(name)}</h3>")
+        source = r.transcripts_path.parent if r.transcripts_path else r.path
+        if source != r.path:  # a PSRO run logs no games of its own
+            parts.append(
+                f"<p>Games of the latest best response only, <code>"
+                f"{_esc(source.relative_to(r.path))}</code>; iterations are its training's.</p>"
+            )
         parts.append(transcripts_html(r.transcripts, games))
     parts.append("</section>")
     return "\n".join(parts)

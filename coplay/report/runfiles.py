@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,12 +44,21 @@ class RunFiles:
     metrics: list[dict[str, Any]]
     """One row per logged iteration, ``iteration`` plus namespaced keys."""
     transcripts: list[dict[str, Any]] = field(default_factory=list)
+    transcripts_path: Path | None = None
+    """The file ``transcripts`` were read from: a PSRO run's latest best response's."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The kind's own settings file (``settings_file``) as written; empty when absent."""
     summary: dict[str, Any] = field(default_factory=dict)
     metagame: Metagame | None = None
 
     @property
     def name(self) -> str:
         return self.path.resolve().name
+
+    @property
+    def settings_file(self) -> str | None:
+        """roster.yaml, league.yaml or psro.yaml; None for a train run."""
+        return RUN_KINDS[self.kind][0] if self.kind in RUN_KINDS else None
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -170,7 +180,8 @@ def _field_fault(
 
 def load_run(path: str | Path) -> RunFiles:
     """The files of the run in ``path``; one-line errors for a missing directory, a run
-    without metric rows, a corrupt line and a transcript record it cannot read."""
+    with neither metric rows nor games, a corrupt line and a transcript record it cannot
+    read. A run with games but no metric row yet is read, with a warning that says so."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such run directory")
@@ -178,17 +189,29 @@ def load_run(path: str | Path) -> RunFiles:
     if metrics_file is None:
         raise FileNotFoundError(f"{path} holds no run: it has no {' or '.join(METRIC_FILES)}")
     metrics = read_jsonl(metrics_file)
-    if not metrics:
-        raise ValueError(f"{metrics_file} is empty: the run has logged no iteration yet")
     for number, row in enumerate(metrics, 1):
         if not isinstance(row.get("iteration"), int):
             raise ValueError(f"{metrics_file}: row {number} has no integer 'iteration'")
+    games_file = transcripts_file(path)
+    games = read_transcripts(games_file) if games_file else []
+    if not metrics and not games:
+        raise ValueError(f"{metrics_file} is empty: the run has logged no iteration yet")
+    if not metrics:
+        # A PSRO run during its first response, or a kill between an evaluation's games
+        # and its row: the games are worth showing.
+        warnings.warn(
+            f"{metrics_file} is empty: the run has logged no metrics yet, only games ({games_file})",
+            stacklevel=2,
+        )
+    kind = run_kind(path)
     return RunFiles(
         path=path,
-        kind=run_kind(path),
+        kind=kind,
         config=read_yaml(path / "config.yaml"),
         metrics=metrics,
-        transcripts=read_transcripts(t) if (t := transcripts_file(path)) else [],
+        transcripts=games,
+        transcripts_path=games_file,
+        settings=read_yaml(path / RUN_KINDS[kind][0]) if kind in RUN_KINDS else {},
         summary=_json(path / "summary.json"),
         metagame=_metagame(path / "metagame.json"),
     )

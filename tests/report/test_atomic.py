@@ -1,7 +1,12 @@
 """Atomic writes: a failure part way leaves the previous version whole."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
+from coplay.report import atomic
 from coplay.report.atomic import atomic_dir, recover_dir, replace_dir, write_text
 
 
@@ -24,7 +29,52 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         write_text(path, "new")
     assert path.read_text() == "old"
-    assert not (tmp_path / "summary.json.tmp").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_a_second_writer_during_a_write_spoils_neither(tmp_path, monkeypatch):
+    # The run's report hook and `coplay report RUN` both write RUN/report.html. With one
+    # temporary name for every writer, the second truncated the first's half-written
+    # file and renamed it into place, and the first's rename then failed.
+    path = tmp_path / "report.html"
+    fsync = os.fsync
+
+    def another_writer_meanwhile(fd):
+        fsync(fd)
+        monkeypatch.setattr("coplay.report.atomic.os.fsync", fsync)
+        write_text(path, "B" * 1000)
+        assert path.read_text() == "B" * 1000
+
+    monkeypatch.setattr("coplay.report.atomic.os.fsync", another_writer_meanwhile)
+    write_text(path, "A" * 1000)
+    assert path.read_text() == "A" * 1000
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+# Loads atomic.py alone: importing the coplay package would take seconds.
+KILLED_WRITER = """
+import importlib.util, os, signal, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("atomic", sys.argv[2])
+atomic = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atomic)
+atomic.os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
+atomic.write_text(Path(sys.argv[1]), "<!doctype html> half")
+"""
+
+
+def test_what_a_killed_writer_left_goes_at_the_next_write(tmp_path):
+    path = tmp_path / "report.html"
+    write_text(path, "v1")
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(path), atomic.__file__], check=False
+    )
+    assert killed.returncode == -9
+    left = [p for p in tmp_path.iterdir() if p != path]
+    assert len(left) == 1 and left[0].name.endswith(".tmp") and path.read_text() == "v1"
+    write_text(path, "v2")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+    assert path.read_text() == "v2"
 
 
 def test_atomic_dir_appears_only_when_the_block_finishes(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from coplay.cli import main
 from coplay.report.html import heatmap, render, script_json
-from coplay.report.runfiles import Metagame, RunFiles
+from coplay.report.runfiles import Metagame, RunFiles, load_run
 
 
 def page_data(page: str) -> dict:
@@ -229,3 +229,53 @@ def test_each_run_keeps_its_colour_family_in_every_chart():
             assert len({s["color"] for s in curves}) == len(curves)
     assert all(len(c) == 1 for c in colors.values()) and len(colors) == 2
     assert colors[0] != colors[1]
+
+
+def _section(page: str, name: str) -> str:
+    return page.split(f'<section id="{name}">')[1].split("</section>")[0]
+
+
+@pytest.mark.parametrize("kind", ["roster", "league", "psro"])
+def test_the_config_section_holds_the_settings_file_of_the_runs_kind(tmp_path, kind):
+    run = tmp_path / kind
+    run.mkdir()
+    (run / "config.yaml").write_text("game: {name: kuhn_poker}\n")
+    (run / "metrics.jsonl" if kind != "psro" else run / "psro.jsonl").write_text(
+        '{"iteration": 0}\n'
+    )
+    (run / f"{kind}.yaml").write_text("settings_only_this_file_holds: 7\n")
+    config = _section(render([load_run(run)]), "config")
+    assert f"<summary>{kind}.yaml</summary>" in config
+    assert "settings_only_this_file_holds&quot;: 7" in config
+
+
+def test_a_psro_runs_games_are_said_to_be_its_latest_responses(tmp_path):
+    run = tmp_path / "psro"
+    (run / "psro.jsonl").parent.mkdir()
+    (run / "psro.jsonl").write_text('{"iteration": 1}\n')
+    for response in ("00", "01"):
+        (run / "responses" / response).mkdir(parents=True)
+        record = {"iteration": 4, "seats": ["learner", f"psro:{response}"], "turns": []}
+        (run / "responses" / response / "transcripts.jsonl").write_text(json.dumps(record) + "\n")
+    games = _section(render([load_run(run)]), "games")
+    assert "Games of the latest best response only, <code>responses/01</code>" in games
+    assert "psro:01" in games and "psro:00" not in games
+    train = tmp_path / "train"
+    train.mkdir()
+    (train / "metrics.jsonl").write_text('{"iteration": 1}\n')
+    (train / "transcripts.jsonl").write_text(json.dumps({"iteration": 1, "turns": []}) + "\n")
+    assert "best response" not in _section(render([load_run(train)]), "games")
+
+
+def test_coplay_report_of_a_run_with_games_but_no_metrics_yet_shows_the_games(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    record = {"iteration": 0, "game": "kuhn_poker", "seed": 5, "turns": [{"player": 0}]}
+    (run / "transcripts.jsonl").write_text(json.dumps(record) + "\n")
+    assert main(["report", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("coplay report: warning: ") and err.count("\n") == 1
+    assert "the run has logged no metrics yet" in err
+    page = (run / "report.html").read_text()
+    assert "<td>none logged yet</td>" in page and 'data-seed="5"' in _section(page, "games")

@@ -104,6 +104,32 @@ def test_a_psro_run_reads_its_outer_log_and_its_latest_response_transcripts(tmp_
     files = load_run(run)
     assert files.kind == "psro" and files.metrics[0]["psro/exploitability"] == 0.4
     assert [t["iteration"] for t in files.transcripts] == [2]
+    assert files.transcripts_path == run / "responses" / "02" / "transcripts.jsonl"
+
+
+def test_a_run_with_games_but_no_metric_row_yet_is_read_with_a_warning(tmp_path):
+    # A PSRO run during its first response: psro.jsonl is empty, the response has games.
+    run = tmp_path / "psro"
+    (run / "responses" / "00").mkdir(parents=True)
+    (run / "psro.jsonl").write_text("")
+    games = run / "responses" / "00" / "transcripts.jsonl"
+    games.write_text('{"iteration": 1, "turns": []}\n')
+    with pytest.warns(UserWarning) as caught:
+        files = load_run(run)
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'psro.jsonl'} is empty: the run has logged no metrics yet, only games ({games})"
+    ]
+    assert files.metrics == [] and [t["iteration"] for t in files.transcripts] == [1]
+
+
+@pytest.mark.parametrize("kind", ["roster", "league", "psro"])
+def test_a_run_reads_back_the_settings_file_of_its_kind(tmp_path, kind):
+    run = write_run(tmp_path / kind, [{"iteration": 0}])
+    (run / f"{kind}.yaml").write_text("members: [a, b]\n")
+    files = load_run(run)
+    assert files.settings_file == f"{kind}.yaml" and files.settings == {"members": ["a", "b"]}
+    plain = load_run(write_run(tmp_path / "train", [{"iteration": 0}]))
+    assert plain.settings_file is None and plain.settings == {}
 
 
 @pytest.mark.parametrize(

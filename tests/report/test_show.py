@@ -104,3 +104,20 @@ def test_piped_output_says_in_words_an_answer_was_invalid_and_who_forfeited():
     text = cap.get()
     assert "answered [Fold]  (invalid)" in text
     assert "forfeited by seat 0" in text
+
+
+def test_coplay_show_prints_the_games_of_a_run_that_has_logged_no_metrics_yet(tmp_path, capsys):
+    # Refused before, though its games were there: a PSRO run during its first response,
+    # or a train run killed between its first evaluation and that evaluation's row.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    record = {"iteration": 0, "game": "kuhn_poker", "seed": 5, "turns": [{"player": 0}]}
+    (run / "transcripts.jsonl").write_text(json.dumps(record) + "\n")
+    assert main(["show", str(run)]) == 0
+    out, err = capsys.readouterr()
+    assert "iteration 0 · kuhn_poker · seed 5" in out
+    assert err == (
+        f"coplay show: warning: {run / 'metrics.jsonl'} is empty: the run has logged no "
+        f"metrics yet, only games ({run / 'transcripts.jsonl'})\n"
+    )
