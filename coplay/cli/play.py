@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import socket
 from pathlib import Path
 
 from coplay.cli.common import (
@@ -34,11 +33,11 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
     pl.add_argument(
         "--seat",
         default=None,
-        help="your seat: a number, or 'alternate' (default 0); with --watch, 'alternate' "
+        help="your seat: a number, or 'alternate' (default: 0); with --watch, 'alternate' "
         "turns the watched policies' seats every game",
     )
     pl.add_argument(
-        "--games", type=int, default=None, help="games to play in the terminal (default 1)"
+        "--games", type=int, default=None, help="games to play in the terminal (default: 1)"
     )
     pl.add_argument(
         "--seed",
@@ -52,13 +51,13 @@ def _play_arguments(pl: argparse.ArgumentParser) -> None:
     )
     pl.add_argument("--web", action="store_true", help="play in a local web page instead")
     pl.add_argument(
-        "--host", default=None, help=f"address the web page is served on (default {WEB_HOST})"
+        "--host", default=None, help=f"address the web page is served on (default: {WEB_HOST})"
     )
     pl.add_argument(
         "--port",
         type=port,
         default=None,
-        help=f"port of the web page (default {WEB_PORT}; 0: any free)",
+        help=f"port of the web page (default: {WEB_PORT}; 0: any free)",
     )
     pl.add_argument("params", nargs="*", help="game parameters as key=value, e.g. players=3")
 
@@ -96,7 +95,6 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.watch and len(specs) > num_players:
         raise ValueError(f"--watch names {len(specs)} policies but {game} has {num_players} seats")
     seats = seating(specs, num_players, seat=None if args.watch else args.seat or "0")
-    web = (args.host or WEB_HOST, WEB_PORT if args.port is None else args.port)
     return play(
         make_env,
         {name: None if spec is None else built[spec] for name, spec in seats.items()},
@@ -104,7 +102,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         games=1 if args.games is None else args.games,
         seed=args.seed,
         show_probs=args.show_probs,
-        web=web if args.web else None,
+        web=_web_address(args) if args.web else None,
         transcripts=_recorded_games(specs),
     )
 
@@ -137,24 +135,18 @@ def _check_options(args: argparse.Namespace) -> None:
                 "--games counts the games played in the terminal; the web page deals until "
                 "you stop it: drop --games or --web"
             )
-        _check_host(args.host or WEB_HOST)
+        from coplay.play.web import check_host
+
+        check_host(*_web_address(args))
         return
     for option in ("--host", "--port"):
         if getattr(args, option.removeprefix("--")) is not None:
             raise ValueError(f"{option} is where the web page is served; add --web or drop it")
 
 
-def _check_host(host: str) -> None:
-    """Bind ``host`` as the page's server will (IPv4, any free port), so that an address
-    this machine does not have is named as the host's fault, not the port's."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, 0))
-        except OSError as err:
-            raise ValueError(
-                f"cannot serve on --host {host}: {err.strerror or err}; pass an address of "
-                "this machine (127.0.0.1: this machine only, 0.0.0.0: all its addresses)"
-            ) from None
+def _web_address(args: argparse.Namespace) -> tuple[str, int]:
+    """The host and port ``--web`` serves the page on."""
+    return args.host or WEB_HOST, WEB_PORT if args.port is None else args.port
 
 
 def _is_game_param(item: str) -> bool:

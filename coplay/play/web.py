@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
+import socket
 import sys
 import threading
 from dataclasses import asdict
@@ -265,18 +266,32 @@ def make_server(
     try:
         return PlayServer((host, port), session, replays)
     except OSError as err:
-        raise OSError(
-            f"cannot serve on {host}:{port}: {err.strerror or err}; {_advice(err)}"
-        ) from None
+        raise bind_error(host, port, err) from None
 
 
-def _advice(err: OSError) -> str:
-    """What to change when a server cannot bind: the port when it is taken or not
-    allowed, otherwise the host (a name that does not resolve, an address this machine
-    does not have)."""
+def check_host(host: str, port: int) -> None:
+    """Refuse a ``host`` the page cannot be served on before the players are built, in
+    the words ``make_server`` would use. It binds as the server will (its address
+    family) but on a free port: ``port`` is only named, and is tried when serving."""
+    with socket.socket(PlayServer.address_family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, 0))
+        except OSError as err:
+            raise bind_error(host, port, err) from None
+
+
+def bind_error(host: str, port: int, err: OSError) -> OSError:
+    """Why the page cannot be served on ``host:port``, and what to pass instead, in one
+    line: another port when it is taken or not allowed, otherwise an address of this
+    machine (``host`` is a name that does not resolve, or an address it does not have)."""
     if err.errno in (errno.EADDRINUSE, errno.EACCES):
-        return "pass another --port"
-    return "pass an address of this machine as --host (127.0.0.1: this machine only)"
+        advice = "pass another --port"
+    else:
+        advice = (
+            "pass an address of this machine as --host "
+            "(127.0.0.1: this machine only, 0.0.0.0: all its addresses)"
+        )
+    return OSError(f"cannot serve on {host}:{port}: {err.strerror or err}; {advice}")
 
 
 def is_loopback(host: str) -> bool:

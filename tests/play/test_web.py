@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from coplay.cli import main
 from coplay.envs.registry import make_env
 from coplay.models.checkpoints import find_policy
 from coplay.play.session import Session
 from coplay.play.transcripts import read_transcripts
-from coplay.play.web import make_server
+from coplay.play.web import bind_error, make_server
 from coplay.policies.scripted import make_scripted
 from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
 from tests.play.garbage import Garbage
@@ -292,8 +295,49 @@ def test_a_port_in_use_and_an_address_not_of_this_machine_get_their_own_advice()
         server.shutdown()
         server.server_close()
     # 192.0.2.1 is a documentation address (RFC 5737): no machine of ours has it.
-    with pytest.raises(OSError, match=r"cannot serve on 192\.0\.2\.1:0: .*; pass an address of"):
+    host_advice = r"pass an address of this machine as --host \(127\.0\.0\.1: this machine only, "
+    with pytest.raises(OSError, match=rf"^cannot serve on 192\.0\.2\.1:0: .*; {host_advice}"):
         make_server(session, host="192.0.2.1", port=0)
+
+
+@pytest.mark.parametrize(
+    ("code", "advice"),
+    [
+        (errno.EADDRINUSE, "pass another --port"),
+        (errno.EACCES, "pass another --port"),  # a port below 1024, not as root
+        (errno.EADDRNOTAVAIL, "pass an address of this machine as --host (127.0.0.1: "),
+        (socket.EAI_NONAME, "pass an address of this machine as --host (127.0.0.1: "),
+    ],
+)
+def test_only_a_port_taken_or_not_allowed_is_the_ports_fault(code, advice):
+    reason = f"reason {code}"
+    error = bind_error("10.0.0.5", 80, OSError(code, reason))
+    assert str(error).startswith(f"cannot serve on 10.0.0.5:80: {reason}; {advice}")
+    assert len(str(error).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "problem", ["address not of this machine", "name that does not resolve", "port in use"]
+)
+def test_the_command_line_gives_the_servers_advice_for_the_same_problem(problem, capsys):
+    # The command line checks --host before the players are built, and it said "cannot
+    # serve on --host 192.0.2.1: ...; pass an address of this machine (...)" where the
+    # server said "cannot serve on 192.0.2.1:8765: ...; pass an address of this machine
+    # as --host (...)": two sentences for one problem.
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        host, port = {
+            "address not of this machine": ("192.0.2.1", 8765),  # RFC 5737
+            "name that does not resolve": ("no-such-host.invalid", 8765),  # RFC 2606
+            "port in use": ("127.0.0.1", taken.getsockname()[1]),
+        }[problem]
+        with pytest.raises(OSError) as served:
+            make_server(session, host=host, port=port)
+        argv = ["play", "random", "--game", "kuhn_poker", "--web", "--host", host]
+        assert main([*argv, "--port", str(port)]) == 2
+    assert capsys.readouterr().err == f"coplay play: error: {served.value}\n"
 
 
 def test_the_page_shows_what_a_forfeiting_policy_wrote(page):
