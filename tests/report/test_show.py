@@ -1,6 +1,7 @@
 """``coplay show``: sample games printed as conversations; bad input is one line."""
 
 import json
+from pathlib import Path
 
 from rich.console import Console
 
@@ -121,3 +122,18 @@ def test_coplay_show_prints_the_games_of_a_run_that_has_logged_no_metrics_yet(tm
         f"coplay show: warning: {run / 'metrics.jsonl'} is empty: the run has logged no "
         f"metrics yet, only games ({run / 'transcripts.jsonl'})\n"
     )
+
+
+def test_coplay_show_says_a_psro_runs_games_are_its_latest_responses(tmp_path, capsys):
+    run = tmp_path / "psro"
+    for n, seed in (("00", 3), ("01", 4)):
+        (run / "responses" / n).mkdir(parents=True)
+        record = {"iteration": 2, "game": "kuhn_poker", "seed": seed, "turns": [{"player": 0}]}
+        (run / "responses" / n / "transcripts.jsonl").write_text(json.dumps(record) + "\n")
+    (run / "psro.jsonl").write_text(json.dumps({"iteration": 1}) + "\n")
+    assert main(["show", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"games of the latest best response only ({Path('responses') / '01'}); iterations are its own\n"
+    )
+    assert "seed 4" in out and "seed 3" not in out
