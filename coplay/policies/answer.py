@@ -8,9 +8,13 @@ in the run config (``model.text.answer``).
 Reading is strict about structure so that malformed answers get the game's invalid
 treatment rather than a lucky parse: an empty answer, one with only reasoning, one
 whose reasoning block never closes (truncated), one that names two actions, or one
-with no action (garbage) all parse to None. Text around the single action is
-tolerated but makes the answer not *well formed*, which the format reward reads
-(``coplay.train.format_reward``). A message turn (no legal list) answers with its
+with no action (garbage) all parse to None, as does one whose action marker is
+nested or unbalanced (``[[Bet]]``, ``\\boxed{[Bet}``, ``\\boxed{\\boxed{Bet}}``): no
+bracket or box of the format may stand outside the one marker. Text around the single
+action is tolerated but makes the answer not *well formed*, which the format reward
+reads (``coplay.train.format_reward``). Case and whitespace inside the delimiters do
+not matter, as the game's own matching ignores them (``[ bet ]`` and ``\\boxed{ bet }``
+are well formed). A message turn (no legal list) answers with its
 message after the reasoning block, cleaned of control bytes; the game then applies
 its own limits (``Env.parse_action``); one with only reasoning is silence, which the
 game reads as it reads any message, and is not well formed.
@@ -36,7 +40,6 @@ __all__ = [
 ]
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-_BRACKETED = re.compile(r"\[([^\[\]]*)\]")
 
 _INSTRUCTION = (
     "give exactly one of your legal actions, written as {example}. "
@@ -127,10 +130,17 @@ class AnswerFormat:
         if legal is None:  # silence is the game's to read, but no well-formed message
             message = clean_text(rest)
             return Parsed(message, reasoning, bool(message))
-        names = self._names(rest)
+        markers = self._markers(rest)
+        if markers is None:
+            return Parsed(None, reasoning, False)
         by_key = {_key(a[1:-1]): a for a in legal}
-        action = by_key.get(_key(names[0])) if len(names) == 1 else None
-        exact = action is not None and rest.strip() == self._wrap(names[0])
+        action = by_key.get(_key(markers[0]["name"])) if len(markers) == 1 else None
+        # the marker alone, and the name itself in it: a box holds the bare name
+        exact = (
+            action is not None
+            and markers[0][0] == rest.strip()
+            and not markers[0].groupdict().get("bracket")
+        )
         return Parsed(action, reasoning, exact)
 
     def _split(self, text: str) -> tuple[str | None, str] | None:
@@ -149,17 +159,24 @@ class AnswerFormat:
             return None
         return reasoning.strip(), rest
 
-    def _names(self, text: str) -> list[str]:
-        """The name inside every action marker of ``text``; brackets inside a box are
-        dropped (``\\boxed{[Bet]}`` names ``Bet``)."""
-        if self.action_open == "[":
-            return _BRACKETED.findall(text)
-        inner = r"\s*\[?([^\[\]{}]*?)\]?\s*"
-        pattern = re.escape(self.action_open) + inner + re.escape(self.action_close)
-        return re.findall(pattern, text)
+    def _markers(self, text: str) -> list[re.Match[str]] | None:
+        """Every action marker of ``text`` (its ``name`` group the action's name), or
+        None where a delimiter of the format is left outside them: a nested or
+        unbalanced marker is malformed, not text around an action."""
+        pattern = self._marker()
+        left = pattern.sub(" ", text)
+        if self.action_open in left or self.action_close in left:
+            return None
+        return list(pattern.finditer(text))
 
-    def _wrap(self, name: str) -> str:
-        return f"{self.action_open}{name}{self.action_close}"
+    def _marker(self) -> re.Pattern[str]:
+        """One action marker, whitespace inside its delimiters tolerated; a box may
+        hold the name bracketed, balanced (``\\boxed{[Bet]}`` names ``Bet``)."""
+        if self.action_open == "[":
+            inner = r"\s*(?P<name>[^\[\]]*?)\s*"
+        else:  # the conditional group closes the bracket only where one opened
+            inner = r"\s*(?P<bracket>\[\s*)?(?P<name>[^\[\]{}]*?)\s*(?(bracket)\]\s*)"
+        return re.compile(re.escape(self.action_open) + inner + re.escape(self.action_close))
 
 
 def _key(name: str) -> str:

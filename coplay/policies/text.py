@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from coplay.backends.base import Sampling
 from coplay.policies.answer import ANSWER_FORMATS, AnswerFormat, check_format
@@ -69,6 +69,23 @@ class TextConfig(BaseModel):
         if "" in stop:
             raise ValueError("an empty stop string would end every answer at once; remove it")
         return stop
+
+    @model_validator(mode="after")
+    def _chat_settings_need_chat(self) -> TextConfig:
+        # A turn prompt holds no earlier answer: nothing to drop, no history to cut.
+        if self.context == "chat":
+            return self
+        if self.drop_reasoning:
+            raise ValueError(
+                "model.text.drop_reasoning=true leaves earlier answers' reasoning out of a "
+                "chat context: it needs model.text.context=chat"
+            )
+        if self.max_context_tokens is not None:
+            raise ValueError(
+                f"model.text.max_context_tokens={self.max_context_tokens} drops the oldest "
+                "turns of a chat context: it needs model.text.context=chat"
+            )
+        return self
 
     @property
     def format(self) -> AnswerFormat:

@@ -62,6 +62,54 @@ def test_boxed_format_reads_boxes_not_brackets():
     assert fmt.parse("<think>x</think> [Bet]", LEGAL).action is None
 
 
+BRACKETED = sorted(n for n, f in ANSWER_FORMATS.items() if f.strict and f.action_open == "[")
+BOXED = sorted(n for n, f in ANSWER_FORMATS.items() if f.strict and f.action_open != "[")
+
+
+def _answer(name: str, action: str) -> str:
+    """``action`` written verbatim after the reasoning block the format asks for."""
+    return action if ANSWER_FORMATS[name].reasoning == "none" else f"<think>x</think> {action}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in ANSWER_FORMATS if n != "free"))
+def test_whitespace_inside_the_delimiters_is_well_formed_in_every_format(name):
+    # as case is: the game matches names ignoring both (coplay.envs.actions.parse_action)
+    fmt = ANSWER_FORMATS[name]
+    spaced = fmt.render("I hold K.", "[ Bet ]")  # "[ Bet ]", "\\boxed{ Bet }"
+    assert fmt.parse(spaced, LEGAL) == fmt.parse(fmt.render("I hold K.", "[Bet]"), LEGAL)
+    assert fmt.parse(spaced, LEGAL).well_formed
+
+
+@pytest.mark.parametrize(
+    ("names", "action"),
+    [(BRACKETED, a) for a in ("[[Bet]]", "[Bet]]", "[[Bet]", "I [Bet] ] now")]
+    + [
+        (BOXED, a)
+        for a in (
+            "\\boxed{\\boxed{Bet}}",
+            "\\boxed{[Bet}",
+            "\\boxed{Bet]}",
+            "\\boxed{[[Bet]]}",
+            "\\boxed{Bet}}",
+            "\\boxed{ \\boxed{Bet}",
+        )
+    ],
+)
+def test_nested_or_unbalanced_markers_name_no_action(names, action):
+    # malformed structure, not text around an action: \\boxed{Bet] is refused, so is this
+    for name in names:
+        parsed = ANSWER_FORMATS[name].parse(_answer(name, action), LEGAL)
+        assert (name, parsed.action, parsed.well_formed) == (name, None, False)
+
+
+def test_a_box_may_hold_the_bracketed_action_but_it_is_not_well_formed():
+    fmt = ANSWER_FORMATS["think-boxed"]
+    for inner in ("[Bet]", " [ Bet ] "):
+        assert fmt.parse(f"<think>x</think> \\boxed{{{inner}}}", LEGAL) == Parsed(
+            "[Bet]", "x", False
+        )
+
+
 def test_reasoning_is_required_or_optional_by_format():
     assert ANSWER_FORMATS["think"].parse("[Bet]", LEGAL).action is None
     assert ANSWER_FORMATS["bracket"].parse("[Bet]", LEGAL).action == "[Bet]"

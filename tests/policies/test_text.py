@@ -25,6 +25,21 @@ def test_an_empty_stop_string_is_refused_when_the_config_is_built():
         TextConfig(stop=["\n", ""])
 
 
+def test_dropping_reasoning_needs_the_chat_context():
+    # In turn context no earlier answer is in the prompt: the setting would do nothing.
+    with pytest.raises(
+        ValidationError, match="drop_reasoning=true .* needs model.text.context=chat"
+    ):
+        TextConfig(drop_reasoning=True)
+    assert TextConfig(context="chat", drop_reasoning=True).drop_reasoning
+
+
+def test_a_context_budget_needs_the_chat_context():
+    with pytest.raises(ValidationError, match="max_context_tokens=512 .* needs model.text.context"):
+        TextConfig(max_context_tokens=512)
+    assert TextConfig(context="chat", max_context_tokens=512).max_context_tokens == 512
+
+
 def test_sampling_keeps_only_what_differs_from_plain_sampling(tiny):
     _, tok = tiny
     assert TextConfig().sampling(tok).kwargs() == {}
