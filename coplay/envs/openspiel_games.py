@@ -4,7 +4,8 @@
 name or parameter is wrong, a cache (a pyspiel game is immutable: every env of it
 shares one), and the checks of ``openspiel_params`` run once per game, so that a
 setting that breaks the game fails when it is loaded, not at the first reset or in the
-middle of a run.
+middle of a run. Games that cannot be an ``Env`` are refused at load too: mean-field
+games, and games that draw chance from their own generator rather than from the seed.
 """
 
 from __future__ import annotations
@@ -141,12 +142,36 @@ def _load(openspiel_name: str, params: Mapping[str, object]) -> pyspiel.Game:
         raise ValueError(
             f"bad parameters for game {openspiel_name!r}: {spiel_reason(err)}"
         ) from err
+    # The loaded game's type, not the registered one: a wrapper (misere, zerosum) is
+    # registered as sampled-chance and takes the chance mode of the game it wraps.
+    why = _unplayable(game.get_type())
+    if why:
+        raise ValueError(f"OpenSpiel game {openspiel_name!r} cannot be played here: {why}")
     if params:
         with c_stderr_silenced():
             why = play_problem(game)
         if why and not _fails_by_default(openspiel_name):
             raise _bad_parameters(game_type, params, why)
     return game
+
+
+def _unplayable(game_type: pyspiel.GameType) -> str | None:
+    """Why coplay cannot play a game of ``game_type`` as its envs promise, or None."""
+    if game_type.dynamics == pyspiel.GameType.Dynamics.MEAN_FIELD:
+        # Its decision nodes alternate with nodes where a population's distribution,
+        # not a seat, moves (player -5).
+        return "a mean-field game is played against a population's distribution, not by n players"
+    if game_type.chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC:
+        # Its chance nodes list one outcome of probability 1 and deal from a generator
+        # inside the game object, which every env shares (negotiation, tarok): a seed
+        # cannot fix what they deal, and exact evaluation would take one deal as certain.
+        # Loading a game per reset with rng_seed=seed is cheap, but wrappers bury that
+        # parameter in the game they wrap, and the lone outcome would stay.
+        return (
+            "its chance outcomes come from the game's own generator, not from reset(seed), "
+            "so a seed cannot fix what it deals"
+        )
+    return None
 
 
 def _bad_parameters(

@@ -33,7 +33,6 @@ _AT_LEAST: dict[str, dict[str, int]] = {
     "connect_four": {"rows": 1, "columns": 1},  # rows=0: SIGSEGV at the first view
     "go_fish": {"initial_cards": 1},  # 0: SIGSEGV at the deal (-1, the default: the rules')
     "havannah": {"board_size": 1},  # -1: SIGSEGV at the first state
-    "negotiation": {"num_items": 1},  # 0 or less: the first deal never ends
     "sheriff": {"max_bribe": 0, "max_items": 1},  # -1: takes memory until none is left
     "y": {"board_size": 1},  # -1: SIGSEGV at the first state
 }
@@ -161,7 +160,8 @@ class _Broken(Exception):
 
 def play_problem(game: pyspiel.Game) -> str | None:
     """What breaks the loaded ``game`` at its start, or None. OpenSpiel prints its
-    errors to the C++ stderr as well: call it where that is silenced."""
+    errors to the C++ stderr as well: call it where that is silenced. Mean-field games,
+    whose distribution nodes no seat plays, are refused before it runs."""
     game_type = game.get_type()
     players, low, high = game.num_players(), game_type.min_num_players, game_type.max_num_players
     if not low <= players <= high:
@@ -203,8 +203,6 @@ def _play_first_moves(game: pyspiel.Game) -> None:
                     if actions:
                         _views(state, game_type, p, actions[0])
                 state.apply_actions([a[0] if a else pyspiel.INVALID_ACTION for a in legal])
-            elif state.current_player() < 0:
-                return  # a mean-field node: no player of coplay's acts there
             else:
                 p = state.current_player()
                 legal = state.legal_actions(p)

@@ -269,8 +269,12 @@ def resolve_factory(game: str, params: Mapping[str, object]) -> Callable[[], Env
         make_env(game, **params)
         return partial(make_env, game, **params)
     except UnknownGameError:
-        module_name, sep, attr = game.partition(":")
-        if not sep or "." not in module_name and _find_module(module_name) is None:
+        # A family's unknown member is the family's error: its prefix may also be an
+        # importable module (textarena), whose attributes are no user's game function.
+        if not names_user_factory(game):
+            raise
+        module_name, _, attr = game.partition(":")
+        if "." not in module_name and _find_module(module_name) is None:
             raise
         factory = partial(_import_factory(game, module_name, attr), **params)
     try:

@@ -147,7 +147,11 @@ def _kuhn_describe(state: pyspiel.State, player: int) -> str:
 
 # --- Leduc poker ------------------------------------------------------------------
 
-_LEDUC_SUITS = 2  # OpenSpiel's deck: card id // 2 is the rank
+
+def _leduc_cards_per_rank(state: pyspiel.State) -> int:
+    """What a dealt card id is divided by for its rank: OpenSpiel deals card ids, two
+    suits a rank, or with ``suit_isomorphism`` the ranks themselves."""
+    return 1 if state.get_game().get_parameters()["suit_isomorphism"] else 2
 
 
 def _leduc_pot(state: pyspiel.State, player: int) -> str:
@@ -160,9 +164,9 @@ def _leduc_describe(state: pyspiel.State, player: int) -> str:
     """Own card, the public card once revealed, pot and the bets of each round."""
     n = state.get_game().num_players()
     cards = _card_names(n + 1)
-    outcomes = _chance_outcomes(state)
-    own = cards[outcomes[player] // _LEDUC_SUITS] if player < len(outcomes) else "not dealt yet"
-    public = cards[outcomes[n] // _LEDUC_SUITS] if len(outcomes) > n else "not revealed yet"
+    outcomes, per_rank = _chance_outcomes(state), _leduc_cards_per_rank(state)
+    own = cards[outcomes[player] // per_rank] if player < len(outcomes) else "not dealt yet"
+    public = cards[outcomes[n] // per_rank] if len(outcomes) > n else "not revealed yet"
     # Moves made after the public card was dealt belong to round 2.
     chance_seen, rounds = 0, ([], [])
     for pa in state.full_history():

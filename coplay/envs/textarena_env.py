@@ -116,8 +116,11 @@ class TextArenaEnv:
                 f"unknown TextArena game {env_id!r}; known games include {examples} "
                 f"({len(registry)} in textarena.envs.registration.ENV_REGISTRY)"
             )
-        if not isinstance(num_players, int) or num_players < 1:
-            raise ValueError(f"num_players must be a positive integer, got {num_players!r}")
+        for key, value in (("num_players", num_players), ("max_turns", max_turns)):
+            # A bool is an int to Python, and "abc" or -5 from the command line would
+            # fail inside the engine (or the checker) as the game's own defect.
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
         self.env_id = env_id
         self.legal_actions = legal_actions
         self.spec = GameSpec(

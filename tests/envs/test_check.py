@@ -316,3 +316,13 @@ def test_openspiel_parameters_that_break_the_game_are_a_user_error_not_a_defect(
     # structs only) is the env's defect, whatever parameters are given.
     report = check_env(resolve_factory("openspiel:crossword", {"puzzles_root": ""}), episodes=1)
     assert "LegalActions unimplemented" in report.findings[0].message
+
+
+def test_an_unknown_member_of_a_family_is_the_familys_own_error():
+    # "textarena" is an importable module too: an unknown id fell through to importing
+    # it ("module 'textarena' has no function 'NoSuch-v0'"), and textarena:make ran
+    # textarena.make as if it were the user's game function.
+    pytest.importorskip("textarena")
+    for game in ("textarena:NoSuch-v0", "textarena:make"):
+        with pytest.raises(UnknownGameError, match="^unknown TextArena game "):
+            resolve_factory(game, {})

@@ -100,7 +100,6 @@ def _load_in_child(game: str, params: dict) -> str:
         ("go_fish", {"initial_cards": 0}, "at least 1", {"initial_cards": -1}),
         ("havannah", {"board_size": -1}, "board_size must be at least 1", {"board_size": 2}),
         ("y", {"board_size": -1}, "board_size must be at least 1", {"board_size": 1}),
-        ("negotiation", {"num_items": 0}, "num_items must be at least 1", {"num_items": 1}),
         ("sheriff", {"max_bribe": -1}, "max_bribe must be at least 0", {"max_bribe": 0}),
         ("hanabi", {"players": 0}, "players must be 2 to 5, got 0", {"players": 5}),
         ("hanabi", {"colors": 6}, "colors must be 1 to 5", {"colors": 1, "hand_size": 2}),
@@ -155,3 +154,49 @@ def test_a_game_valued_parameter_is_loaded_and_checked_once():
     assert load_openspiel_game("repeated_game", params) is load_openspiel_game(
         "repeated_game", dict(params)
     )
+
+
+@pytest.mark.parametrize(
+    ("game", "params"),
+    [
+        ("negotiation", {}),
+        ("negotiation", {"num_items": 0}),  # refused before its first deal, which never ends
+        ("tarok", {}),
+        ("bridge_uncontested_bidding", {}),
+        ("stones_and_gems", {}),
+        ("misere", {"game": "negotiation"}),
+        ("zerosum", {"game": "tarok"}),
+    ],
+)
+def test_games_that_draw_chance_from_their_own_generator_are_refused_at_load(game, params):
+    # Their chance nodes list one outcome of probability 1 and deal from a generator
+    # inside the game object, which every env shares: reset(7) twice dealt two hands.
+    with pytest.raises(ValueError) as err:
+        load_openspiel_game(game, params)
+    message = str(err.value)
+    assert message.startswith(f"OpenSpiel game {game!r} cannot be played here: ")
+    assert "own generator" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("game", "params"),
+    [("mfg_crowd_modelling", {}), ("mfg_garnet", {}), ("misere", {"game": "mfg_crowd_modelling"})],
+)
+def test_mean_field_games_are_refused_at_load(game, params):
+    # They loaded, then the engine met the mean-field node (player -5) after one move
+    # and failed with an IndexError.
+    with pytest.raises(ValueError) as err:
+        make_env(f"openspiel:{game}", **params)
+    message = str(err.value)
+    assert message.startswith(f"OpenSpiel game {game!r} cannot be played here: ")
+    assert "mean-field" in message and "\n" not in message
+
+
+def test_a_wrapper_of_a_game_with_explicit_chance_deals_by_the_seed():
+    # Wrappers are registered as sampled-chance games; the loaded game tells the truth.
+    deals = []
+    for _ in range(2):
+        env = make_env("openspiel:misere", game="kuhn_poker")
+        env.reset(7)
+        deals.append(env.observe(0).info_key)
+    assert deals[0] == deals[1]

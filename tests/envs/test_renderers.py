@@ -5,6 +5,8 @@ information state, so two histories the player cannot tell apart (e.g. differing
 in the opponent's card) must render identically.
 """
 
+import re
+
 import numpy as np
 import pyspiel
 import pytest
@@ -100,6 +102,40 @@ def test_leduc_text_shows_public_card_and_rounds():
     assert "Round 1: p0 Raise, p1 Call. Round 2: none." in text
     assert "Pot: 6." in text
     assert text.endswith("Your legal actions: [Call] [Raise]\n")
+
+
+def leduc_showdowns(game):
+    """Every deal of ``game`` played to a showdown in which everyone calls throughout."""
+    stack = [game.new_initial_state()]
+    while stack:
+        state = stack.pop()
+        if state.is_terminal():
+            yield state
+        elif state.is_chance_node():
+            stack.extend(state.child(a) for a, _ in state.chance_outcomes())
+        else:
+            stack.append(state.child(1))  # Call
+
+
+@pytest.mark.parametrize("params", [{}, {"suit_isomorphism": True}, {"players": 3}])
+def test_leduc_cards_named_decide_the_showdown_as_openspiel_does(params):
+    # With suit_isomorphism OpenSpiel deals ranks (0..2), not card ids (0..5): a player
+    # holding the K was told Q. The names must win and lose as OpenSpiel pays.
+    game = pyspiel.load_game("leduc_poker", params)
+    n, ranks = game.num_players(), "JQKA"
+    for state in leduc_showdowns(game):
+        hands = []
+        for player in range(n):
+            text = render(renderer_for("leduc_poker"), state, player).text
+            own, public = re.search(r"Your card: (\w)\. Public card: (\w)\.", text).groups()
+            hands.append((own == public, ranks.index(own)))
+        best = max(hands)
+        winners = {p for p in range(n) if hands[p] == best}
+        returns = state.returns()
+        if len(winners) == n:
+            assert all(r == 0 for r in returns), (hands, returns)
+        else:
+            assert {p for p in range(n) if returns[p] > 0} == winners, (hands, returns)
 
 
 def test_tic_tac_toe_board_and_cell_actions():

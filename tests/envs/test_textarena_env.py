@@ -216,3 +216,11 @@ def test_games_of_more_than_two_players_are_general_sum_unless_told(ta):
     assert make_env("textarena:TicTacToe-v0").spec.kind is GameKind.ZERO_SUM
     told = make_env("textarena:ThreePlayerTicTacToe-v0", num_players=3, kind="zero_sum")
     assert told.spec.kind is GameKind.ZERO_SUM
+
+
+@pytest.mark.parametrize("max_turns", ["abc", -5, 0, True, 2.5, None])
+def test_max_turns_must_be_a_positive_integer(ta, max_turns):
+    # "abc" failed inside the checker with a TypeError, -5 was taken as it was.
+    with pytest.raises(ValueError) as err:
+        make_env("textarena:TicTacToe-v0", max_turns=max_turns)
+    assert str(err.value) == f"max_turns must be a positive integer, got {max_turns!r}"
