@@ -27,6 +27,7 @@ from dataclasses import replace
 from jinja2 import TemplateError
 
 from coplay.policies.answer import THINK_CLOSE, THINK_OPEN
+from coplay.policies.encoding import encode_rendered, hide_specials
 from coplay.policies.text import TextConfig
 from coplay.types import Decision, Observation
 
@@ -103,13 +104,16 @@ class Prompter:
     def _render(self, user: str, *later: dict[str, str]) -> str:
         """The template's text of the system message, ``user`` and ``later`` messages,
         with the generation prompt. A template that refuses a system role (Gemma's)
-        gets the instruction at the head of the first user message instead."""
+        gets the instruction at the head of the first user message instead. The
+        contents' spellings of special tokens are masked (``hide_specials``): read
+        back by ``encode_rendered`` as text."""
         instruction = self.text.format.instruction
         messages = [
             {"role": "system", "content": instruction},
             {"role": "user", "content": user},
             *later,
         ]
+        messages = [{**m, "content": hide_specials(self.tokenizer, m["content"])} for m in messages]
         render = self.tokenizer.apply_chat_template
         try:
             return render(messages, add_generation_prompt=True, tokenize=False)
@@ -118,16 +122,17 @@ class Prompter:
 
     def head(self, user: str) -> tuple[int, ...]:
         """Ids of a conversation's start: the system message, ``user``, the generation
-        prompt (without a chat template: the instruction, ``user`` and ``Answer:``)."""
+        prompt (without a chat template: the instruction, ``user`` and ``Answer:``).
+        Whatever ``user`` spells, its ids are text: only the template makes special
+        tokens."""
         if user not in self._heads:
             tok = self.tokenizer
             if self.templated:
-                text = self._render(user)
-                ids = tok(text, add_special_tokens=False)["input_ids"]
+                ids = encode_rendered(tok, self._render(user))
             else:
                 plain = f"{self.text.format.instruction}\n\n{user.rstrip()}\n{ANSWER_CUE}"
                 bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-                ids = bos + tok(plain, add_special_tokens=False)["input_ids"]
+                ids = bos + encode_rendered(tok, hide_specials(tok, plain))
             self._heads[user] = tuple(ids)
         return self._heads[user]
 
@@ -149,7 +154,7 @@ class Prompter:
             # that whitespace as part of its answer, so all of it is already there.
             if end and after.lstrip().startswith(end):
                 after = after.lstrip()[len(end) :]
-            self._turns[key] = tuple(tok(after, add_special_tokens=False)["input_ids"])
+            self._turns[key] = tuple(encode_rendered(tok, after))
         return self._turns[key]
 
     def kept(self, response: Sequence[int]) -> tuple[int, ...]:

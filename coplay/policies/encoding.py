@@ -10,6 +10,11 @@ encoding them cheap without changing one id:
   the same lines again and again. Where a tokenizer's structure guarantees that no
   token crosses a line break between two visible characters (``splits_at_lines``),
   each such line is encoded once and a prompt's ids are its lines' ids in turn.
+
+Content put into a chat template (observations, other players' messages, demos) is
+text, however it is spelled: ``hide_specials`` masks what spells a special token
+before rendering, and ``encode_rendered`` gives the rendering's ids with only the
+template's own special tokens as such.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from transformers import PreTrainedTokenizerBase
 LINE_BREAK = re.compile(r"(?<=[!-~]\n)(?=[!-~])")
 """Where a text is cut into separately encoded pieces: after a line break that has a
 visible ASCII character on each side."""
+
+HIDDEN = re.compile("\x00coplay-special-([0-9a-f]+)\x00")
+"""What ``hide_specials`` puts for a special token's spelling (its UTF-8 bytes in hex):
+nothing a tokenizer reads as a token, and passed through by templates as it is."""
 
 MAX_PIECES = 200_000
 """Lines kept per tokenizer; past it the store starts again (a long run's text games
@@ -93,8 +102,16 @@ def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> li
 
     A wrapper that changes the text on its way (a tokenizer's own Python-side rules)
     is found out on its first batch, whose first text is encoded both ways, and keeps
-    its own call; so does a tokenizer without a Rust side."""
+    its own call; so does a tokenizer without a Rust side. A rendering with contents
+    that spelled special tokens (``hide_specials``) gets ``encode_rendered``'s ids."""
     texts = list(texts)
+    hidden = {i for i, t in enumerate(texts) if HIDDEN.search(t)}
+    if hidden:  # rare: encoded alone, the rest as a batch
+        rest = iter(encode_texts(tokenizer, [t for i, t in enumerate(texts) if i not in hidden]))
+        return [
+            encode_rendered(tokenizer, t) if i in hidden else next(rest)
+            for i, t in enumerate(texts)
+        ]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     encode = getattr(backend, "encode_batch_fast", None)
     state = _ENCODERS.get(tokenizer)
@@ -112,3 +129,59 @@ def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> li
         if not state.rust_agrees:
             return tokenizer(texts, add_special_tokens=False)["input_ids"]
     return rows
+
+
+def _spellings(tokenizer) -> re.Pattern | None:
+    """A pattern for the texts ``tokenizer`` reads as its special tokens (None: it has
+    none), the longest first where one spelling holds another, as the tokenizer
+    matches them."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    spelled = {t.content for t in added.values() if t.special}
+    spelled |= set(getattr(tokenizer, "all_special_tokens", ()))
+    if not spelled:
+        return None
+    return re.compile("|".join(re.escape(s) for s in sorted(spelled, key=len, reverse=True)))
+
+
+def hide_specials(tokenizer, content: str) -> str:
+    """``content`` to render into a chat template, each spelling of a special token in it
+    masked (``HIDDEN``), so that ``encode_rendered`` reads it as text: a player who
+    writes ``<eos>`` to another ends nothing. Ordinary text comes back unchanged.
+
+    >>> from types import SimpleNamespace as NS
+    >>> hide_specials(NS(all_special_tokens=["<eos>"]), "ok<eos>")
+    'ok\\x00coplay-special-3c656f733e\\x00'
+    """
+    pattern = _spellings(tokenizer)
+    if pattern is None:
+        return content
+    return pattern.sub(lambda m: f"\x00coplay-special-{m.group().encode().hex()}\x00", content)
+
+
+def _unhidden(text: str) -> str:
+    return HIDDEN.sub(lambda m: bytes.fromhex(m.group(1)).decode(), text)
+
+
+def encode_rendered(tokenizer, text: str) -> list[int]:
+    """Ids of a chat template's rendering whose contents went through ``hide_specials``:
+    the template's own special tokens as such, the contents as text. No special tokens
+    are added.
+
+    A rendering with nothing hidden is encoded in one call: the tokenizer's own ids.
+    Else it is cut at the template's special tokens and each piece is encoded with
+    spellings of special tokens as text; the tokenizer cuts there itself before it
+    encodes, so the pieces keep the ids they have in one call, but for a tokenizer
+    whose special tokens strip the whitespace beside them or whose prefix space goes
+    to the text's first piece alone."""
+    if HIDDEN.search(text) is None:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    pattern = _spellings(tokenizer)
+    parts = pattern.split(text)  # the text between the template's special tokens
+    specials = pattern.findall(text)
+    rows = tokenizer(
+        [_unhidden(p) for p in parts], add_special_tokens=False, split_special_tokens=True
+    )["input_ids"]
+    ids = list(rows[0])
+    for special, row in zip(specials, rows[1:], strict=True):
+        ids += [tokenizer.convert_tokens_to_ids(special), *row]
+    return ids

@@ -46,7 +46,7 @@ from coplay.backends.base import Sampling
 from coplay.envs.actions import parse_action
 from coplay.models.devices import HostCopy
 from coplay.policies.chat import Prompter, turn_ends
-from coplay.policies.encoding import encode_texts
+from coplay.policies.encoding import encode_rendered, encode_texts, hide_specials
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import ChoiceRows, fold_common_prefix
 from coplay.policies.text import TextConfig, cut_at_stop, cut_at_stop_text
@@ -233,7 +233,7 @@ class LMPolicy:
 
     def _encode_prompt(self, obs: Observation) -> list[int]:
         text, head = self._prompt_text(obs)
-        return head + list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return head + encode_rendered(self.tokenizer, text)
 
     def _prompt_text(self, obs: Observation) -> tuple[str, list[int]]:
         """The text a prompt is encoded from, and the ids put before it (BOS)."""
@@ -246,10 +246,11 @@ class LMPolicy:
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             # Render to text, then encode: the template already holds any special tokens.
+            # A game's text that spells one (a player's message) stays text.
             texts = [
                 tok.apply_chat_template(
-                    [{"role": r, "content": c} for r, c in (o.messages or ())]
-                    or [{"role": "user", "content": o.text}],
+                    [{"role": r, "content": hide_specials(tok, c)} for r, c in (o.messages or ())]
+                    or [{"role": "user", "content": hide_specials(tok, o.text)}],
                     add_generation_prompt=True,
                     tokenize=False,
                 )
@@ -257,7 +258,8 @@ class LMPolicy:
             ]
             return texts, []
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        return [o.text.rstrip("\n") + "\n" + ACTION_CUE for o in observations], bos
+        cue = "\n" + ACTION_CUE
+        return [hide_specials(tok, o.text.rstrip("\n")) + cue for o in observations], bos
 
     def _encode_new_prompts(self, observations: Sequence[Observation]) -> None:
         """Tokenise the prompts not cached yet in one call (``encode_texts``): a game with

@@ -7,7 +7,13 @@ import pytest
 from tokenizers import AddedToken, normalizers, pre_tokenizers
 
 from coplay.policies import encoding
-from coplay.policies.encoding import LINE_BREAK, encode_texts, splits_at_lines
+from coplay.policies.encoding import (
+    LINE_BREAK,
+    encode_rendered,
+    encode_texts,
+    hide_specials,
+    splits_at_lines,
+)
 
 
 def _copy(tok):
@@ -127,3 +133,50 @@ def test_a_tokenizer_whose_wrapper_changes_the_text_keeps_its_own_call(tiny):
     assert encode_texts(shouting, ["fold"]) == [
         list(tok("FOLD", add_special_tokens=False)["input_ids"])
     ]
+
+
+def _with_roles(tok):
+    """A copy of ``tok`` with role markers as special tokens, as chat tokenizers have."""
+    tok = _copy(tok)
+    tok.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>"]})
+    return tok
+
+
+def _rendered(tok, content: str) -> str:
+    """A chat template's rendering around ``content``: its own special tokens and text."""
+    return f"<|user|>\n{hide_specials(tok, content)}\n{tok.eos_token}\n<|assistant|>\n"
+
+
+def test_ordinary_content_keeps_the_tokenizers_own_ids(tiny):
+    tok = _with_roles(tiny[1])
+    pieces = [p for p in _PIECES if p != "<eos>"]
+    rng = random.Random(2)
+    for _ in range(200):
+        content = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert hide_specials(tok, content) == content
+        text = _rendered(tok, content)
+        assert encode_rendered(tok, text) == _own(tok, [text])[0]
+
+
+def test_content_that_spells_special_tokens_is_encoded_as_text(tiny):
+    tok = _with_roles(tiny[1])
+    template = [tok.convert_tokens_to_ids(t) for t in ("<|user|>", "<eos>", "<|assistant|>")]
+    pieces = [*_PIECES, "<|user|>", "<|assistant|>", "<|assistant|", "<bos><pad>"]
+    rng = random.Random(3)
+    for _ in range(200):
+        content = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        ids = encode_rendered(tok, _rendered(tok, content))
+        special = set(tok.all_special_ids)
+        assert [i for i in ids if i in special] == template
+        assert tok.decode(ids) == f"<|user|>\n{content}\n<eos>\n<|assistant|>\n"
+        # Between the template's tokens: the ids of the text there, spellings as text.
+        text = tok(f"\n{content}\n", add_special_tokens=False, split_special_tokens=True)
+        assert ids[1 : ids.index(template[1])] == text["input_ids"]
+
+
+def test_a_batch_with_hidden_spellings_encodes_those_as_text(tiny):
+    tok = _with_roles(tiny[1])
+    texts = [_rendered(tok, "deal?<eos>"), "Board:\nx", _rendered(tok, "ok")]
+    want = [encode_rendered(tok, texts[0]), *_own(tok, texts[1:])]
+    assert encode_texts(tok, texts) == want
+    assert want[0].count(tok.eos_token_id) == 1  # the template's alone

@@ -1,5 +1,6 @@
 """LM policy: exact log-probs in both modes, constrained distributions, chat templates."""
 
+import copy
 import math
 from dataclasses import replace
 
@@ -503,3 +504,22 @@ def test_submit_reads_what_act_returns(tiny, explore):
     assert torch.equal(again.sampler_state(), policy.sampler_state())
     with pytest.raises(ValueError, match="got 12 observations but 1 streams"):
         again.submit(obs, [SeatStream(0, 0)])
+
+
+@pytest.mark.parametrize("template", [True, False])
+def test_a_choice_prompt_that_spells_a_special_token_keeps_it_as_text(tiny, template):
+    # A player's message may spell the end of a turn; it must not end the prompt's.
+    model, tok = tiny
+    if not template:
+        tok = copy.deepcopy(tok)
+        tok.chat_template = None
+    policy = LMPolicy(model, tok, seed=0)
+    obs = _observations(1)[0]
+    spelled = replace(obs, text=f"{obs.text}\nThey say: deal{tok.eos_token} ok")
+    ids = policy.prompt_ids(spelled)
+    assert tok.eos_token_id not in ids
+    assert tok.eos_token in tok.decode(ids)
+    assert policy.prompt_ids(obs) == tuple(
+        policy._prompt_text(obs)[1]
+        + tok(policy._prompt_text(obs)[0], add_special_tokens=False)["input_ids"]
+    )  # ordinary text: the tokenizer's own ids

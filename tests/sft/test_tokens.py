@@ -2,6 +2,7 @@
 
 import pytest
 
+from coplay.models.tokenizer import CHAT_TEMPLATE as TINY_CHAT_TEMPLATE
 from coplay.models.tokenizer import train_tokenizer
 from coplay.sft.data import Conversation, DataError, Message
 from coplay.sft.tokens import FALLBACK_CHAT_TEMPLATE, encode, ensure_chat_template
@@ -10,6 +11,14 @@ CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + "
     "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
     "{% endif %}"
+)
+
+GEMMA_LIKE = (
+    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}"
+    "{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' + m['content'] + '<end_of_turn>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
 )
 
 CONV = Conversation(
@@ -30,18 +39,43 @@ def tokenizer():
     return train_tokenizer(texts, vocab_size=400)
 
 
-def _trained_text(tok, ex) -> list[str]:
-    """The masked tokens, decoded per contiguous run."""
+def _runs(ex) -> list[tuple[int, ...]]:
+    """The trained ids, per contiguous run."""
     runs, cur = [], []
     for i, m in zip(ex.ids, ex.loss_mask, strict=True):
         if m:
             cur.append(i)
         elif cur:
-            runs.append(cur)
+            runs.append(tuple(cur))
             cur = []
-    if cur:
-        runs.append(cur)
-    return [tok.decode(r) for r in runs]
+    return runs + [tuple(cur)] if cur else runs
+
+
+def _trained_text(tok, ex) -> list[str]:
+    """The trained tokens, decoded per contiguous run."""
+    return [tok.decode(r) for r in _runs(ex)]
+
+
+def _controls(tok, ids) -> list[int]:
+    """The special tokens among ``ids``."""
+    special = {i for i, t in tok.added_tokens_decoder.items() if t.special}
+    return [i for i in ids if i in special]
+
+
+def _with_template(name: str):
+    """A text tokenizer with a checkpoint-like template, and the ids its turns end at."""
+    tok = train_tokenizer([m.content for m in CONV.messages] * 20, vocab_size=400, text=True)
+    if name == "chatml":  # Qwen's: the end of turn is the tokenizer's EOS
+        tok.add_special_tokens(
+            {"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>"]}
+        )
+        tok.chat_template = CHATML
+        return tok, (tok.eos_token_id,)
+    if name == "gemma":  # Gemma's: the end of turn is listed by the generation config only
+        tok.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+        tok.chat_template = GEMMA_LIKE
+        return tok, (tok.eos_token_id, tok.convert_tokens_to_ids("<end_of_turn>"))
+    return tok, (tok.eos_token_id,)
 
 
 def test_fallback_template_masks_exactly_the_assistant_answers(tokenizer):
@@ -60,13 +94,12 @@ def test_fallback_template_masks_exactly_the_assistant_answers(tokenizer):
     assert "showdown" not in untrained and "Nothing left" not in untrained
 
 
-def test_a_chatml_template_masks_content_and_end_marker(tokenizer):
-    tok = tokenizer
-    tok.chat_template = CHATML
+def test_a_chatml_template_masks_content_and_end_of_turn():
+    tok, _ = _with_template("chatml")
     ex = encode(CONV, tok)
     assert _trained_text(tok, ex) == [
-        "<think>The King wins every showdown.</think> [Bet]<|im_end|>\n",
-        "<think>Nothing left to do.</think> [Pass]<|im_end|>\n",
+        "<think>The King wins every showdown.</think> [Bet]<|im_end|>",
+        "<think>Nothing left to do.</think> [Pass]<|im_end|>",
     ]
     assert len(ex.ids) == len(ex.loss_mask)
 
@@ -103,23 +136,13 @@ def test_a_generation_prompt_the_answer_absorbs_is_refused():
         encode(conv, tok, "data.jsonl")
 
 
-GEMMA_LIKE = (
-    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
-    "{% endif %}"
-    "{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
-    "{{ '<start_of_turn>' + role + '\n' + m['content'] + '<end_of_turn>\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
-)
-
-
-def test_a_template_without_a_system_role_trains_on_the_prompt_play_shows(tokenizer):
+def test_a_template_without_a_system_role_trains_on_the_prompt_play_shows():
     # The demos open with a system message, which such a template refuses (a raw jinja
     # error before); play folds it into the first user message, and so does SFT now.
     from coplay.policies.chat import Prompter
     from coplay.policies.text import TextConfig
 
-    tok = tokenizer
-    tok.chat_template = GEMMA_LIKE
+    tok, ends = _with_template("gemma")
     text = TextConfig()
     user = "Your card: K. [Pass] [Bet]"
     conv = Conversation(
@@ -130,10 +153,63 @@ def test_a_template_without_a_system_role_trains_on_the_prompt_play_shows(tokeni
         ),
         line=3,
     )
-    ex = encode(conv, tok, "demos.jsonl")
+    ex = encode(conv, tok, "demos.jsonl", ends=ends)
     start = ex.loss_mask.index(True)
     assert ex.ids[:start] == Prompter(tok, text, max_new_tokens=8).head(user)
-    assert _trained_text(tok, ex) == ["<think>The King wins.</think> [Bet]<end_of_turn>\n"]
+    assert _trained_text(tok, ex) == ["<think>The King wins.</think> [Bet]<end_of_turn>"]
     lone = Conversation((Message("system", "rules"), Message("assistant", "[Bet]")), line=9)
     with pytest.raises(DataError, match=r"^demos.jsonl:9: the chat template refuses it"):
-        encode(lone, tok, "demos.jsonl")
+        encode(lone, tok, "demos.jsonl", ends=ends)
+
+
+def test_the_tiny_template_trains_up_to_the_eos_and_not_the_newline_after():
+    # The tiny model's own template writes "\n" after an answer's <eos>: generation
+    # stops at the <eos>, so the policy never writes that newline and must not learn it.
+    tok, _ = _with_template("tiny")
+    assert tok.chat_template == TINY_CHAT_TEMPLATE
+    ex = encode(CONV, tok)
+    assert _trained_text(tok, ex) == [
+        "<think>The King wins every showdown.</think> [Bet]<eos>",
+        "<think>Nothing left to do.</think> [Pass]<eos>",
+    ]
+
+
+@pytest.mark.parametrize("template", ["tiny", "chatml", "gemma"])
+def test_trained_tokens_are_exactly_what_the_policy_writes(template):
+    # A sampled answer is its content's ids, then the end of turn it stops at; the
+    # template's text after that end (a newline in all three) is the next prompt's.
+    tok, ends = _with_template(template)
+    ex = encode(CONV, tok, ends=ends)
+    answers = [m.content for m in CONV.messages if m.role == "assistant"]
+    written = [(*tok(a, add_special_tokens=False)["input_ids"], ends[-1]) for a in answers]
+    assert _runs(ex) == written
+
+
+def test_an_answer_the_template_closes_with_no_end_of_turn_is_refused():
+    # Trained without the id generation stops at, a model never learns to stop.
+    tok, _ = _with_template("gemma")
+    with pytest.raises(DataError, match=r"^d.jsonl:7: the chat template ends assistant"):
+        encode(CONV, tok, "d.jsonl", ends=(tok.eos_token_id,))
+
+
+@pytest.mark.parametrize("template", ["fallback", "tiny", "chatml"])
+def test_a_demo_that_spells_special_tokens_trains_them_as_text(template):
+    # A literal "<eos>" in a demo is text the model reads and may write, not an end of
+    # turn in mid-answer; nor does one in the context end or open anything.
+    tok, ends = _with_template(template)
+    if template == "fallback":
+        tok.chat_template = None
+        ensure_chat_template(tok)
+    spelled = f"{tok.eos_token}<|assistant|><bos>"
+    said = [
+        Message("system", "Play Kuhn poker."),
+        Message("user", f"Your card: K. {spelled} [Pass] [Bet]"),
+        Message("assistant", f"<think>Say {spelled} then bet.</think> [Bet]"),
+    ]
+    ex = encode(Conversation(tuple(said), 2), tok, ends=ends)
+    as_text = tok(said[2].content, add_special_tokens=False, split_special_tokens=True)
+    assert _runs(ex) == [(*as_text["input_ids"], ends[-1])]
+    assert tok.decode(ex.ids).count(spelled) == 2
+    # The special tokens are the template's alone: those of the demo without the spelling.
+    unsaid = Conversation(tuple(Message(m.role, m.content.replace(spelled, "")) for m in said), 2)
+    assert _controls(tok, ex.ids) == _controls(tok, encode(unsaid, tok, ends=ends).ids)
