@@ -7,14 +7,24 @@ The run directory holds ``config.yaml`` (the run config the model was built from
 ``sft.yaml`` (these settings), ``metrics.jsonl`` (one row per optimizer step) and
 ``checkpoints/final``: a plain checkpoint folder (a LoRA adapter is merged into it),
 which ``coplay train model.path=RUN/checkpoints/final`` starts from.
+
+Of the run config's ``optim`` section SFT applies how an update runs (``OPTIM_APPLIED``:
+activation checkpointing, the fused AdamW step, vocabulary gradients in place); its
+rates, epochs and batch sizes are ``coplay train``'s (a preset's are for the RL that
+follows), refused as overrides and left out of config.yaml. In text mode the data must
+fit the checkpoint, which records the answer format and length it plays with:
+``check_answer_format`` and ``check_answer_lengths`` refuse it, before anything is
+written, where play would read its answers as invalid or cut them off.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from coplay.envs.gameref import GameRef
 from coplay.models.loading import build_policy
 from coplay.models.lora import LoraSettings
+from coplay.policies.answer import ANSWER_FORMATS, AnswerFormat, Parsed
 from coplay.policies.lm import LMPolicy, learned_positions
 from coplay.report import sinks
 from coplay.report.atomic import write_text
@@ -33,6 +44,7 @@ from coplay.sft.tokens import Example, encode, ensure_chat_template
 from coplay.train import micro, vocab_grads
 from coplay.train.config import (
     ConfigError,
+    OptimConfig,
     RunConfig,
     apply_override,
     format_validation_error,
@@ -40,9 +52,10 @@ from coplay.train.config import (
     load_yaml,
     merge,
     refuse_bool_numbers,
-    to_yaml,
+    split_override,
     validate,
 )
+from coplay.train.learner import FUSED_FROM, count, enable_checkpointing
 
 SECTION = "sft"
 """The config section (and override prefix, ``sft.epochs=3``) of these settings."""
@@ -111,7 +124,42 @@ def build_sft_config(
         raise ConfigError(format_validation_error(err)) from None
     # As in the run config: pydantic reads ``sft.epochs=true`` as 1.
     refuse_bool_numbers(section, sft)
-    return SftConfig(run=validate(data), sft=sft.sft)
+    run = validate(data)
+    refuse_optim_overrides(overrides)
+    return SftConfig(run=run, sft=sft.sft)
+
+
+OPTIM_APPLIED = ("fused", "activation_checkpointing", "vocab_grads_in_place")
+"""The ``optim`` keys SFT applies: how an update runs, the same in either trainer."""
+SFT_INSTEAD = {
+    "lr": "pass sft.lr instead",
+    "weight_decay": "pass sft.weight_decay instead",
+    "max_grad_norm": "pass sft.max_grad_norm instead",
+    "epochs": "pass sft.epochs instead",
+    "minibatch_size": "pass sft.batch_size instead",
+    "micro_batch_size": "pass sft.micro_batch_tokens instead",
+    "micro_batch_tokens": "pass sft.micro_batch_tokens instead",
+    "lr_schedule": "coplay sft keeps sft.lr constant; leave it out",
+    "final_lr_frac": "coplay sft keeps sft.lr constant; leave it out",
+}
+"""What to set instead of each other ``optim`` key on the ``coplay sft`` command line."""
+
+
+def refuse_optim_overrides(overrides: Sequence[str]) -> None:
+    """Refuse an override of an ``optim`` key SFT does not apply: it was recorded in
+    config.yaml and ignored. A preset's or file's are left alone: they are the recipe
+    of the ``coplay train`` that follows, as kuhn-text's ``optim.lr`` is."""
+    for item in overrides:
+        parts, value = split_override(item)
+        if parts[0] != "optim":
+            continue
+        keys = parts[1:2] or (list(value) if isinstance(value, dict) else [])
+        for key in keys:
+            if key not in OPTIM_APPLIED:
+                advice = SFT_INSTEAD.get(key, "leave it out")
+                raise ConfigError(
+                    f"optim.{key} is a coplay train setting that coplay sft does not read; {advice}"
+                )
 
 
 def base_policy(cfg: RunConfig, conversations: Sequence[Conversation]) -> LMPolicy:
@@ -150,6 +198,95 @@ def check_lengths(examples: Sequence[Example], limit: int, source: Path) -> None
             )
 
 
+_MARKED = re.compile(r"\[([^\[\]]*)\]|\\boxed\{\s*\[?([^\[\]{}]*?)\]?\s*\}")
+"""An action named in an answer, bracketed or boxed (``coplay.policies.answer``)."""
+
+
+def _read(fmt: AnswerFormat, text: str) -> Parsed:
+    """``text`` read by ``fmt`` as play reads it, the legal actions being those the
+    answer names itself (none: it is read as a message turn's answer)."""
+    legal = [f"[{a or b}]" for a, b in _MARKED.findall(text)] or None
+    return fmt.parse(text, legal)
+
+
+def check_answer_format(conversations: Sequence[Conversation], answer: str, source: Path) -> None:
+    """Refuse data whose answers the checkpoint, which plays in format ``answer``
+    (``model.text.answer``), would not read: a system message that is another format's
+    instruction (how ``coplay demos`` records its format), or an answer from which the
+    format reads no action. Only certain faults: what it reads, it reads in play too."""
+    fmt = ANSWER_FORMATS[answer]
+    for conv in conversations:
+        said = _recorded(conv)
+        if said is not None and ANSWER_FORMATS[said].instruction != fmt.instruction:
+            raise DataError(
+                f"{source}:{conv.line}: the data's answers are in the {said!r} format (its "
+                f"system message is that format's instruction) but model.text.answer is "
+                f"{answer!r}, the format the checkpoint plays in; pass model.text.answer={said}"
+            )
+        if any(
+            m.role == "assistant" and _read(fmt, m.content).action is None for m in conv.messages
+        ):
+            raise DataError(_unread(conversations, answer, f"{source}:{conv.line}"))
+
+
+def _recorded(conv: Conversation) -> str | None:
+    """The format whose instruction is the system message (the first registered of
+    those sharing it: action and free), None where there is no such message."""
+    first = conv.messages[0]
+    if first.role != "system":
+        return None
+    return next((n for n, f in ANSWER_FORMATS.items() if f.instruction == first.content), None)
+
+
+def _unread(conversations: Sequence[Conversation], answer: str, where: str) -> str:
+    """The refusal of an answer ``answer`` does not read, naming the format the data is
+    in: the most specific (strict; reasoning required or none) that reads every answer
+    well formed."""
+    texts = [m.content for c in conversations for m in c.messages if m.role == "assistant"]
+    ranked = sorted(ANSWER_FORMATS, key=lambda n: _looseness(ANSWER_FORMATS[n]))
+    fits = [n for n in ranked if all(_read(ANSWER_FORMATS[n], t).well_formed for t in texts)]
+    if not fits:
+        return (
+            f"{where}: model.text.answer {answer!r}, the format the checkpoint plays in, reads "
+            "no action in this answer, and no registered format reads every answer of the data"
+        )
+    return (
+        f"{where}: the data's answers are in the {fits[0]!r} format but model.text.answer is "
+        f"{answer!r}, the format the checkpoint plays in, which reads no action in this "
+        f"one; pass model.text.answer={fits[0]}"
+    )
+
+
+def _looseness(fmt: AnswerFormat) -> tuple[bool, bool]:
+    return not fmt.strict, fmt.reasoning == "optional"
+
+
+def answer_lengths(ex: Example, ends: Collection[int]) -> list[int]:
+    """Tokens of each assistant turn of ``ex`` (a run of trained tokens) before its end
+    of turn (one of ``ends``): what play must let the model write."""
+    runs = [
+        [t for t, _ in run]
+        for kept, run in groupby(zip(ex.ids, ex.loss_mask, strict=True), lambda p: p[1])
+        if kept
+    ]
+    return [next((i for i, t in enumerate(run) if t in ends), len(run)) for run in runs]
+
+
+def check_answer_lengths(
+    examples: Sequence[Example], ends: Collection[int], limit: int, source: Path
+) -> None:
+    """Refuse answers longer than ``model.max_new_tokens`` (``limit``): play would cut
+    them off before their action."""
+    lengths = [(n, ex.line) for ex in examples for n in answer_lengths(ex, ends)]
+    longest, line = max(lengths, key=lambda pair: pair[0], default=(0, 0))
+    if longest > limit:
+        raise DataError(
+            f"{source}:{line}: the longest answer is {longest} tokens but model.max_new_tokens "
+            f"is {limit}, where play cuts an answer off; pass model.max_new_tokens={longest} "
+            "or more"
+        )
+
+
 def masked_nll(model: torch.nn.Module, batch: Sequence[Example], pad_id: int) -> torch.Tensor:
     """Summed negative log-likelihood of the batch's assistant tokens (right-padded).
 
@@ -171,8 +308,11 @@ def masked_nll(model: torch.nn.Module, batch: Sequence[Example], pad_id: int) ->
     if first is None:  # nothing to learn here: a zero that still reaches the weights
         return sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad)
     keep = width - first + 1  # logits at positions first - 1 .. width - 1
-    logits = model(
-        input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep
+    logits = model(  # no KV cache: nothing continues from it (and checkpointing drops it)
+        input_ids=ids.to(device),
+        attention_mask=attention.to(device),
+        logits_to_keep=keep,
+        use_cache=False,
     ).logits
     trained = mask[:, first:].to(device)  # kept column j predicts token first + j
     rows = logits[:, :-1][trained].float()  # (N, V): only the trained positions
@@ -228,6 +368,17 @@ def _wrap_lora(policy: LMPolicy, settings: LoraSettings) -> torch.nn.Module:
     return get_peft_model(policy.model, _peft_config(settings))
 
 
+def sft_optimizer(
+    params: list[torch.nn.Parameter], settings: SftSettings, optim: OptimConfig
+) -> torch.optim.AdamW:
+    """AdamW at the ``sft.*`` rates, stepped as the RL learner steps it (``optim.fused``,
+    by default fused past ``FUSED_FROM`` trainable parameters, one foreach call below)."""
+    small = count(params) <= FUSED_FROM
+    fused = optim.fused if optim.fused is not None else not small
+    step = {"fused": True} if fused else {"foreach": True if small else None}
+    return torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay, **step)
+
+
 def fine_tune(
     model: torch.nn.Module,
     examples: Sequence[Example],
@@ -236,15 +387,21 @@ def fine_tune(
     pad_id: int,
     seed: int,
     log: Callable[[int, dict[str, float]], None],
+    optim: OptimConfig | None = None,
 ) -> int:
     """Minimise the assistant tokens' mean NLL; ``log(step, metrics)`` after each step.
-    Returns the number of steps."""
+    ``optim``'s ``OPTIM_APPLIED`` keys say how an update runs. Returns the steps."""
+    optim = optim or OptimConfig()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    opt = sft_optimizer(params, settings, optim)
     generator = torch.Generator().manual_seed(seed)
+    if optim.activation_checkpointing:  # a large model's long conversations outgrow memory
+        enable_checkpointing(model)
     # The vocabulary matrices' gradients added in place where they are large (as the
     # RL learner does): otherwise each pass builds two vocabulary-sized copies.
-    in_place = vocab_grads.grads_in_place if vocab_grads.worth_it(model) else None
+    in_place = optim.vocab_grads_in_place
+    if in_place is None:
+        in_place = vocab_grads.worth_it(model)
     model.train()
     step, start = 0, time.perf_counter()
     for epoch in range(settings.epochs):
@@ -253,7 +410,7 @@ def fine_tune(
             tokens = sum(ex.trained_tokens for ex in batch)
             opt.zero_grad(set_to_none=True)
             loss = 0.0
-            with in_place(model) if in_place else nullcontext():
+            with vocab_grads.grads_in_place(model) if in_place else nullcontext():
                 for part in _passes(model, batch, settings):
                     nll = masked_nll(model, part, pad_id) / max(1, tokens)
                     nll.backward()
@@ -288,12 +445,19 @@ def run_sft(
 
     data, out = Path(data), Path(out)
     conversations = read_conversations(data)
+    # A text-mode checkpoint plays in the format and length it records; a choice-mode
+    # one scores the legal actions and writes no answer.
+    text = cfg.run.model.mode == "text"
+    if text:
+        check_answer_format(conversations, cfg.run.model.text.answer, data)
     torch.manual_seed(cfg.run.train.seed)
     policy = base_policy(cfg.run, conversations)
     limit = token_limit(cfg.sft, policy.model)
     fallback = ensure_chat_template(policy.tokenizer)
-    examples = [encode(c, policy.tokenizer, str(data)) for c in conversations]
+    examples = [encode(c, policy.tokenizer, str(data), ends=policy.ends) for c in conversations]
     check_lengths(examples, limit, data)
+    if text:
+        check_answer_lengths(examples, policy.ends, cfg.run.model.max_new_tokens, data)
     _start(out, cfg)
     model = _wrap_lora(policy, cfg.sft.lora) if cfg.sft.lora is not None else policy.model
     losses: list[float] = []
@@ -311,6 +475,7 @@ def run_sft(
         pad_id=policy.tokenizer.pad_token_id or 0,
         seed=cfg.run.train.seed,
         log=log,
+        optim=cfg.run.optim,
     )
     if cfg.sft.lora is not None:
         policy.model = model.merge_and_unload()
@@ -335,6 +500,10 @@ def steps_total(conversations: int, settings: SftSettings) -> int:
 
 def _start(out: Path, cfg: SftConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "config.yaml", to_yaml(cfg.run))
+    run = cfg.run.model_dump(mode="json")
+    # Only the optim keys SFT applied: the rest are coplay train's, and sft.yaml says
+    # what SFT trained with.
+    run["optim"] = {k: v for k, v in run["optim"].items() if k in OPTIM_APPLIED}
+    write_text(out / "config.yaml", yaml.safe_dump(run, sort_keys=False))
     write_text(out / "sft.yaml", yaml.safe_dump(cfg.sft.model_dump(mode="json"), sort_keys=False))
     (out / "metrics.jsonl").write_text("")

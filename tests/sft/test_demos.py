@@ -107,6 +107,8 @@ def test_cli_demos_then_sft(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     out = tmp_path / "sft"
     tiny = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "sft.epochs=1"]
+    # Narrated Kuhn answers run to about 40 tokens: the checkpoint must be let write them.
+    tiny.append("model.max_new_tokens=64")
     assert main(["sft", "--quiet", "--data", str(demos), "--out", str(out), *tiny]) == 0
     assert json.loads((out / "summary.json").read_text())["steps"] >= 1
 
@@ -121,6 +123,7 @@ def test_force_moves_nothing_before_the_arguments_are_checked(tmp_path, capsys):
     # A dataset inside the run directory --force would move is refused, not lost.
     run = tmp_path / "sft"
     tiny = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "sft.epochs=1"]
+    tiny.append("model.max_new_tokens=64")  # the narrated answers' length
     assert main(["sft", "--quiet", "--data", str(demos), "--out", str(run), *tiny]) == 0
     inside = run / "demos.jsonl"
     inside.write_bytes(demos.read_bytes())

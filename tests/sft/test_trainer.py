@@ -1,5 +1,6 @@
-"""coplay sft: the masked loss, full and LoRA fine-tuning, the run directory, and the
-round trip into ``coplay train model.path=...``."""
+"""coplay sft: the masked loss, full and LoRA fine-tuning, the run directory, the round
+trip into ``coplay train model.path=...``, data that does not fit the checkpoint's
+answer format or length refused, and the ``optim`` settings it applies or refuses."""
 
 import json
 
@@ -299,7 +300,7 @@ def test_max_tokens_past_a_learned_position_table_is_refused_before_the_run(
     long = {
         "messages": [
             {"role": "user", "content": " ".join(f"card{i}" for i in range(200))},
-            {"role": "assistant", "content": "[Bet]"},
+            {"role": "assistant", "content": "<think>Long.</think> [Bet]"},
         ]
     }
     data = tmp_path / "long.jsonl"
@@ -343,3 +344,222 @@ def test_bad_sft_settings_are_one_line_errors(override, message):
     with pytest.raises(ConfigError) as err:
         build_sft_config(preset=None, file=None, overrides=[override])
     assert str(err.value).startswith(f"invalid config: {message}") and "\n" not in str(err.value)
+
+
+def _sft(data, out, *overrides):
+    return main(["sft", "--quiet", "--data", str(data), "--out", str(out), *TINY, *overrides])
+
+
+def _write(path, answers, system=None):
+    """A dataset of Kuhn turns answered with ``answers``, each opened by ``system``."""
+    head = [{"role": "system", "content": system}] if system is not None else []
+    lines = [
+        {
+            "messages": [
+                *head,
+                {"role": "user", "content": "Your card: K. Your legal actions: [Pass] [Bet]"},
+                {"role": "assistant", "content": a},
+            ]
+        }
+        for a in answers
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_data_recorded_in_another_answer_format_is_refused_before_the_run(tmp_path, capsys):
+    from coplay.policies.answer import ANSWER_FORMATS
+
+    # What coplay demos writes: the format's instruction as the system message. Trained
+    # into a checkpoint that records 'action', every such answer was invalid in play.
+    think = ANSWER_FORMATS["think"]
+    data = _write(tmp_path / "d.jsonl", ["<think>K.</think> [Bet]"], system=think.instruction)
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert _sft(data, out, "model.text.answer=action", "sft.epochs=1") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"coplay sft: error: {data}:1: the data's answers are in the 'think' format (its "
+        "system message is that format's instruction) but model.text.answer is 'action', "
+        "the format the checkpoint plays in; pass model.text.answer=think\n"
+    )
+    assert not out.exists()
+    # The same instruction: action and free share it.
+    action = _write(tmp_path / "a.jsonl", ["[Bet]"], ANSWER_FORMATS["action"].instruction)
+    assert _sft(action, tmp_path / "free", "model.text.answer=free", "sft.epochs=1") == 0
+    # A choice-mode checkpoint scores the legal actions: it writes no answer to misread.
+    assert _sft(data, tmp_path / "choice", "model.text.answer=action", "model.mode=choice") == 0
+
+
+@pytest.mark.parametrize(
+    ("answers", "answer", "inferred"),
+    [
+        (["<think>K.</think> [Bet]", "<think>J.</think> [Pass]"], "action", "think"),
+        (["[Bet]", "[Pass]"], "think", "action"),
+        (["<think>K.</think> \\boxed{Bet}"], "think", "think-boxed"),
+        (["[Bet]", "<think>J.</think> [Pass]"], "action", "bracket"),
+    ],
+)
+def test_answers_the_checkpoint_format_cannot_read_are_refused(
+    tmp_path, capsys, answers, answer, inferred
+):
+    # No system message says the format: the answers are read as play reads them, and
+    # the one line names the registered format that reads them all.
+    data = _write(tmp_path / "d.jsonl", answers)
+    capsys.readouterr()
+    assert _sft(data, tmp_path / "run", f"model.text.answer={answer}") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the data's answers are in the {inferred!r} format" in err
+    assert f"model.text.answer is {answer!r}" in err and f"model.text.answer={inferred}\n" in err
+    assert _sft(data, tmp_path / "ok", f"model.text.answer={inferred}", "sft.epochs=1") == 0
+
+
+def test_answers_no_format_reads_are_named_by_line(tmp_path, capsys):
+    # Bracketed and boxed: no format reads both (free reads brackets only).
+    data = _write(tmp_path / "d.jsonl", ["<think>K.</think> [Bet]", "\\boxed{Pass}"])
+    capsys.readouterr()
+    assert _sft(data, tmp_path / "run", "model.text.answer=think") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay sft: error: {data}:2: model.text.answer 'think'")
+    assert "no registered format reads every answer" in err and err.count("\n") == 1
+
+
+def test_answer_lengths_count_each_turn_up_to_its_end():
+    from coplay.sft.tokens import Example
+    from coplay.sft.trainer import answer_lengths
+
+    # Two assistant turns (ends: 9); the template's newline after the end is not written.
+    ex = Example(
+        (1, 5, 6, 9, 0, 2, 7, 7, 7, 9, 0), (False, True, True, True, True) * 2 + (True,), 1
+    )
+    assert answer_lengths(ex, ends={9}) == [2, 3]
+    assert answer_lengths(ex, ends=set()) == [4, 5]
+
+
+def test_answers_longer_than_max_new_tokens_are_refused_before_the_run(data, tmp_path, capsys):
+    import re
+
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert _sft(data, out, "model.max_new_tokens=2") == 2
+    err = capsys.readouterr().err
+    found = re.fullmatch(
+        rf"coplay sft: error: {data}:(\d): the longest answer is (\d+) tokens but "
+        r"model.max_new_tokens is 2, where play cuts an answer off; "
+        r"pass model.max_new_tokens=(\d+) or more\n",
+        err,
+    )
+    assert found and found[2] == found[3] and not out.exists()
+    longest = int(found[2])
+    assert _sft(data, out, f"model.max_new_tokens={longest - 1}") == 2
+    assert _sft(data, out, f"model.max_new_tokens={longest}", "sft.epochs=1") == 0
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "instead"),
+    [
+        ("optim.lr=100", "lr", "pass sft.lr instead"),
+        ("optim.weight_decay=0.1", "weight_decay", "pass sft.weight_decay instead"),
+        ("optim.max_grad_norm=5", "max_grad_norm", "pass sft.max_grad_norm instead"),
+        ("optim.epochs=2", "epochs", "pass sft.epochs instead"),
+        ("optim.minibatch_size=4", "minibatch_size", "pass sft.batch_size instead"),
+        ("optim.micro_batch_size=4", "micro_batch_size", "pass sft.micro_batch_tokens instead"),
+        ("optim.micro_batch_tokens=64", "micro_batch_tokens", "pass sft.micro_batch_tokens"),
+        ("optim.lr_schedule=linear", "lr_schedule", "coplay sft keeps sft.lr constant"),
+        ("optim={lr: 100}", "lr", "pass sft.lr instead"),
+    ],
+)
+def test_optim_settings_sft_does_not_read_are_refused(override, key, instead):
+    # They were accepted, recorded in config.yaml and ignored: optim.lr=100 trained at sft.lr.
+    with pytest.raises(ConfigError) as err:
+        build_sft_config(preset="kuhn-text", file=None, overrides=[override])
+    message = str(err.value)
+    assert message.startswith(f"optim.{key} is a coplay train setting that coplay sft does not")
+    assert instead in message and "\n" not in message
+
+
+def test_optim_settings_of_a_preset_or_file_stay_coplay_trains(tmp_path):
+    # kuhn-text's optim.lr is its RL recipe's: sft runs from the preset, as documented,
+    # and from a file that holds a recipe for both stages.
+    cfg = build_sft_config(preset="kuhn-text", file=None, overrides=())
+    assert cfg.run.optim.lr == 0.002 and cfg.sft.lr == SftSettings().lr
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("optim: {lr: 0.5, epochs: 2}\n")
+    assert build_sft_config(preset=None, file=recipe).run.optim.lr == 0.5
+    with pytest.raises(ConfigError, match="optim.lrr: unknown key"):
+        build_sft_config(preset=None, file=None, overrides=["optim.lrr=1"])
+
+
+def _layer_calls(model, examples, **optim):
+    """Two steps of fine-tuning a copy of ``model`` under ``optim``: the copy, the
+    metric rows, and how often its first block's MLP ran."""
+    import copy
+
+    from coplay.train.config import OptimConfig
+
+    calls = []
+    model, rows = copy.deepcopy(model), []
+    # Counted by its forward: recomputation calls it again, but not its module hooks.
+    mlp = model.model.layers[0].mlp
+    real = mlp.forward
+    mlp.forward = lambda *a, **k: calls.append(1) or real(*a, **k)
+    settings = SftSettings(epochs=2, batch_size=3, lr=3e-3)
+    fine_tune(
+        model,
+        examples,
+        settings,
+        pad_id=0,
+        seed=0,
+        log=lambda s, m: rows.append(m),
+        optim=OptimConfig(**optim),
+    )
+    return model, rows, len(calls)
+
+
+def test_activation_checkpointing_recomputes_each_block_and_trains_the_same(setup):
+    policy, examples = setup
+    plain, rows, calls = _layer_calls(policy.model, examples)
+    saved, saved_rows, recomputed = _layer_calls(
+        policy.model, examples, activation_checkpointing=True
+    )
+    assert calls == 2 and recomputed == 4  # each block runs again in the backward pass
+    for (name, a), b in zip(plain.named_parameters(), saved.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), name
+    for r, s in zip(rows, saved_rows, strict=True):
+        assert s["sft/loss"] == pytest.approx(r["sft/loss"], rel=1e-5)
+
+
+def test_optim_fused_and_vocab_grads_in_place_apply(setup, monkeypatch):
+    from coplay.sft.trainer import sft_optimizer
+    from coplay.train import vocab_grads
+    from coplay.train.config import OptimConfig
+
+    policy, examples = setup
+    params = list(policy.model.parameters())
+    assert sft_optimizer(params, SftSettings(), OptimConfig(fused=True)).defaults["fused"]
+    plain = sft_optimizer(params, SftSettings(lr=0.5), OptimConfig())  # a tiny model's default
+    assert not plain.defaults["fused"] and plain.defaults["foreach"]
+    assert plain.defaults["lr"] == 0.5
+    adds = []
+    real = vocab_grads._add_to_grad
+    monkeypatch.setattr(vocab_grads, "_add_to_grad", lambda *a: adds.append(1) or real(*a))
+    _layer_calls(policy.model, examples, vocab_grads_in_place=True)
+    assert adds
+    adds.clear()
+    monkeypatch.setattr(vocab_grads, "worth_it", lambda model: True)
+    _layer_calls(policy.model, examples, vocab_grads_in_place=False)
+    assert not adds
+
+
+def test_cli_sft_applies_activation_checkpointing_and_records_what_it_used(data, tmp_path):
+    import yaml
+
+    out = tmp_path / "run"
+    assert (
+        _sft(data, out, "sft.epochs=1", "sft.lora.rank=4", "optim.activation_checkpointing=true")
+        == 0
+    )
+    optim = yaml.safe_load((out / "config.yaml").read_text())["optim"]
+    # Only what sft applied: the learning rate it trained at is sft.yaml's.
+    assert optim == {"fused": None, "activation_checkpointing": True, "vocab_grads_in_place": None}
+    assert yaml.safe_load((out / "sft.yaml").read_text())["lr"] == SftSettings().lr
