@@ -424,18 +424,6 @@ def test_answers_no_format_reads_are_named_by_line(tmp_path, capsys):
     assert "no registered format reads every answer" in err and err.count("\n") == 1
 
 
-def test_answer_lengths_count_each_turn_up_to_its_end():
-    from coplay.sft.tokens import Example
-    from coplay.sft.trainer import answer_lengths
-
-    # Two assistant turns (ends: 9); the template's newline after the end is not written.
-    ex = Example(
-        (1, 5, 6, 9, 0, 2, 7, 7, 7, 9, 0), (False, True, True, True, True) * 2 + (True,), 1
-    )
-    assert answer_lengths(ex, ends={9}) == [2, 3]
-    assert answer_lengths(ex, ends=set()) == [4, 5]
-
-
 def test_answers_longer_than_max_new_tokens_are_refused_before_the_run(data, tmp_path, capsys):
     import re
 
