@@ -359,6 +359,17 @@ def test_tournament_bad_players_give_one_error_line(players, message, capsys):
     assert message in err and len(err.splitlines()) == 1
 
 
+def test_tournament_refuses_a_single_player_game_in_one_line(capsys):
+    # The lone seat counted every game as a win in a cross-play matrix of nonsense.
+    argv = ["tournament", "--game", "frozen_lake", "--players", "random", "nash"]
+    assert main([*argv, "--episodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "coplay tournament: error: a tournament needs a game of 2 or more players; "
+        "'frozen_lake' has 1\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -1106,6 +1117,66 @@ def test_eval_of_a_text_policy_against_a_text_opponent_samples_both(writer, caps
     shown = capsys.readouterr().out
     assert "exact loss seat1 (sampled, K=2)" in shown
     assert "opponent's invalid answers (sampled, K=2)" in shown
+
+
+def _penalty_run(writer: Path, out: Path, max_turns: int = 3) -> Path:
+    """The writer's checkpoint as the final one of a run trained with
+    game.invalid.on_fail=penalty and game.max_turns (its config.yaml)."""
+    shutil.copytree(writer, out / "checkpoints" / "final")
+    game = {"name": "kuhn_poker", "invalid": {"on_fail": "penalty"}, "max_turns": max_turns}
+    (out / "config.yaml").write_text(yaml.safe_dump({"game": game}))
+    return out
+
+
+def _sampled_exploitability(shown: str) -> str:
+    return next(line for line in shown.splitlines() if "exploitability (sampled" in line)
+
+
+def test_eval_of_a_runs_checkpoint_plays_under_the_runs_game_settings(
+    writer, tmp_path, capsys, monkeypatch
+):
+    # It played and sampled with the defaults (forfeits, the game's length) whatever the
+    # run trained with: a penalty run's sampled exploitability of 0.46 read 2.0 here.
+    import coplay.eval.matches as matches
+
+    played = []
+    real = matches.play_match
+    monkeypatch.setattr(matches, "play_match", lambda *a, **kw: played.append(kw) or real(*a, **kw))
+    run = _penalty_run(writer, tmp_path / "run")
+    argv = ["--episodes", "4", "--samples", "4"]
+    assert main(["eval", str(run), *argv]) == 0
+    in_run = capsys.readouterr().out
+    assert main(["eval", str(writer), *argv]) == 0
+    alone = capsys.readouterr().out
+    assert played[0]["max_turns"] == 3 and played[0]["invalid"].on_fail == "penalty"
+    assert played[1]["max_turns"] is None and played[1]["invalid"].on_fail == "forfeit"
+    assert f"game settings (from {run / 'config.yaml'}): invalid answers on_fail=penalty" in (
+        in_run.replace("\n", "")
+    )
+    assert "max_turns=3" in in_run and "defaults: no run config found" in alone
+    assert _sampled_exploitability(in_run) != _sampled_exploitability(alone)
+
+
+def test_tournament_plays_under_the_runs_game_settings_which_must_agree(
+    writer, tmp_path, capsys, monkeypatch
+):
+    import coplay.eval.crossplay as crossplay
+
+    asked = []
+    real = crossplay.cross_play
+    monkeypatch.setattr(
+        crossplay, "cross_play", lambda *a, **kw: asked.append(kw) or real(*a, **kw)
+    )
+    run = _penalty_run(writer, tmp_path / "run")
+    argv = ["tournament", "--players", str(run), "random", "--episodes", "2"]
+    assert main(argv) == 0
+    assert asked[0]["max_turns"] == 3 and asked[0]["invalid"].on_fail == "penalty"
+    assert "invalid answers on_fail=penalty" in capsys.readouterr().out.replace("\n", "")
+    other = _penalty_run(writer, tmp_path / "other", max_turns=4)
+    assert main(["tournament", "--players", str(run), str(other), "--episodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "the checkpoints' runs play kuhn_poker under different settings" in err
+    assert len(err.splitlines()) == 1
 
 
 server = pytest.fixture(serving_fake, name="server")

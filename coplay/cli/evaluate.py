@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
 from rich.table import Table
 
@@ -17,6 +19,7 @@ from coplay.cli.common import (
     titled_table,
 )
 from coplay.report.progress import track
+from coplay.rollout.invalid import InvalidActionConfig
 
 SAMPLES = 32
 """``--samples`` when not given: answers asked per information state of a writing policy."""
@@ -103,6 +106,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_workers(args)
     saved = find_policy(args.path, args.role)
     game, params = _game_of(saved, args.game)
+    settings = run_settings(saved.folder, game)
     make = resolve_factory(game, params)
     check_opponents([args.opponent], game, params)  # its --role would be the policy's
     policy = saved.load(seed=args.seed)
@@ -111,7 +115,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     args.samples = _samples(args, writes(policy), writes(opponent))
     if args.exact or args.costly:  # before the match, which a refusal after it would waste
         solvable_game(game, params)
-    exact_opponent = _exact_view(opponent, args)
+    exact_opponent = _exact_view(opponent, args, settings.invalid)
     with track("eval", args.episodes, "episodes", console=console) as advance:
         res = play_match(
             make,
@@ -119,8 +123,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             [opponent] * (spec.num_players - 1),
             episodes=args.episodes,
             seed=args.seed,
+            invalid=settings.invalid,
+            max_turns=settings.max_turns,
             on_progress=advance,
         )
+    console.print(settings.describe())
     table = titled_table(f"{saved.folder} vs {args.opponent} on {game}")
     table.add_column("", no_wrap=True)
     table.add_column("value [95% CI]", justify="right")
@@ -131,7 +138,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     table.add_row("episodes", str(res.episodes))
     table.add_row("invalid-action rate", f"{res.invalid_rate:.3f}")
     if writes(policy):
-        return _eval_text(args, table, policy, exact_opponent, spec, game, params)
+        return _eval_text(args, table, policy, exact_opponent, spec, game, params, settings.invalid)
     if decide_exact("auto", spec, game, params):
         ex = exploitability(policy, game, params=params)
         table.add_row("exploitability (exact)", f"{ex.exploitability:.4f}")
@@ -164,20 +171,29 @@ def _samples(args: argparse.Namespace, policy_writes: bool, opponent_writes: boo
     return args.samples
 
 
-def _exact_view(opponent, args: argparse.Namespace):
+def _exact_view(opponent, args: argparse.Namespace, invalid: InvalidActionConfig):
     """What ``--exact`` and ``--costly`` read of the opponent: itself, or if it writes,
-    its sampled distribution (``--samples`` answers per state, asked in this process),
-    as training reads a writing evaluation opponent; its choice scores are no
-    distribution of its play."""
+    its sampled distribution (``--samples`` answers per state, asked in this process,
+    invalid ones treated as ``invalid`` says), as training reads a writing evaluation
+    opponent; its choice scores are no distribution of its play."""
     from coplay.eval.sampled import SampledPolicy
     from coplay.train.evaluate import writes
 
     if not writes(opponent):
         return opponent
-    return SampledPolicy(opponent, k=args.samples, seed=args.seed + 1)
+    return SampledPolicy(opponent, k=args.samples, invalid=invalid, seed=args.seed + 1)
 
 
-def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: dict) -> int:
+def _eval_text(
+    args,
+    table: Table,
+    policy,
+    opponent,
+    spec,
+    game: str,
+    params: dict,
+    invalid: InvalidActionConfig,
+) -> int:
     """``coplay eval`` of a text-mode policy: its exact rows are those of its sampled
     distribution (``--samples`` answers per state, asked on ``--workers`` Ray workers
     or here), each with a bootstrap interval. ``opponent`` is the one exact rows read
@@ -194,9 +210,13 @@ def _eval_text(args, table: Table, policy, opponent, spec, game: str, params: di
         metrics.append(outcomes_metric(opponent, game, params))
     ray = RayConfig(address=args.ray_address)
     where = GameRef(game, params)
-    with evaluation_source(where, workers=args.workers, ray=ray, asked_by="--workers") as source:
+    with evaluation_source(
+        where, workers=args.workers, ray=ray, invalid=invalid, asked_by="--workers"
+    ) as source:
         sampler = getattr(source, "tally", None)
-        sampled = SampledPolicy(policy, k=args.samples, seed=args.seed, sampler=sampler)
+        sampled = SampledPolicy(
+            policy, k=args.samples, invalid=invalid, seed=args.seed, sampler=sampler
+        )
         for metric in metrics:
             _estimate_rows(table, bootstrap(metric, sampled, seed=args.seed), "sampled")
         if metrics:
@@ -279,6 +299,50 @@ def _game_of(saved, game: str | None) -> tuple[str, dict]:
     if played is None:
         raise ValueError(f"cannot tell which game {saved.folder} plays; pass --game")
     return played.name, dict(played.params)
+
+
+RUN_CONFIG_DEPTH = 3
+"""Parents of a checkpoint searched for its run's config.yaml (``run/checkpoints/final/role``
+is three below its run), as ``coplay.models.checkpoints`` finds the run's game."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The game settings a checkpoint is evaluated under: its run's, as its training
+    evaluated it (``coplay.train.evaluate``), else the defaults."""
+
+    invalid: InvalidActionConfig
+    max_turns: int | None
+    """Truncation of games (``game.max_turns``); None: the game's own limit."""
+    config: Path | None
+    """The run's config.yaml they were read from; None: the defaults (no run found)."""
+
+    def describe(self) -> str:
+        """One line for the output: the settings and where they come from."""
+        bad = self.invalid
+        turns = "the game's" if self.max_turns is None else str(self.max_turns)
+        where = f"from {self.config}" if self.config else "defaults: no run config found"
+        return (
+            f"game settings ({where}): invalid answers on_fail={bad.on_fail} "
+            f"retries={bad.retries} penalty={bad.penalty}, max_turns={turns}"
+        )
+
+
+def run_settings(folder: Path, game: str) -> RunSettings:
+    """``game.invalid`` and ``game.max_turns`` of the run ``folder`` belongs to (the
+    nearest config.yaml), when that run played ``game``; else the defaults."""
+    from coplay.report.runfiles import read_yaml
+    from coplay.train.config import validate
+
+    for parent in (folder, *list(folder.parents)[:RUN_CONFIG_DEPTH]):
+        file = parent / "config.yaml"
+        if file.is_file():
+            data = read_yaml(file)
+            cfg = validate({k: data[k] for k in ("plugins", "game") if k in data})
+            if cfg.game.name != game:  # --game names another game: its settings are not ours
+                break
+            return RunSettings(cfg.game.invalid, cfg.game.max_turns, file)
+    return RunSettings(InvalidActionConfig(), None, None)
 
 
 EVAL = Command(

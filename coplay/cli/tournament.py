@@ -23,7 +23,9 @@ from coplay.cli.common import (
     seed,
     titled_table,
 )
+from coplay.cli.evaluate import RunSettings, run_settings
 from coplay.report.progress import track
+from coplay.rollout.invalid import InvalidActionConfig
 
 
 def _tournament_arguments(tm: argparse.ArgumentParser) -> None:
@@ -90,13 +92,17 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         raise ValueError(f"a tournament needs at least 2 policies, got {len(args.players)}")
     game, params = players_game(args.game, args.players)
     seats = resolve_factory(game, params)().spec.num_players
+    if seats < 2:  # before any player is built; a lone seat "wins" every game
+        raise ValueError(f"a tournament needs a game of 2 or more players; {game!r} has {seats}")
+    settings = _settings(args.players, game)
     policies = {
         spec: build_player(spec, game, params, seed=args.seed + i)
         for i, spec in enumerate(args.players)
     }
     out = None if args.out is None else Path(args.out)
     with nullcontext() if out is None else claimed_file(out, args.force):
-        res = _play(args, game, params, policies, seats, out)
+        res = _play(args, game, params, policies, seats, settings, out)
+        console.print(settings.describe())
         ratings = rate_cross_play(res)
         console.print(_crossplay_table(res))
         console.print(_ratings_table(ratings))
@@ -121,8 +127,30 @@ def _check_distinct_checkpoints(players: list[str]) -> None:
             )
 
 
+def _settings(players: list[str], game: str) -> RunSettings:
+    """The game settings of the checkpoint players' runs (``run_settings``), which must
+    agree; the defaults where no player comes from a run."""
+    found = {
+        spec: run_settings(saved_player(spec).folder, game)
+        for spec in players
+        if is_checkpoint_player(spec)
+    }
+    from_runs = {spec: s for spec, s in found.items() if s.config is not None}
+    kinds = {(s.invalid.model_dump_json(), s.max_turns) for s in from_runs.values()}
+    if len(kinds) > 1:
+        named = ", ".join(f"{spec}: {s.describe()}" for spec, s in from_runs.items())
+        raise ValueError(f"the checkpoints' runs play {game} under different settings ({named})")
+    return next(iter(from_runs.values()), RunSettings(InvalidActionConfig(), None, None))
+
+
 def _play(
-    args: argparse.Namespace, game: str, params: dict, policies: dict, seats: int, out: Path | None
+    args: argparse.Namespace,
+    game: str,
+    params: dict,
+    policies: dict,
+    seats: int,
+    settings: RunSettings,
+    out: Path | None,
 ):
     """Every pairing's games; when a player fails, the matches played are shown and
     saved to ``out`` (if given) before its error is raised."""
@@ -135,7 +163,12 @@ def _play(
     try:
         with (
             evaluation_source(
-                GameRef(game, params), workers=args.workers, ray=ray, asked_by="--workers"
+                GameRef(game, params),
+                workers=args.workers,
+                ray=ray,
+                invalid=settings.invalid,
+                asked_by="--workers",
+                max_turns=settings.max_turns,
             ) as source,
             track("tournament", total, "games", console=console) as advance,
         ):
@@ -145,6 +178,8 @@ def _play(
                 episodes=args.episodes,
                 seed=args.seed,
                 params=params,
+                invalid=settings.invalid,
+                max_turns=settings.max_turns,
                 on_progress=lambda done, _total: advance(done),
                 source=source,
             )

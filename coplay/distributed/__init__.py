@@ -59,18 +59,20 @@ def evaluation_source(
     ray: RayConfig,
     invalid: InvalidActionConfig | None = None,
     asked_by: str = "rollout.workers",
+    max_turns: int | None = None,
 ) -> Iterator[EpisodeSource | None]:
     """None for ``workers == 0`` (evaluation plays in this process, as it always has),
     else a ``RaySource`` on ``workers`` new Ray workers, stopped on exit so that a
     training run that follows (a PSRO response) finds their CPUs free. ``asked_by``
-    names the setting in the error when Ray is missing."""
+    names the setting in the error when Ray is missing; the workers play ``invalid``'s
+    treatment and truncate at ``max_turns``, as the evaluation asks."""
     if workers == 0:
         yield None
         return
     require_ray(f"{asked_by}={workers}")
     from coplay.distributed.source import RaySource
 
-    source = RaySource(game, workers=workers, ray_config=ray, invalid=invalid)
+    source = RaySource(game, workers=workers, ray_config=ray, invalid=invalid, max_turns=max_turns)
     try:
         yield source
     finally:

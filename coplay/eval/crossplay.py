@@ -94,6 +94,7 @@ def cross_play(
     seed: int = 0,
     params: Mapping[str, object] | None = None,
     invalid: InvalidActionConfig | None = None,
+    max_turns: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     source: EpisodeSource | None = None,
 ) -> CrossPlayResult:
@@ -101,8 +102,10 @@ def cross_play(
 
     ``game`` is anything ``coplay.envs.probe.resolve_factory`` builds (a registered name,
     ``openspiel:<name>``, ``package.module:factory``); ``on_progress(done, total)`` is
-    told the number of finished games as play goes on. ``source``: None plays in this
-    process; else the source plays every match (it must play ``game`` with ``invalid``).
+    told the number of finished games as play goes on. ``max_turns`` truncates games as
+    training does (``game.max_turns``; None: the game's own limit). ``source``: None
+    plays in this process; else the source plays every match (it must play ``game``
+    with ``invalid`` and ``max_turns``).
     """
     names = tuple(policies)
     if not names:  # one is its self-play alone: a population's first meta-game
@@ -111,14 +114,16 @@ def cross_play(
         raise ValueError(f"episodes must be positive, got {episodes}")
     make = resolve_factory(game, dict(params or {}))
     n = make().spec.num_players
+    if n < 2:  # a lone seat would "win" every game against nobody
+        raise ValueError(f"cross-play needs a game of 2 or more players; {game!r} has {n}")
     pool = [policies[name] for name in names]
     pairs = _pairings(len(names), n)
     seats = [e % n for e in range(episodes)]
     seeds = [seed * 1_000_003 + e for e in range(episodes)]
     if source is None:
-        play = _in_process(make, pool, seeds, invalid)
+        play = _in_process(make, pool, seeds, invalid, max_turns)
     else:
-        _check_source(source, game, params, invalid)
+        _check_source(source, game, params, invalid, max_turns)
         play = _by_plan(source, names, pool, seeds)
     matches: list[list[Episode]] = []
     total = len(pairs) * episodes
@@ -166,15 +171,15 @@ Match = Callable[[list[list[int]], Progress], list[Episode]]
 """Plays one match's seatings (member indices per seat), one game per seed."""
 
 
-def _in_process(make, pool: Sequence[Policy], seeds: Sequence[int], invalid) -> Match:
+def _in_process(make, pool: Sequence[Policy], seeds: Sequence[int], invalid, max_turns) -> Match:
     def play(seatings: list[list[int]], told: Progress) -> list[Episode]:
         by_object = [[pool[k] for k in seats] for seats in seatings]
-        return _play(make, by_object, seeds, invalid, told)
+        return _play(make, by_object, seeds, invalid, max_turns, told)
 
     return play
 
 
-def _play(make, seatings, seeds, invalid, on_progress=None) -> list[Episode]:
+def _play(make, seatings, seeds, invalid, max_turns, on_progress=None) -> list[Episode]:
     episodes: list[Episode] = []
     total = len(seatings)
     for start in range(0, total, MAX_GAMES_PER_CALL):
@@ -183,7 +188,12 @@ def _play(make, seatings, seeds, invalid, on_progress=None) -> list[Episode]:
         if on_progress is not None:
             told = lambda done, start=start: on_progress(start + done, total)  # noqa: E731
         episodes += play_episodes(
-            make, seatings[start:stop], seeds[start:stop], invalid=invalid, on_progress=told
+            make,
+            seatings[start:stop],
+            seeds[start:stop],
+            invalid=invalid,
+            max_turns=max_turns,
+            on_progress=told,
         )
     return episodes
 
@@ -259,8 +269,9 @@ def _check_source(
     game: str,
     params: Mapping[str, object] | None,
     invalid: InvalidActionConfig | None,
+    max_turns: int | None,
 ) -> None:
-    """A source that names its game and invalid-action treatment must play ours."""
+    """A source that names its game, invalid-action treatment and turn limit must play ours."""
     ref = getattr(source, "game", None)
     if isinstance(ref, GameRef) and (ref.name, dict(ref.params)) != (game, dict(params or {})):
         raise ValueError(
@@ -274,6 +285,11 @@ def _check_source(
                 f"cross-play's invalid-action treatment ({ours}) differs from its episode "
                 f"source's ({theirs}); build the source with the same"
             )
+    if hasattr(source, "max_turns") and source.max_turns != max_turns:
+        raise ValueError(
+            f"cross-play truncates games at max_turns={max_turns}, its episode source at "
+            f"{source.max_turns}; build the source with the same"
+        )
 
 
 def _collect(

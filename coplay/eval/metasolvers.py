@@ -56,6 +56,15 @@ class MetaSolverError(ValueError):
     """A meta-solver found no answer (every numerical solver it tried failed)."""
 
 
+class NotConstantSumError(ValueError):
+    """``nash`` was given a meta-game whose payoffs do not sum to a constant.
+
+    Bad input for ``solve_with_fallback``, which raises it; a population driver that
+    admitted only zero-sum games (``coplay.population.metagame.solve``) falls back from
+    it instead, since its sampled meta-game can stray from a constant sum.
+    """
+
+
 @dataclass(frozen=True)
 class MetaSolution:
     """A mixture over a population's strategies."""
@@ -160,7 +169,7 @@ def nash(payoffs: Sequence[object]) -> MetaSolution:
     row, col = tensors
     total = row + col
     if np.ptp(total) > ZERO_SUM_TOL:
-        raise ValueError(
+        raise NotConstantSumError(
             "nash needs a zero-sum (constant-sum) meta-game, but the payoff sums range "
             f"over [{total.min():.4g}, {total.max():.4g}]; use prd, alpharank, ce or cce"
         )

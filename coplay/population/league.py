@@ -27,7 +27,6 @@ continues (``coplay league --resume DIR``, with the settings saved in ``league.y
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.metasolvers import META_SOLVERS, solve_with_fallback
+from coplay.eval.metasolvers import META_SOLVERS
 from coplay.eval.ratings import elo_ratings
 from coplay.models.loading import load_policy
 from coplay.population.metagame import (
@@ -48,6 +47,7 @@ from coplay.population.metagame import (
     exact_payoffs,
     freeze,
     sampled_payoffs,
+    solve,
 )
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import atomic, sinks
@@ -114,10 +114,16 @@ class LeagueConfig(BaseModel):
 
 
 def league_seats(cfg: LeagueConfig) -> tuple[float, ...] | None:
-    """The seat weights, one per seat of the game (which this builds); the meta
-    sampler's game and solver are checked too."""
+    """The seat weights, one per seat of the game (which this builds); the number of
+    players, and the meta sampler's game and solver, are checked too."""
     game = cfg.run.game
     spec = resolve_factory(game.name, game.params)().spec
+    if spec.num_players < 2:
+        # A lone seat has no opponent: every snapshot stayed "not rated (no games)".
+        raise ValueError(
+            f"a league needs a game of 2 or more players; {game.name!r} has "
+            f"{spec.num_players} (train it with coplay train)"
+        )
     if cfg.sampler == "meta":
         # Its meta-game pairs two members (exact_payoffs, sampled_payoffs); with more
         # seats it failed with a traceback at the first snapshot.
@@ -264,9 +270,7 @@ def meta_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
     and ``league/meta_fallback`` in ``view.metrics``."""
     if view.payoff is None:
         raise ValueError("the meta sampler needs the members' payoff matrix")
-    meta = solve_with_fallback(cfg.meta_solver, [view.payoff, view.payoff.T])
-    if meta.level:
-        warnings.warn(meta.warning(), RuntimeWarning, stacklevel=2)
+    meta = solve(cfg.meta_solver, (view.payoff, view.payoff.T))  # warns when it falls back
     view.metrics["league/meta_fallback"] = meta.level  # 1: max-welfare CE, 2: uniform
     return meta.solution.marginals[0]
 

@@ -20,7 +20,13 @@ from coplay.distributed import evaluation_source
 from coplay.envs.gameref import GameRef
 from coplay.envs.probe import resolve_factory
 from coplay.eval.crossplay import cross_play
-from coplay.eval.metasolvers import FallbackSolution, MetaSolution, solve_with_fallback
+from coplay.eval.metasolvers import (
+    FALLBACKS,
+    FallbackSolution,
+    MetaSolution,
+    NotConstantSumError,
+    solve_with_fallback,
+)
 from coplay.eval.mixture import aggregate_tables
 from coplay.models.loading import PlayedGame, load_policy
 from coplay.policies.solvers import named_table
@@ -91,7 +97,11 @@ def sampled_payoffs(
     zero-sum game the diagonal, each member's self-play, is 0)."""
     game = GameRef(cfg.game.name, cfg.game.params)
     with evaluation_source(
-        game, workers=cfg.rollout.workers, ray=cfg.ray, invalid=cfg.game.invalid
+        game,
+        workers=cfg.rollout.workers,
+        ray=cfg.ray,
+        invalid=cfg.game.invalid,
+        max_turns=cfg.game.max_turns,
     ) as source:
         res = cross_play(
             cfg.game.name,
@@ -100,6 +110,7 @@ def sampled_payoffs(
             seed=seed,
             params=cfg.game.params,
             invalid=cfg.game.invalid,
+            max_turns=cfg.game.max_turns,  # the game the responses train on
             source=source,
         )
     return res.meta_game
@@ -133,12 +144,23 @@ def exact_game(cfg: RunConfig) -> pyspiel.Game | None:
 def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> FallbackSolution:
     """``solve_with_fallback``: a failing meta-solver is replaced (max-welfare CE, then
     uniform) with a warning line, never aborts the run. A one-member population is
-    answered directly: some (C)CE programs have no deviation constraints to build."""
+    answered directly: some (C)CE programs have no deviation constraints to build.
+
+    ``nash`` given a meta-game that is not constant-sum falls back too: the drivers
+    admit it for zero-sum games only (``check_meta_solver``), so such a meta-game was
+    sampled so (in text mode both seats of a simultaneous game can forfeit one round,
+    and ``forfeit_returns`` pays both the minimum), not asked for."""
     if payoffs[0].shape == (1, 1):
         one = np.ones(1)
         only = MetaSolution(marginals=(one, one), joint=np.ones((1, 1)), correlated=False)
         return FallbackSolution(only, requested=name, solver=name)
-    meta = solve_with_fallback(name, list(payoffs))
+    try:
+        meta = solve_with_fallback(name, list(payoffs))
+    except NotConstantSumError as err:
+        rest = solve_with_fallback(FALLBACKS[0], list(payoffs))
+        meta = FallbackSolution(
+            rest.solution, name, rest.solver, (f"{name}: {err}", *rest.failures)
+        )
     if meta.level:
         warnings.warn(meta.warning(), RuntimeWarning, stacklevel=2)
     return meta

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from coplay.distributed import episode_source
+from coplay.distributed import episode_source, evaluation_source
 from coplay.distributed.config import RayConfig, check_reachable, require_ray
 from coplay.envs.gameref import GameRef
+from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import LocalSource
 from coplay.train.config import ConfigError, build_config
 
@@ -83,3 +84,24 @@ def test_a_listening_address_passes_and_ray_resolves_its_own_names(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", no_connection)
     for address in (None, "auto", "local", "cluster-without-port"):
         check_reachable(address)
+
+
+def test_evaluation_workers_play_the_evaluations_treatment_and_truncation(monkeypatch):
+    import coplay.distributed.source as ray_source
+
+    made = []
+
+    class Workers:  # stands in for RaySource: no cluster started
+        def __init__(self, game, **settings):
+            made.append(settings)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(ray_source, "RaySource", Workers)
+    bad = InvalidActionConfig(on_fail="penalty")
+    with evaluation_source(
+        GameRef("kuhn_poker"), workers=2, ray=RayConfig(), invalid=bad, max_turns=3
+    ) as source:
+        assert isinstance(source, Workers)
+    assert made[0]["invalid"] == bad and made[0]["max_turns"] == 3

@@ -167,6 +167,7 @@ def test_a_name_that_is_another_players_id_is_one_clear_error():
             LocalSource(KUHN, invalid=InvalidActionConfig(retries=2)),
             "differs from its episode source's",
         ),
+        (LocalSource(KUHN, max_turns=1), "max_turns=None, its episode source at 1"),
     ],
 )
 def test_a_source_of_another_game_or_treatment_is_refused(source, message):
@@ -294,3 +295,21 @@ def test_two_player_alpharank_is_the_one_of_the_payoff_matrix():
     res = cross_play("kuhn_poker", {"bet": Always("[Bet]"), "pass": Always("[Pass]")}, episodes=8)
     np.testing.assert_allclose(rate_cross_play(res).alpharank, alpharank_ratings(res.payoff))
     np.testing.assert_allclose(rate_cross_play(res).alpharank, [1.0, 0.0], atol=1e-6)
+
+
+def test_cross_play_refuses_a_single_player_game():
+    with pytest.raises(
+        ValueError, match="cross-play needs a game of 2 or more players; 'frozen_lake' has 1"
+    ):
+        cross_play("frozen_lake", {"r": RandomPolicy(seed=0)}, episodes=2)
+
+
+def test_max_turns_truncates_cross_play_as_training_does():
+    # Two moves of tic-tac-toe never end a game: every game is a truncated draw.
+    players = {"a": RandomPolicy(seed=1), "b": RandomPolicy(seed=2)}
+    res = cross_play("tic_tac_toe", players, episodes=20, max_turns=2)
+    np.testing.assert_array_equal(res.meta_game[0], np.zeros((2, 2)))
+    assert res.draws[0, 1] == 20
+    ttt = LocalSource(GameRef("tic_tac_toe"), max_turns=2)
+    on_source = cross_play("tic_tac_toe", players, episodes=20, max_turns=2, source=ttt)
+    assert on_source.draws[0, 1] == 20

@@ -108,6 +108,17 @@ def test_meta_sampler_falls_back_when_its_solver_fails_and_reports_it(monkeypatc
     assert view.metrics == {"league/meta_fallback": 1}
 
 
+def test_meta_samplers_nash_falls_back_when_forfeits_break_the_constant_sum():
+    # Self-play where both seats forfeited (both paid the minimum) leaves a negative
+    # diagonal: payoff + payoff.T is not constant, which nash's LP refuses.
+    payoff = np.array([[-0.3, -0.2], [0.2, 0.0]])
+    view = PoolView(np.zeros(2), payoff)
+    with pytest.warns(RuntimeWarning, match="meta-solver 'nash' failed, playing 'mwce'"):
+        probs = SAMPLERS["meta"].weights(view, league_cfg(sampler="meta"))
+    assert probs.sum() == pytest.approx(1.0)
+    assert view.metrics == {"league/meta_fallback": 1}
+
+
 def episode(seats, returns) -> Episode:
     return Episode("kuhn_poker", 0, 0, tuple(seats), (), tuple(returns))
 
@@ -401,3 +412,13 @@ def test_the_meta_sampler_is_refused_for_a_game_that_is_not_two_player():
     ):
         LeagueConfig(run=run, sampler="meta")
     assert LeagueConfig(run=run, sampler="pfsp").sampler == "pfsp"
+
+
+def test_a_league_refuses_a_single_player_game_before_writing(tmp_path):
+    # Its snapshots had no one to play: every one stayed "not rated (no games)".
+    run = build_config(preset="frozenlake", overrides=TINY)
+    with pytest.raises(
+        ValueError, match="a league needs a game of 2 or more players; 'frozen_lake' has 1"
+    ):
+        run_league(LeagueConfig(run=run, bots=["random"]), tmp_path / "league")
+    assert not (tmp_path / "league").exists()

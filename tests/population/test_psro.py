@@ -114,16 +114,17 @@ def test_sampled_payoffs_play_on_the_rollout_workers_of_the_run_config(monkeypat
     asked = []
 
     @contextmanager
-    def workers(game, *, workers, ray, invalid):  # stands in for Ray workers
-        asked.append((game, workers, invalid))
-        yield LocalSource(game, invalid=invalid)
+    def workers(game, *, workers, ray, invalid, max_turns):  # stands in for Ray workers
+        asked.append((game, workers, invalid, max_turns))
+        yield LocalSource(game, invalid=invalid, max_turns=max_turns)
 
     monkeypatch.setattr(metagame, "evaluation_source", workers)
     cfg = build_config()
     cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"workers": 2})})
     members = [RandomPolicy(seed=0, policy_id="a"), NashPolicy("kuhn_poker")]
     row, col = sampled_payoffs(members, cfg, episodes=30, seed=4)
-    assert asked == [(GameRef("kuhn_poker"), 2, cfg.game.invalid)]
+    # The workers play the game the responses train on: its treatment and truncation.
+    assert asked == [(GameRef("kuhn_poker"), 2, cfg.game.invalid, cfg.game.max_turns)]
     by_id = {m.policy_id: m for m in members}
     local = cross_play("kuhn_poker", by_id, episodes=30, seed=4, source=LocalSource(KUHN))
     np.testing.assert_array_equal(row, local.meta_game[0])
