@@ -159,7 +159,11 @@ def solve(name: str, payoffs: tuple[np.ndarray, np.ndarray]) -> FallbackSolution
     except NotConstantSumError as err:
         rest = solve_with_fallback(FALLBACKS[0], list(payoffs))
         meta = FallbackSolution(
-            rest.solution, name, rest.solver, (f"{name}: {err}", *rest.failures)
+            # nash's own advice (another solver) is what the fallback does already.
+            rest.solution,
+            name,
+            rest.solver,
+            (f"{name}: {str(err).split('; use ')[0]}", *rest.failures),
         )
     if meta.level:
         warnings.warn(meta.warning(), RuntimeWarning, stacklevel=2)

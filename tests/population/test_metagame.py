@@ -36,6 +36,7 @@ def test_nash_falls_back_on_a_sampled_meta_game_that_strays_from_constant_sum():
     with pytest.warns(RuntimeWarning, match="meta-solver 'nash' failed, playing 'mwce'.*zero-sum"):
         meta = solve("nash", (row, row.T))
     assert meta.level == 1 and meta.failures[0].startswith("nash: nash needs a zero-sum")
+    assert "use prd" not in meta.failures[0]  # the fallback already plays another solver
     assert meta.solution.joint.sum() == pytest.approx(1.0)
 
 
