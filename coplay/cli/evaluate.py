@@ -301,11 +301,6 @@ def _game_of(saved, game: str | None) -> tuple[str, dict]:
     return played.name, dict(played.params)
 
 
-RUN_CONFIG_DEPTH = 3
-"""Parents of a checkpoint searched for its run's config.yaml (``run/checkpoints/final/role``
-is three below its run), as ``coplay.models.checkpoints`` finds the run's game."""
-
-
 @dataclass(frozen=True)
 class RunSettings:
     """The game settings a checkpoint is evaluated under: its run's, as its training
@@ -331,16 +326,15 @@ class RunSettings:
 def run_settings(folder: Path, game: str) -> RunSettings:
     """``game.invalid`` and ``game.max_turns`` of the run ``folder`` belongs to (the
     nearest config.yaml), when that run played ``game``; else the defaults."""
+    from coplay.models.checkpoints import run_config_file
     from coplay.report.runfiles import read_yaml
     from coplay.train.config import validate
 
-    for parent in (folder, *list(folder.parents)[:RUN_CONFIG_DEPTH]):
-        file = parent / "config.yaml"
-        if file.is_file():
-            data = read_yaml(file)
-            cfg = validate({k: data[k] for k in ("plugins", "game") if k in data})
-            if cfg.game.name != game:  # --game names another game: its settings are not ours
-                break
+    file = run_config_file(folder)
+    if file is not None:
+        data = read_yaml(file)
+        cfg = validate({k: data[k] for k in ("plugins", "game") if k in data})
+        if cfg.game.name == game:  # --game naming another game: its settings are not ours
             return RunSettings(cfg.game.invalid, cfg.game.max_turns, file)
     return RunSettings(InvalidActionConfig(), None, None)
 

@@ -273,10 +273,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise ValueError(f"{run.path} has no transcripts (train.transcripts: 0, or no evaluation)")
     if not console.is_terminal:  # panels fill the console's width: keep lines readable
         console.width = PIPED_PANEL_WIDTH
-    source = run.transcripts_path.parent if run.transcripts_path else run.path
-    if source != run.path:  # a PSRO run logs no games of its own
-        where = source.relative_to(run.path)
-        console.print(f"games of the latest best response only ({where}); iterations are its own")
+    if run.games_from is not None:
+        console.print(
+            f"games of the latest best response only ({run.games_from}); iterations are its own"
+        )
     shown = show_games(run.transcripts, console, games=args.games, iteration=args.iteration)
     if not shown:
         # A record may omit its iteration (older or hand-written files): not sortable.

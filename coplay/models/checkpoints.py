@@ -135,17 +135,30 @@ def _refuse_lora_base(folder: Path) -> None:
         )
 
 
+RUN_CONFIG_DEPTH = 3
+"""Parents of a checkpoint searched for its run's config.yaml (``run/checkpoints/final/role``
+is three below its run)."""
+
+
+def run_config_file(folder: Path) -> Path | None:
+    """The ``config.yaml`` of the run ``folder`` belongs to: the nearest one in it or
+    up to ``RUN_CONFIG_DEPTH`` parents above; None outside any run."""
+    for parent in (folder, *list(folder.parents)[:RUN_CONFIG_DEPTH]):
+        if (parent / "config.yaml").is_file():
+            return parent / "config.yaml"
+    return None
+
+
 def _run_config_game(folder: Path) -> PlayedGame | None:
-    """The game of the run ``folder`` belongs to, from the nearest ``config.yaml``
+    """The game of the run ``folder`` belongs to, from its ``config.yaml``
     (Kuhn poker, the config's default, where it names none); one-line errors naming
     the file for one that cannot say."""
-    for parent in (folder, *list(folder.parents)[:3]):
-        cfg_file = parent / "config.yaml"
-        if cfg_file.is_file():
-            game = read_yaml(cfg_file).get("game") or {}
-            if isinstance(game, dict):
-                name, params = game.get("name", "kuhn_poker"), game.get("params") or {}
-                if isinstance(name, str) and isinstance(params, dict):
-                    return PlayedGame(name, params)
-            raise ValueError(f"{cfg_file}: game must be a mapping with a name and a params mapping")
-    return None
+    cfg_file = run_config_file(folder)
+    if cfg_file is None:
+        return None
+    game = read_yaml(cfg_file).get("game") or {}
+    if isinstance(game, dict):
+        name, params = game.get("name", "kuhn_poker"), game.get("params") or {}
+        if isinstance(name, str) and isinstance(params, dict):
+            return PlayedGame(name, params)
+    raise ValueError(f"{cfg_file}: game must be a mapping with a name and a params mapping")

@@ -300,11 +300,10 @@ def _games_section(runs: Sequence[RunFiles], names: Sequence[str], games: int) -
     ]
     for r, name in zip(runs, names, strict=True):
         parts.append(f"<h3>{_esc(name)}</h3>")
-        source = r.transcripts_path.parent if r.transcripts_path else r.path
-        if source != r.path:  # a PSRO run logs no games of its own
+        if r.games_from is not None:
             parts.append(
                 f"<p>Games of the latest best response only, <code>"
-                f"{_esc(source.relative_to(r.path))}</code>; iterations are its training's.</p>"
+                f"{_esc(r.games_from)}</code>; iterations are its training's.</p>"
             )
         parts.append(transcripts_html(r.transcripts, games))
     parts.append("</section>")

@@ -56,6 +56,13 @@ class RunFiles:
         return self.path.resolve().name
 
     @property
+    def games_from(self) -> Path | None:
+        """Where the games come from when not the run's own folder (a PSRO run logs none:
+        its latest best response's), relative to the run; None for the run's own."""
+        source = self.transcripts_path.parent if self.transcripts_path else self.path
+        return None if source == self.path else source.relative_to(self.path)
+
+    @property
     def settings_file(self) -> str | None:
         """roster.yaml, league.yaml or psro.yaml; None for a train run."""
         return RUN_KINDS[self.kind][0] if self.kind in RUN_KINDS else None
