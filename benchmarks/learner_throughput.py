@@ -415,7 +415,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="as in coplay train")
     args = ap.parse_args(argv)
     try:
-        args.config = build_config(preset=args.preset, overrides=args.overrides)
+        # The run's own setting, so that building the policy keeps the count asked for.
+        threads = f"model.threads={args.threads}"
+        args.config = build_config(preset=args.preset, overrides=[threads, *args.overrides])
     except ConfigError as err:
         ap.error(str(err))
     if args.split and args.config.model.device != "cpu":

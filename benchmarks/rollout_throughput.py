@@ -510,7 +510,8 @@ def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] = p
     )
     args = ap.parse_args(argv)
     try:
-        args.model = model_config(args.overrides)
+        # The run's own setting, so that building the policy keeps the count asked for.
+        args.model = model_config([f"model.threads={args.threads}", *args.overrides])
         _ = GameRef(args.game).spec  # an unknown game: one line, before a model is built
     except (ConfigError, UnknownGameError) as err:
         ap.error(str(err))

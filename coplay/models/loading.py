@@ -37,6 +37,7 @@ from transformers import (
 )
 
 from coplay.backends import check_backend, engine_settings
+from coplay.models.devices import set_host_threads
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
@@ -74,6 +75,12 @@ class ModelConfig(BaseModel):
         "float32", description="Weights dtype when loading model.path (bfloat16 on GPUs)."
     )
     device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'.")
+    threads: int | None = Field(
+        None,
+        gt=0,
+        description="torch's intra-op threads in the run's process; None: one with a CUDA "
+        "device (unless OMP_NUM_THREADS is set), torch's default (one per core) otherwise.",
+    )
     backend: str = Field(
         "hf", description="Engine that runs the model in play: a name in coplay.backends.BACKENDS."
     )
@@ -135,6 +142,7 @@ def build_policy(
         tok = train_tokenizer(corpus, vocab_size=cfg.tiny.vocab_size, actions=actions, text=text)
         model = build_tiny_model(cfg.tiny, vocab_size=len(tok), seed=seed)
     check_device(cfg.device)
+    set_host_threads(cfg.device, cfg.threads)
     model.to(cfg.device)
     return LMPolicy(
         model,

@@ -5,10 +5,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 import coplay
 from coplay.envs.registry import make_env
-from coplay.models.devices import HostCopy, to_device
+from coplay.models.devices import HostCopy, set_host_threads, to_device
+from coplay.models.loading import ModelConfig, build_policy
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
@@ -81,3 +83,49 @@ def _syncs_during(fn) -> list[tuple[str, int]]:
         finally:
             torch.cuda.set_sync_debug_mode("default")
     return [(w.filename, w.lineno) for w in caught if "synchroniz" in str(w.message)]
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """What ``set_host_threads`` asks of torch, with torch's own count left alone."""
+    asked = []
+    monkeypatch.setattr(torch, "set_num_threads", asked.append)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    return asked
+
+
+def test_a_gpu_run_keeps_the_host_at_one_thread(threads):
+    set_host_threads("cuda", None)
+    set_host_threads("cuda:1", None)
+    assert threads == [1, 1]
+
+
+def test_the_cpu_keeps_torchs_default(threads):
+    set_host_threads("cpu", None)
+    assert threads == []
+
+
+def test_a_thread_count_given_wins(threads, monkeypatch):
+    set_host_threads("cpu", 3)
+    set_host_threads("cuda", 4)
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    set_host_threads("cuda", 2)
+    assert threads == [3, 4, 2]
+
+
+def test_omp_num_threads_is_left_to_torch(threads, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    set_host_threads("cuda", None)
+    assert threads == []
+
+
+def test_a_run_sets_its_threads_when_its_policy_is_built(threads):
+    cfg = ModelConfig(threads=2)
+    build_policy(cfg, corpus=["a b c"] * 50, seed=0)
+    assert threads == [2]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "many"])
+def test_a_bad_thread_count_is_refused(bad):
+    with pytest.raises(ValidationError, match="threads"):
+        ModelConfig(threads=bad)
