@@ -12,9 +12,10 @@ Langford (2002) and "reverse curriculum" starts (Florensa et al., 2017); an Open
 state or any seeded ``Env`` is rebuilt by replaying the recorded joint actions.
 
 With ``rollout.restarts.exploring_starts`` the copies of a group each play a different
-assigned first move, so the group also estimates every move at the restart position;
-``opening_targets`` turns those estimates into a policy-iteration target (the best
-move), which the learner's policy-iteration term
+assigned first move, so the group also estimates the moves at the restart position
+(every legal one when it has as many copies); ``opening_targets`` turns those
+estimates into a policy-iteration target (the best of the moves tried, an untried
+move keeping the policy's probability), which the learner's policy-iteration term
 (``rollout.restarts.exploring_starts.target``) trains toward.
 
 Everything here is a pure function of episodes, a buffer and a generator; the engine
@@ -25,6 +26,7 @@ replays a ``Start`` (``play_episodes(prefixes=...)``) and the restarts planning 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -132,9 +134,9 @@ def opening_targets(
     The copies of a restarted group all start from one position and each plays an
     assigned first move (``Opening``), so the group is a rollout estimate of every
     move tried there: the mean return of the copies that played it. The target is
-    the greedy improvement, uniform over the moves whose estimate is the group's best,
-    as in classification-based policy iteration (Lagoudakis and Parr, 2003; Lazaric
-    et al., 2010). A group whose moves all did equally well has no target.
+    the greedy improvement over those moves (``greedy_over_tried``), as in
+    classification-based policy iteration (Lagoudakis and Parr, 2003; Lazaric et
+    al., 2010). A group whose moves all did equally well has no target.
     """
     groups: dict[tuple[str, int], list[tuple[int, Turn]]] = {}
     for i, ep in enumerate(episodes):
@@ -149,15 +151,31 @@ def opening_targets(
                 episodes[i].returns[turn.player]
             )
         means = {a: float(np.mean(r)) for a, r in by_move.items()}
-        best, worst = max(means.values()), min(means.values())
-        if best == worst:
+        if max(means.values()) == min(means.values()):
             continue
-        top = [a for a, m in means.items() if m == best]
-        width = len(members[0][1].decision.choice_ids)
-        target = tuple(1.0 / len(top) if a in top else 0.0 for a in range(width))
+        target = greedy_over_tried(means, len(members[0][1].decision.choice_ids))
         for i, turn in members:
             out[(i, turn.player)] = target
     return out
+
+
+def greedy_over_tried(means: dict[int, float], width: int) -> tuple[float, ...]:
+    """The greedy target over ``width`` moves from the mean returns of the tried ones:
+    uniform over the best tried moves, 0 on the other tried ones, NaN on untried ones.
+
+    A group of fewer copies than legal moves measures only the moves it tried, and
+    policy iteration with partial evaluation improves the policy only where it
+    evaluated: the tried moves' probability goes to the best of them, and an untried
+    move keeps the policy's own. Its probability is the learner's at update time, so
+    the target marks it NaN and the policy-iteration term fills it in
+    (``coplay.train.parts.policy_iteration.improved_target``); a 0 there would push
+    down a move nothing was learned about. A group that tried every move gets no NaN.
+    """
+    best = max(means.values())
+    top = [a for a, m in means.items() if m == best]
+    return tuple(
+        math.nan if a not in means else 1.0 / len(top) if a in top else 0.0 for a in range(width)
+    )
 
 
 def remember(buffer: Sequence[Start], new: Sequence[Start], capacity: int) -> list[Start]:

@@ -1,6 +1,8 @@
 """Restarts: recorded histories rebuild the same positions in every game, lost games
 give starts, and a restarted episode counts only what it earned after the restart."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -216,3 +218,20 @@ def test_opening_targets_are_the_best_moves_of_each_restarted_group():
     assert targets == {(i, 0): (0.0, 0.5, 0.5) for i in range(4)}
     assert opening_turn(eps[0]) is eps[0].trajectories[0].turns[0]
     assert opening_turn(eps[6]) is None
+
+
+def test_a_move_the_group_did_not_try_is_left_to_the_policy():
+    # Three legal moves and two copies: move 1 untried. The greedy target splits the
+    # tried moves' share (all to move 2) and marks move 1 NaN, not 0: nothing was
+    # learned about it (the policy-iteration term keeps the policy's probability there).
+    targets = opening_targets([opened(7, 0, -1.0), opened(7, 2, 1.0)])
+    assert list(targets) == [(0, 0), (1, 0)] and targets[(0, 0)] is targets[(1, 0)]
+    low, untried, high = targets[(0, 0)]
+    assert (low, high) == (0.0, 1.0) and math.isnan(untried)
+
+
+def test_the_target_is_uniform_over_the_best_tried_moves_only():
+    eps = [opened(7, 0, 1.0, width=5), opened(7, 2, 1.0, width=5), opened(7, 3, -1.0, width=5)]
+    target = opening_targets(eps)[(0, 0)]
+    assert [t for t in target if not math.isnan(t)] == [0.5, 0.5, 0.0]
+    assert [math.isnan(t) for t in target] == [False, True, False, False, True]

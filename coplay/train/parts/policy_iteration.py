@@ -1,11 +1,13 @@
 """The policy-iteration target at restart positions, and a memory of past targets.
 
-A restarted group with exploring starts (``coplay.rollout.restarts``) tries every
-first move at one position; ``opening_targets`` turns the best-scoring ones into a
-target distribution there, carried by the first turn's ``Sample.target``. This term
-adds ``coef`` times the cross-entropy from each target to the policy, summed and
-divided by the minibatch's own sample count. Unlike the policy gradient, its push
-does not fade as the policy grows sure of the wrong move.
+A restarted group with exploring starts (``coplay.rollout.restarts``) tries the first
+moves at one position, every legal one when it has as many copies; ``opening_targets``
+turns the best-scoring ones into a target distribution there, carried by the first
+turn's ``Sample.target``, with NaN at any move the group did not try. This term adds
+``coef`` times the cross-entropy from each target to the policy, summed and divided
+by the minibatch's own sample count; an untried move's target is the policy's own
+probability (``improved_target``). Unlike the policy gradient, its push does not fade
+as the policy grows sure of the wrong move.
 
 The memory. A target pulls the policy toward the best move at one position for one
 update; the next group at that position may be many iterations away, and meanwhile
@@ -24,6 +26,7 @@ again replaces its entry, and the oldest entries go first when it is full.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -82,10 +85,31 @@ def replays(memory: Mapping[TargetKey, Sample], samples: Sequence[Sample]) -> li
     return [s for key, s in memory.items() if key not in fresh]
 
 
+def improved_target(target: Sequence[float], logp: Tensor) -> Tensor:
+    """The distribution to pull the policy toward at one decision, (C,), from its
+    greedy target over the tried moves (``greedy_over_tried``, NaN where untried) and
+    the policy's log-probs there, (C,), on their device.
+
+    Policy iteration with partial evaluation: the tried moves' probability mass is
+    shared among them as the greedy target says, and an untried move keeps the
+    policy's probability. On the logits the cross-entropy's gradient is
+    pi - target, so an untried move's is 0: nothing was learned about it, so nothing
+    pushes it. Its probability is read now, detached, not at rollout: by the time a
+    target is trained on (later epochs, or replayed from the memory many updates
+    later) the policy has moved, and a stale copy would pull it back. A target with
+    every move tried is returned as it is.
+    """
+    full = torch.tensor(target, device=logp.device)
+    if not any(map(math.isnan, target)):  # read on the host: no device sync
+        return full
+    probs, untried = logp.detach().exp(), full.isnan()
+    return torch.where(untried, probs, probs[~untried].sum() * full.nan_to_num())
+
+
 def cross_entropy(dists: Sequence[Tensor | None], samples: Sequence[Sample]) -> tuple[Tensor, int]:
     """Sum over the samples with a target of the cross-entropy from it to the policy."""
     terms = [
-        -(torch.tensor(s.target, device=lp.device) * lp).sum()
+        -(improved_target(s.target, lp) * lp).sum()
         for lp, s in zip(dists, samples, strict=True)
         if lp is not None and s.target is not None
     ]

@@ -43,7 +43,9 @@ class Sample:
     """The seat that took the decision (None where unknown: every seat)."""
     target: tuple[float, ...] | None = None
     """A distribution over the decision's choices to pull the policy toward (the
-    policy-iteration target at a restart position), or None."""
+    policy-iteration target at a restart position), or None. NaN at a move its restart
+    group did not try: the policy's own probability stays there
+    (``policy_iteration.improved_target``)."""
     replay: bool = False
     """A past target trained on again (the policy-iteration memory): only the target
     term counts it; the objective and the other terms skip it."""

@@ -1,15 +1,18 @@
-"""The policy-iteration target: its cross-entropy on a hand case, and its memory (one
-entry per position, the latest target, the oldest positions dropped first, no replay
-of a position trained fresh), recalled and saved by the term."""
+"""The policy-iteration target: its cross-entropy on hand cases (a move its group did
+not try keeps the policy's probability), and its memory (one entry per position, the
+latest target, the oldest positions dropped first, no replay of a position trained
+fresh), recalled and saved by the term."""
 
 import math
 
 import pytest
+import torch
 from pydantic import ValidationError
 
 from coplay.train.parts.policy_iteration import (
     PolicyIteration,
     TargetConfig,
+    cross_entropy,
     remember_targets,
     replays,
     target_key,
@@ -71,6 +74,59 @@ def test_the_cross_entropy_of_a_hand_case(micro_of, sample_of):
     assert metrics["loss/policy_iteration_replay"] == pytest.approx(-math.log(0.5), rel=1e-6)
     value.backward()  # d/dlog p of -target . log p, times 0.5 / 2
     assert leaf.grad.flatten().tolist() == pytest.approx([0, -0.25, 0, 0, -0.25, 0])
+
+
+def pulled_toward(micro_of, sample_of, target, probs):
+    """The distribution the term trains one decision toward, read off the gradient on
+    its log-probs (the term's loss is -target . log p, its coefficient 1), and the loss."""
+    micro, leaf = micro_of([sample_of(target=target, choices=((1,), (2,), (3,)))], [probs])
+    value, _ = PolicyIteration(TargetConfig(coef=1.0)).loss(None, micro)
+    value.backward()
+    return (-leaf.grad[0]).tolist(), value.item()
+
+
+def test_an_untried_move_keeps_the_policys_probability(micro_of, sample_of):
+    # Three legal moves, the policy at (0.5, 0.3, 0.2); a group tried moves 1 and 2 and
+    # move 2 did better (opening_targets: (NaN, 0, 1)). The tried moves' mass, 0.5, goes
+    # to move 2; move 0 keeps its 0.5, where a 0 would have pushed it down untried.
+    target, value = pulled_toward(micro_of, sample_of, (math.nan, 0.0, 1.0), [0.5, 0.3, 0.2])
+    assert target == pytest.approx([0.5, 0.0, 0.5], rel=1e-6)
+    assert value == pytest.approx(-0.5 * math.log(0.5) - 0.5 * math.log(0.2), rel=1e-6)
+
+
+def test_an_untried_move_gets_no_push_on_its_logit():
+    # On the logits the gradient is pi - target: 0 where the target is the policy's own.
+    logits = torch.tensor([1.0, 0.0, -1.0], requires_grad=True)
+    dist = logits.log_softmax(-1)
+    decision = Decision(text="[a]", action="[a]", policy_id="me", choice_ids=((1,), (2,), (3,)))
+    ce, n = cross_entropy([dist], [Sample(decision, 0.0, 0, (0.0, math.nan, 1.0))])
+    ce.backward()
+    pi = dist.exp().tolist()
+    assert n == 1
+    assert logits.grad.tolist() == pytest.approx([pi[0], 0.0, -pi[0]], abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [(math.nan, 0.0, 1.0), (0.5, math.nan, 0.5), (math.nan, math.nan, 1.0), (0.0, 0.0, 1.0)],
+)
+def test_the_target_trained_toward_sums_to_1(micro_of, sample_of, target):
+    probs = [0.7, 0.2, 0.1]
+    pulled, _ = pulled_toward(micro_of, sample_of, target, probs)
+    assert sum(pulled) == pytest.approx(1.0, rel=1e-6)
+    untried = [p for p, t in zip(probs, target, strict=True) if math.isnan(t)]
+    assert [p for p, t in zip(pulled, target, strict=True) if math.isnan(t)] == pytest.approx(
+        untried, rel=1e-6
+    )
+
+
+def test_a_group_that_tried_every_move_keeps_its_target_exactly(micro_of, sample_of):
+    # No NaN: the target and the loss are the greedy ones, bit for bit.
+    probs = [0.6, 0.3, 0.1]
+    target, value = pulled_toward(micro_of, sample_of, (0.0, 0.5, 0.5), probs)
+    assert target == [0.0, 0.5, 0.5]
+    log_p = torch.tensor(probs).log()
+    assert value == (-(torch.tensor([0.0, 0.5, 0.5]) * log_p).sum()).item()
 
 
 def test_the_term_recalls_stored_targets_and_remembers_fresh_ones():
