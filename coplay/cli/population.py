@@ -358,7 +358,7 @@ def _population_run(kind, name: str, args: argparse.Namespace, options: Options)
         )
     _check_resumable(out, name)
     load_yaml(out / "config.yaml", "the run's config", empty_ok=False)
-    run = build_config(file=out / "config.yaml", overrides=args.overrides)
+    run = build_config(file=out / "config.yaml", overrides=args.overrides, recorded=True)
     settings = load_yaml(out / f"{name}.yaml", f"the {name}'s settings", empty_ok=False)
     return _validated(kind, run=run, **settings), out
 

@@ -71,7 +71,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         out, roster = _resumed(args)
         load_yaml(out / "config.yaml", "the run's config", empty_ok=False)
-        cfg = build_config(file=out / "config.yaml", overrides=overrides)
+        cfg = build_config(file=out / "config.yaml", overrides=overrides, recorded=True)
         return _train(args, cfg, out, roster)
     preset = base_preset(args.preset, args.config)
     cfg = build_config(preset=preset, file=args.config, overrides=overrides)

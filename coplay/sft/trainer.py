@@ -49,9 +49,11 @@ from coplay.train.config import (
     load_preset,
     load_yaml,
     merge,
+    parse_override,
     refuse_bool_numbers,
     split_override,
     validate,
+    warn_ignored,
 )
 from coplay.train.learner import FUSED_FROM, count, enable_checkpointing
 
@@ -107,8 +109,9 @@ def build_sft_config(
     """Preset, file, then overrides; ``sft.*`` keys go to ``SftSettings``, the rest to
     the run config (validated as ``coplay train`` validates it)."""
     data: dict[str, Any] = load_preset(preset) if preset else {}
-    if file:
-        data = merge(data, load_yaml(file))
+    given = [load_yaml(file)] if file else []  # what a setting the run ignores is said of
+    if given:
+        data = merge(data, given[0])
     # SFT teaches a model to write: its checkpoint plays in text mode (whatever the
     # preset, which is about choice-mode RL) unless an override says otherwise, and
     # the tiny model gets the text path's tokenizer and chat template.
@@ -123,6 +126,7 @@ def build_sft_config(
     # As in the run config: pydantic reads ``sft.epochs=true`` as 1.
     refuse_bool_numbers(section, sft)
     run = validate(data)
+    warn_ignored(run, [*given, *map(parse_override, overrides)])
     refuse_optim_overrides(overrides)
     return SftConfig(run=run, sft=sft.sft)
 

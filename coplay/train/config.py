@@ -2,13 +2,16 @@
 
 A run is described by a preset (``coplay/presets/*.yaml``), optionally a YAML file,
 and ``key=value`` overrides with dotted keys (``train.iterations=50``). Every value
-is validated when the config is built; errors name the key and what is allowed.
+is validated when the config is built; errors name the key and what is allowed, and
+a setting given in the file or an override that the run would not use is named in a
+warning.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator
+import warnings
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -554,14 +557,52 @@ def build_config(
     preset: str | None = None,
     file: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
+    recorded: bool = False,
 ) -> RunConfig:
-    """Preset, then file, then overrides, validated into a ``RunConfig``."""
+    """Preset, then file, then overrides, validated into a ``RunConfig``; what the file
+    and the overrides set that the run ignores is named in a warning (``warn_ignored``).
+    ``recorded``: the file is a run's own ``config.yaml`` (``--resume``), which records
+    every setting the run had rather than what a user gave."""
     data: dict[str, Any] = load_preset(preset) if preset else {}
+    given: list[dict[str, Any]] = []
     if file:
-        data = merge(data, load_yaml(file))
+        own = load_yaml(file)
+        data = merge(data, own)
+        given += [] if recorded else [own]
     for item in overrides:
         data = apply_override(data, item)
-    return validate(data)
+        given.append(parse_override(item))
+    cfg = validate(data)
+    warn_ignored(cfg, given)
+    return cfg
+
+
+class IgnoredSetting(UserWarning):
+    """A setting that was given but that the run does not use."""
+
+
+def warn_ignored(cfg: RunConfig, given: Sequence[Mapping[str, Any]]) -> None:
+    """Warn, in one line, of the ``model.tiny`` keys that ``given`` (a config file, each
+    override) set when ``model.path`` gives the model, whose shape is then the
+    checkpoint's. A preset's are not given: the text presets set the tiny model that
+    their SFT step builds, and are then trained from its checkpoint with ``model.path``."""
+    if cfg.model.path is None:
+        return
+    keys = dict.fromkeys(f"model.tiny.{k}" for layer in given for k in _tiny_keys(layer))
+    if keys:
+        verb = "is" if len(keys) == 1 else "are"
+        warnings.warn(
+            f"{', '.join(keys)} {verb} ignored: model.path ({cfg.model.path}) gives the "
+            "model and its shape",
+            IgnoredSetting,
+            stacklevel=3,
+        )
+
+
+def _tiny_keys(layer: Mapping[str, Any]) -> list[str]:
+    model = layer.get("model")
+    tiny = model.get("tiny") if isinstance(model, dict) else None
+    return list(tiny) if isinstance(tiny, dict) else []
 
 
 def apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from coplay.models.loading import load_policy
 from coplay.sft.data import read_conversations
 from coplay.sft.tokens import encode, ensure_chat_template
 from coplay.sft.trainer import SftSettings, base_policy, build_sft_config, fine_tune, masked_nll
-from coplay.train.config import ConfigError
+from coplay.train.config import ConfigError, IgnoredSetting
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
 LINES = [
@@ -551,3 +551,9 @@ def test_cli_sft_applies_activation_checkpointing_and_records_what_it_used(data,
     # Only what sft applied: the learning rate it trained at is sft.yaml's.
     assert optim == {"fused": None, "activation_checkpointing": True, "vocab_grads_in_place": None}
     assert yaml.safe_load((out / "sft.yaml").read_text())["lr"] == SftSettings().lr
+
+
+def test_tiny_settings_beside_model_path_are_named_in_one_warning():
+    overrides = ["model.path=runs/sft/checkpoints/final", "model.tiny.hidden_size=32"]
+    with pytest.warns(IgnoredSetting, match=r"^model\.tiny\.hidden_size is ignored: model\.path"):
+        build_sft_config(preset=None, file=None, overrides=overrides)

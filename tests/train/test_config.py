@@ -1,9 +1,11 @@
 """Config building: presets, files, overrides, and one-line errors for bad input."""
 
 import re
+import warnings
 
 import pytest
 
+from coplay.cli import main
 from coplay.train.config import (
     RENAMED,
     ConfigError,
@@ -294,3 +296,66 @@ def test_bools_stay_where_bools_belong():
         preset="kuhn-selfplay", overrides=["train.exact=true", "train.exact_matches=false"]
     )
     assert cfg.train.exact is True and cfg.train.exact_matches is False
+
+
+# --- settings given but not used -----------------------------------------------------------
+
+CHECKPOINT = ["model.path=runs/sft/checkpoints/final"]
+
+
+def _ignored(keys: str) -> str:
+    return f"{keys} ignored: model.path (runs/sft/checkpoints/final) gives the model and its shape"
+
+
+def _warnings(**given) -> list[str]:
+    """The warnings that ``build_config(**given)`` gives, one message each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_config(**given)
+    return [str(w.message) for w in caught]
+
+
+def test_tiny_settings_given_beside_model_path_are_named_in_one_warning():
+    # The weights and the shape come from the checkpoint: config.yaml recorded the
+    # setting, and nothing said it did nothing.
+    over = [*CHECKPOINT, "model.tiny.hidden_size=32", "model.tiny.num_layers=1"]
+    assert _warnings(preset="kuhn-selfplay", overrides=over) == [
+        _ignored("model.tiny.hidden_size, model.tiny.num_layers are")
+    ]
+
+
+def test_tiny_settings_of_a_config_file_beside_model_path_are_named(tmp_path):
+    f = tmp_path / "mine.yaml"
+    f.write_text("model:\n  tiny: {hidden_size: 32}\n")
+    over = ["model.tiny={num_layers: 1, hidden_size: 32}", *CHECKPOINT]
+    assert _warnings(file=f, overrides=over) == [
+        _ignored("model.tiny.hidden_size, model.tiny.num_layers are")
+    ]
+
+
+@pytest.mark.parametrize("preset", ["negotiation-text", "leduc-selfplay"])
+def test_a_presets_own_tiny_settings_beside_model_path_are_not_warned_of(preset):
+    # negotiation-text sets the tiny model its SFT step builds, then trains from that
+    # step's checkpoint with model.path.
+    assert _warnings(preset=preset, overrides=CHECKPOINT) == []
+
+
+def test_tiny_settings_without_model_path_are_not_warned_of():
+    assert _warnings(preset="kuhn-selfplay", overrides=["model.tiny.hidden_size=32"]) == []
+
+
+def test_a_runs_own_config_yaml_is_not_taken_for_given_tiny_settings(tmp_path):
+    # --resume reads the run's config.yaml as its file, every key of model.tiny in it.
+    f = tmp_path / "config.yaml"
+    f.write_text(to_yaml(build_config(preset="negotiation-text", overrides=CHECKPOINT)))
+    assert _warnings(file=f, recorded=True) == []
+    assert _warnings(file=f, recorded=True, overrides=["model.tiny.max_positions=2048"]) == [
+        _ignored("model.tiny.max_positions is")
+    ]
+
+
+def test_the_cli_prints_ignored_settings_as_one_warning_line(capsys):
+    argv = ["config", "--preset", "negotiation-text", *CHECKPOINT, "model.tiny.hidden_size=32"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert err == f"coplay config: warning: {_ignored('model.tiny.hidden_size is')}\n"

@@ -4,7 +4,8 @@ A resumed run produces the same metrics and weights as one that never stopped. T
 state is written by walking the run's parts, each of which gives its own state: every
 learner (weights, optimizer, schedule, magnet, estimator state, critic: ``Trainee``),
 every planning part (restart positions), every hook with state (evaluations, a
-league), the sampling generator of every policy, and the loop's generators.
+league), the sampling generator of every policy, and the loop's generators (numpy's,
+torch's, and every CUDA device's once CUDA is in use).
 
     run/state/run.json          the structure of that tree,
     run/state/run.safetensors     and its tensors (``safe_tree``)
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from coplay.algos.advantages.base import EmptyState
@@ -159,7 +162,7 @@ def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
         # in training (a training bot "random" beside the evaluation's "random").
         "samplers": sampler_states(run.policies),
         "eval_samplers": sampler_states(run.eval_opponents),
-        "rngs": {"numpy": run.rng.bit_generator.state, "torch": torch.get_rng_state()},
+        "rngs": generator_states(run.rng),
         "tokenizers": tokenizer_prints(run),
     }
     with atomic_dir(run.out / STATE_DIR) as tmp:
@@ -205,8 +208,41 @@ def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path)
         _load_samplers(run.eval_opponents, tree["eval_samplers"])
     else:  # a state saved before the two were kept apart: one dict, by name
         _load_samplers({**run.eval_opponents, **run.policies}, tree["samplers"])
-    run.rng.bit_generator.state = tree["rngs"]["numpy"]
-    torch.set_rng_state(tree["rngs"]["torch"])
+    restore_generators(run.rng, tree["rngs"], source)
+
+
+def generator_states(rng: np.random.Generator) -> dict[str, Any]:
+    """The loop's generators: ``rng``, torch's CPU one, and every CUDA device's (none
+    before CUDA is initialised: nothing has drawn from them, and asking would start it)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
+    return {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def restore_generators(rng: np.random.Generator, saved: Mapping[str, Any], source: Path) -> None:
+    """Set the generators ``generator_states`` saved. A state saved without CUDA (or
+    before the CUDA ones were kept) leaves those as the run's seed set them."""
+    rng.bit_generator.state = saved["numpy"]
+    torch.set_rng_state(saved["torch"])
+    cuda = saved.get("cuda", [])  # kept since 2026-11-28
+    if not isinstance(cuda, list) or not all(map(_byte_tensor, cuda)):
+        raise StateError(f"{source}: rngs.cuda is not a list of CUDA generator states")
+    if not cuda:
+        return
+    here = torch.cuda.device_count()
+    if len(cuda) != here:
+        warnings.warn(
+            f"{source} holds the generator states of {len(cuda)} CUDA device(s) but this "
+            f"machine has {here}: restored the first {min(len(cuda), here)}, any other device "
+            "draws as seeded",
+            stacklevel=2,
+        )
+    torch.cuda.set_rng_state_all(cuda[:here])
+
+
+def _byte_tensor(value: Any) -> bool:
+    # Checked here: on a device not yet initialised torch sets a state lazily, so a
+    # bad one would fail at the first CUDA call, far from the file.
+    return isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1
 
 
 def _load_samplers(policies: Mapping[str, Any], states: Mapping[str, Any]) -> None:

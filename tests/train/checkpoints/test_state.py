@@ -9,15 +9,29 @@ import json
 import pickle
 import re
 import shutil
+import warnings
 
 import pytest
 import torch
 
 from coplay.cli import main
 from coplay.report.atomic import atomic_dir
-from coplay.train.checkpoints.state import StateError, load_weights
+from coplay.train.checkpoints.safe_tree import save_tree
+from coplay.train.checkpoints.state import (
+    RUN_KEYS,
+    RUN_STATE,
+    StateError,
+    load_state,
+    load_weights,
+    read_state,
+    save_state,
+    state_records,
+)
 from coplay.train.config import build_config
+from coplay.train.hooks import Hook
+from coplay.train.loop import run_loop
 from coplay.train.roster import train_roster, validate_roster
+from coplay.train.trainer import setup
 from tests.train.rosters import TINY as ROSTER_TINY
 from tests.train.rosters import TWO_ROLES
 
@@ -186,6 +200,10 @@ BAD_STATES = {
         _edit_json(lambda t: t["rngs"].update(torch=5)),
         "{r}/state/run.json does not fit this run: ",
     ),
+    "run.json with a CUDA generator state of the wrong kind": (
+        _edit_json(lambda t: t["rngs"].update(cuda=[5])),
+        "{r}/state/run.json: rngs.cuda is not a list of CUDA generator states",
+    ),
     "run.json of other learners": (
         _edit_json(lambda t: t["trainees"].update(other=t["trainees"].pop("learner"))),
         "{r}/state/run.json has learners ['other'] but the run has ['learner']",
@@ -258,6 +276,125 @@ def test_load_weights_names_missing_and_extra_tensors(tmp_path):
     )
     load_weights(model, {"weight": torch.zeros(2, 2), "bias": torch.ones(2)}, tmp_path)
     assert model.bias.tolist() == [1.0, 1.0]
+
+
+# --- the CUDA generators ------------------------------------------------------------------
+# No GPU where the tests usually run: torch.cuda answers as a machine with some would.
+
+
+def _cuda_states(devices):
+    """Generator states of ``devices`` CUDA devices: seed ``i + 1``, offset 0 (valid ones)."""
+    return [torch.tensor([i + 1, *[0] * 15], dtype=torch.uint8) for i in range(devices)]
+
+
+def _fake_cuda(monkeypatch, devices, initialised=True):
+    """torch.cuda as a machine with ``devices`` GPUs answers; returns the states set."""
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialised)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: devices)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: _cuda_states(devices))
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.extend)
+    return restored
+
+
+def _resumed_run(run):
+    return setup(build_config(file=run / "config.yaml"), run, fresh=False)
+
+
+def test_a_state_keeps_every_cuda_generator_and_a_resume_sets_them(run, monkeypatch):
+    saving = _resumed_run(run)
+    with monkeypatch.context() as m:
+        _fake_cuda(m, devices=2)
+        save_state(saving, [], 1)
+    saved = read_state(run, RUN_STATE, RUN_KEYS)["rngs"]["cuda"]
+    assert [s.tolist() for s in saved] == [s.tolist() for s in _cuda_states(2)]
+    resumed = _resumed_run(run)
+    restored = _fake_cuda(monkeypatch, devices=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_state(resumed, []) == 1
+    assert [s.tolist() for s in restored] == [s.tolist() for s in _cuda_states(2)]
+
+
+def test_a_state_saved_before_cuda_started_keeps_no_cuda_generator(run, monkeypatch):
+    saving = _resumed_run(run)
+    _fake_cuda(monkeypatch, devices=1, initialised=False)
+    save_state(saving, [], 1)  # asking for the states would have initialised CUDA
+    assert read_state(run, RUN_STATE, RUN_KEYS)["rngs"]["cuda"] == []
+
+
+def _save_cuda_states(run, states):
+    """Rewrite the run's state with ``states`` as its CUDA generators (None: without the
+    entry, as states were written before they were kept)."""
+    tree = read_state(run, RUN_STATE, RUN_KEYS)
+    tree["rngs"].pop("cuda", None)
+    if states is not None:
+        tree["rngs"]["cuda"] = states
+    save_tree(tree, run / "state", RUN_STATE, records=state_records())
+
+
+@pytest.mark.parametrize("states", [None, []], ids=["before they were kept", "saved without"])
+def test_a_state_without_cuda_generators_resumes_on_a_gpu_as_seeded(run, monkeypatch, states):
+    _save_cuda_states(run, states)
+    resumed = _resumed_run(run)
+    restored = _fake_cuda(monkeypatch, devices=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_state(resumed, []) == 1
+    assert restored == []
+
+
+@pytest.mark.parametrize(("saved", "here"), [(2, 1), (1, 2), (1, 0)])
+def test_another_count_of_cuda_devices_restores_those_that_match_with_a_warning(
+    run, monkeypatch, saved, here
+):
+    _save_cuda_states(run, _cuda_states(saved))
+    resumed = _resumed_run(run)
+    restored = _fake_cuda(monkeypatch, devices=here)
+    with pytest.warns(UserWarning) as caught:
+        load_state(resumed, [])
+    assert [str(w.message) for w in caught] == [
+        f"{run}/state/run.json holds the generator states of {saved} CUDA device(s) but "
+        f"this machine has {here}: restored the first {min(saved, here)}, any other device "
+        "draws as seeded"
+    ]
+    assert [s.tolist() for s in restored] == [s.tolist() for s in _cuda_states(min(saved, here))]
+
+
+def test_a_resume_on_other_cuda_devices_says_so_in_one_line(run, capsys):
+    _save_cuda_states(run, _cuda_states(9))  # more devices than any machine the tests run on
+    capsys.readouterr()
+    assert _resume(run) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay train: warning: {run}/state/run.json holds the generator")
+    assert "states of 9 CUDA device(s) but this machine has" in err and err.count("\n") == 1
+
+
+def test_a_state_written_before_cuda_generators_were_kept_resumes(run, capsys):
+    _save_cuda_states(run, None)
+    capsys.readouterr()
+    assert _resume(run) == 0
+    assert capsys.readouterr().err == ""
+
+
+class DrawOnDevice(Hook):
+    """Draws from the CUDA generator after each iteration, as dropout in the model would."""
+
+    def after(self, run, it, batch, metrics):
+        torch.rand(16, device="cuda")
+        return {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_resume_on_a_gpu_draws_from_cuda_as_the_uninterrupted_run(tmp_path):
+    cfg = build_config(overrides=[*TINY, "model.device=cuda", "train.iterations=2"])
+    run = setup(cfg, tmp_path / "run")
+    run_loop(run, [DrawOnDevice()], start=0, end=1)
+    save_state(run, [], 1)
+    uninterrupted = torch.rand(64, device="cuda")
+    resumed = setup(cfg, tmp_path / "run", fresh=False)  # seeds every generator again
+    assert load_state(resumed, []) == 1
+    assert torch.equal(torch.rand(64, device="cuda"), uninterrupted)
 
 
 # --- rosters: several learners, one state ------------------------------------------------
