@@ -164,7 +164,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
     new = _flat(cfg.model_dump(mode="json"))
     keys = sorted(set(saved) | set(new))
-    changed = [k for k in keys if k.startswith(WEIGHT_KEYS) and saved.get(k) != new.get(k)]
+    weights = WEIGHT_KEYS
+    if saved.get("model.path") is not None:  # the checkpoint's shape, whatever model.tiny says
+        weights = tuple(k for k in WEIGHT_KEYS if k != "model.tiny")
+    changed = [k for k in keys if k.startswith(weights) and saved.get(k) != new.get(k)]
     # The tiny model's tokenizer is trained for its mode (text mode adds the answer
     # formats' words): another mode is another vocabulary. A checkpoint's is its own.
     if saved.get("model.path") is None and saved.get("model.mode") != new.get("model.mode"):

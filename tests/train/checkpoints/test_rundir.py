@@ -22,7 +22,7 @@ from coplay.train.checkpoints.rundir import (
     put_back,
     repair,
 )
-from coplay.train.config import ConfigError, build_config, to_yaml
+from coplay.train.config import ConfigError, IgnoredSetting, build_config, to_yaml
 from coplay.train.trainer import train
 
 TINY = [
@@ -161,6 +161,15 @@ def test_resume_accepts_changes_that_keep_the_weights(tmp_path):
 def test_a_checkpoints_mode_may_change_on_resume(tmp_path):
     run = _run_dir(tmp_path / "run", ["model.path=some/checkpoint"])
     check_resume(build_config(file=run / "config.yaml", overrides=["model.mode=text"]), run)
+
+
+def test_a_checkpoints_run_resumes_whatever_model_tiny_says(tmp_path):
+    # model.path gives the weights and their shape; model.tiny is only named as ignored.
+    run = _run_dir(tmp_path / "run", ["model.path=some/checkpoint"])
+    over = ["model.tiny.hidden_size=64"]
+    with pytest.warns(IgnoredSetting, match="model.tiny.hidden_size is ignored"):
+        cfg = build_config(file=run / "config.yaml", overrides=over, recorded=True)
+    check_resume(cfg, run)
 
 
 def test_a_resume_may_not_end_before_its_saved_iteration(tmp_path):
