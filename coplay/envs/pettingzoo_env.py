@@ -4,10 +4,16 @@
 environment whose observations are text, or can be written as text, in coplay's engine;
 ``coplay.envs.pettingzoo_adapter.to_pettingzoo`` is the other direction. A round trip
 (coplay -> PettingZoo -> coplay) plays the same episodes as coplay alone (tested).
+
+A forfeit pays the offender the spec's ``min_return``, and evaluation reads returns
+against the spec's bounds, so they are never guessed: an environment made by
+``to_pettingzoo`` keeps its game's, any other takes ``min_return`` and ``max_return``
+as given, else the ``reward_range`` it declares, else is refused in one line.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -22,6 +28,9 @@ RenderObs = Callable[[str, Any], str]
 """``(agent, observation) -> text``: writes a PettingZoo observation as text."""
 ActionName = Callable[[str, int], str]
 """``(agent, action index) -> name``: names a Discrete action (brackets added if missing)."""
+
+BOUNDS_TOL = 1e-9
+"""How far past its bounds a return may end, as float error."""
 
 
 def index_name(agent: str, index: int) -> str:
@@ -60,7 +69,10 @@ class PettingZooEnv:
     ``action_name`` (default: the index). A ``Text`` action space means free-text turns.
     Agents that are done are stepped with ``None`` automatically; every reward is added
     to the agent's return. ``spec`` defaults to the coplay spec of an environment made
-    by ``to_pettingzoo``, else to a general-sum spec with a 1000-step limit.
+    by ``to_pettingzoo``, else to a general-sum spec with a 1000-step limit whose return
+    bounds are ``min_return`` and ``max_return`` (the lowest and highest return a
+    player can get), or when neither is given the environment's ``reward_range``, read
+    as bounds on a player's return. A game that ends outside its bounds is an error.
     """
 
     def __init__(
@@ -70,10 +82,15 @@ class PettingZooEnv:
         render_obs: RenderObs = text_of,
         action_name: ActionName = index_name,
         spec: GameSpec | None = None,
+        min_return: float | None = None,
+        max_return: float | None = None,
     ) -> None:
+        bounds = _given_bounds(min_return, max_return)
+        if spec is not None and bounds is not None:
+            raise ValueError("pass the return bounds in spec or as min_return/max_return, not both")
         self.aec = aec_env_factory()
         self.agents = list(self.aec.possible_agents)
-        self.spec = spec or _default_spec(self.aec)
+        self.spec = spec or _default_spec(self.aec, bounds)
         if self.spec.num_players != len(self.agents):
             raise ValueError(
                 f"spec has {self.spec.num_players} players but the environment has "
@@ -176,18 +193,76 @@ class PettingZooEnv:
                 return
             self.truncated |= self.aec.truncations[agent]
             self._aec_step(None)
+        self._check_returns()
+
+    def _check_returns(self) -> None:
+        """Refuse an end outside the spec's bounds: a forfeit, which pays the lowest,
+        could then beat playing on, and nothing downstream would say so."""
+        low, high = self.spec.min_return, self.spec.max_return
+        if all(low - BOUNDS_TOL <= r <= high + BOUNDS_TOL for r in self._returns):
+            return
+        raise ValueError(
+            f"{self.spec.name} ended with returns {self._returns}, outside its return "
+            f"bounds [{low}, {high}]; pass bounds (min_return and max_return, or a spec) that "
+            "hold every return"
+        )
 
 
-def _default_spec(aec: AECEnv) -> GameSpec:
+Bounds = tuple[float, float]
+"""``(min_return, max_return)`` of a player."""
+
+
+def _given_bounds(min_return: float | None, max_return: float | None) -> Bounds | None:
+    """The bounds the caller passed, checked; None when it passed neither."""
+    if min_return is None and max_return is None:
+        return None
+    if min_return is None or max_return is None:
+        raise ValueError("pass both min_return and max_return, or neither")
+    for key, value in (("min_return", min_return), ("max_return", max_return)):
+        if not _is_finite(value):
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
+    if min_return > max_return:
+        raise ValueError(f"min_return {min_return} is above max_return {max_return}")
+    return float(min_return), float(max_return)
+
+
+def _is_finite(value: object) -> bool:
+    # A bool is an int to Python; True as a bound is a typo, not 1.
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _declared_bounds(aec: AECEnv, name: str) -> Bounds:
+    """The environment's ``reward_range``, Gym's name for it; PettingZoo has none, and
+    Gym's default ``(-inf, inf)`` declares nothing."""
+    declared = getattr(aec, "reward_range", None)
+    pair = tuple(declared) if isinstance(declared, tuple | list) else ()
+    if len(pair) == 2 and all(_is_finite(b) for b in pair) and pair[0] <= pair[1]:
+        return float(pair[0]), float(pair[1])
+    raise ValueError(
+        f"{name} declares no finite reward_range, so its return bounds (a forfeit pays "
+        "the lowest) are unknown; pass min_return=... and max_return=... to PettingZooEnv"
+    )
+
+
+def _default_spec(aec: AECEnv, bounds: Bounds | None) -> GameSpec:
     own = getattr(aec.unwrapped, "game_spec", None)
     if isinstance(own, GameSpec):
+        if bounds is not None:
+            raise ValueError(
+                f"{own.name} comes with its return bounds [{own.min_return}, "
+                f"{own.max_return}]; drop min_return and max_return"
+            )
         # AEC asks simultaneous movers one at a time: a round takes one step per player.
         rounds = own.num_players if own.simultaneous else 1
         return replace(own, simultaneous=False, max_turns=own.max_turns * rounds)
+    name = f"pettingzoo:{aec.metadata.get('name', type(aec.unwrapped).__name__)}"
+    low, high = bounds or _declared_bounds(aec, name)
     return GameSpec(
-        name=f"pettingzoo:{aec.metadata.get('name', type(aec.unwrapped).__name__)}",
+        name=name,
         num_players=len(aec.possible_agents),
         kind=GameKind.GENERAL_SUM,
         max_turns=1000,
         perfect_information=False,
+        min_return=low,
+        max_return=high,
     )

@@ -14,6 +14,8 @@ TextArena (github.com/LeonGuertler/TextArena) plays text games through
   TextArena as written;
 - TextArena judges moves itself: an invalid move gets its own error allowance and
   then loses; rewards (usually +1/-1/0) arrive when the game ends;
+- a game is zero-sum only when TextArena is known to pay its two players so
+  (``ZERO_SUM_GAMES``); any other is general-sum unless ``kind`` says otherwise;
 - TextArena seeds Python's global ``random`` (and some games use numpy's global
   generator), so each env keeps its own copy of both and swaps it in around every
   call: many games in flight at once stay reproducible and leave the caller's
@@ -90,10 +92,71 @@ def messages_text(messages: Sequence[tuple]) -> str:
     )
 
 
-def default_kind(num_players: int) -> GameKind:
-    """A TextArena game's kind unless told: zero-sum for two players, general-sum for
-    more (TextArena pays them by rank: ThreePlayerTicTacToe gives (-1, -1, +1))."""
-    return GameKind.ZERO_SUM if num_players == 2 else GameKind.GENERAL_SUM
+# Read in textarena 0.7.4's sources: with two players these pay only through its
+# two-player state, (+1, -1) for a win, (-1, +1) to the last invalid move and (0, 0)
+# for a draw, so every return pair sums to 0. Left out, and so general-sum:
+# MarketEntryGame and PublicGoodsGame (tied winners both get +1), Poker, LiarsDice,
+# Snake, Surround and SantoriniBaseFixed (the multi-player state, which pays by rank
+# or group, even with two), UsedCarNegotiation (both paid by the price), Checkers (a
+# set_winners call the two-player state does not take), and every game not read.
+ZERO_SUM_GAMES = frozenset(
+    {
+        "Alquerque", "Battleship", "Breakthrough", "Briscola", "Chess", "Chopsticks",
+        "ColonelBlotto", "ConnectFour", "Crusade", "Debate", "DontSayIt",
+        "GameOfPureStrategy", "GermanWhist", "Golf", "HighSociety", "IndianPoker",
+        "IteratedMatchingPennies", "IteratedPrisonersDilemma", "IteratedRockPaperScissors",
+        "IteratedStagHunt", "IteratedTwoThirdsAverage", "IteratedUltimatumGame",
+        "KuhnPoker", "LetterAuction", "LinesOfAction", "MemoryGame", "NewRecruit", "Nim",
+        "Othello", "PigDice", "QuantumTicTacToe", "ReverseTicTacToe", "ScenarioPlanning",
+        "SimpleBlindAuction", "SimpleNegotiation", "SimpleTak", "SpellingBee",
+        "SpiteAndMalice", "Stratego", "Tak", "TicTacToe", "TruthAndDeception", "TwoDollar",
+        "UltimateTicTacToe", "WildTicTacToe", "WordChains",
+    }
+)  # fmt: skip
+"""TextArena games (``game_of`` their id) known to be zero-sum with two players."""
+
+_VERSION = re.compile(r"-v\d")
+
+
+def game_of(env_id: str) -> str:
+    """The game an id plays, without its version and variant.
+
+    >>> game_of("KuhnPoker-v0-short"), game_of("TicTacToe-v0-raw"), game_of("Nim")
+    ('KuhnPoker', 'TicTacToe', 'Nim')
+    """
+    return _VERSION.split(env_id, maxsplit=1)[0]
+
+
+def default_kind(env_id: str, num_players: int) -> GameKind:
+    """A TextArena game's kind unless told: zero-sum for two players of a game known to
+    pay them so (``ZERO_SUM_GAMES``), else general-sum (more than two are paid by rank,
+    ``(-1, -1, +1)``, which sums to no constant). A wrong "zero-sum" is silent
+    (a forfeit pays the other player, zero-sum solvers take the game); a wrong
+    "general-sum" only withholds them, and ``kind`` restores them.
+
+    >>> default_kind("TicTacToe-v0", 2).value, default_kind("MarketEntryGame-v0", 2).value
+    ('zero_sum', 'general_sum')
+    """
+    known = num_players == 2 and game_of(env_id) in ZERO_SUM_GAMES
+    return GameKind.ZERO_SUM if known else GameKind.GENERAL_SUM
+
+
+def numpy_seed(seed: int) -> int:
+    """``seed`` as numpy's legacy generator takes it: below 2**32 as it is; larger
+    episode seeds (``play_match`` multiplies its seed by 1_000_003) hashed into range.
+
+    >>> numpy_seed(7), numpy_seed(2**32) == numpy_seed(2**32 + 1)
+    (7, False)
+    """
+    return seed if seed < 2**32 else int(np.random.SeedSequence(seed).generate_state(1)[0])
+
+
+def _told_kind(kind: object) -> GameKind:
+    try:
+        return GameKind(kind)
+    except ValueError:
+        kinds = ", ".join(k.value for k in GameKind)
+        raise ValueError(f"kind must be one of {kinds}, got {kind!r}") from None
 
 
 class TextArenaEnv:
@@ -126,9 +189,7 @@ class TextArenaEnv:
         self.spec = GameSpec(
             name=f"textarena:{env_id}",
             num_players=num_players,
-            # Two players win and lose what the other loses; more are paid by rank,
-            # (-1, -1, +1) or (1, -1, 0), which sums to no constant.
-            kind=GameKind(kind) if kind is not None else default_kind(num_players),
+            kind=_told_kind(kind) if kind is not None else default_kind(env_id, num_players),
             max_turns=max_turns,
             perfect_information=False,
         )
@@ -137,7 +198,7 @@ class TextArenaEnv:
     def reset(self, seed: int) -> None:
         """A fresh TextArena env (its wrappers keep history across resets) seeded by ``seed``."""
         self._random = random.Random(seed).getstate()
-        self._np_random = np.random.RandomState(seed).get_state()
+        self._np_random = np.random.RandomState(numpy_seed(seed)).get_state()
         with self._own_randomness():
             self.ta_env = self._ta.make(self.env_id)
             try:

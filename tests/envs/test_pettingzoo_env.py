@@ -1,14 +1,17 @@
-"""PettingZoo -> coplay: a native PettingZoo game plays in coplay's engine."""
+"""PettingZoo -> coplay: a native PettingZoo game plays in coplay's engine, with return
+bounds that are given or declared, never guessed."""
 
 import importlib.util
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import pytest
 
 pettingzoo = pytest.importorskip("pettingzoo")
 
-from coplay.envs import pettingzoo_env  # noqa: E402
+from coplay.envs import pettingzoo_env, registry  # noqa: E402
+from coplay.envs.pettingzoo_adapter import to_pettingzoo  # noqa: E402
 from coplay.envs.pettingzoo_env import PettingZooEnv  # noqa: E402
 from coplay.envs.registry import make_env  # noqa: E402
 from coplay.policies.scripted import RandomPolicy  # noqa: E402
@@ -17,14 +20,16 @@ from coplay.types import Decision, Observation  # noqa: E402
 
 
 class Moves:
-    """Plays the given legal actions in order, one per observation."""
+    """Plays the given legal actions in order, one per observation; None names no
+    legal action (the engine's forfeit)."""
 
-    def __init__(self, moves: Sequence[str]) -> None:
+    def __init__(self, moves: Sequence[str | None]) -> None:
         self.moves, self.policy_id, self.version = list(moves), "moves", 0
 
     def act(self, observations: Sequence[Observation]) -> list[Decision]:
         return [
-            Decision(text=m, action=m, policy_id=self.policy_id) for m in self._next(observations)
+            Decision(text=m or "no move", action=m, policy_id=self.policy_id)
+            for m in self._next(observations)
         ]
 
     def _next(self, observations):
@@ -58,7 +63,9 @@ def tictactoe():
     pytest.importorskip("pygame", reason="PettingZoo's classic games import pygame")
     from pettingzoo.classic.tictactoe import tictactoe
 
-    return lambda: PettingZooEnv(tictactoe.env, render_obs=render_tictactoe)
+    return lambda: PettingZooEnv(
+        tictactoe.env, render_obs=render_tictactoe, min_return=-1, max_return=1
+    )
 
 
 def test_native_tictactoe_scripted_win(tictactoe):
@@ -88,11 +95,134 @@ def test_observations_that_are_not_text_need_a_renderer(tictactoe):
     from pettingzoo.classic.tictactoe import tictactoe
 
     with pytest.raises(ValueError, match="pass render_obs"):
-        PettingZooEnv(tictactoe.env).observe(0)
+        PettingZooEnv(tictactoe.env, min_return=-1, max_return=1).observe(0)
     same_name = PettingZooEnv(
-        tictactoe.env, render_obs=render_tictactoe, action_name=lambda a, i: "x"
+        tictactoe.env,
+        render_obs=render_tictactoe,
+        action_name=lambda a, i: "x",
+        min_return=-1,
+        max_return=1,
     )
     with pytest.raises(ValueError, match="action names of player_1 collide"):
         same_name.observe(0)
     with pytest.raises(ValueError, match="spec has 3 players but the environment has 2"):
         PettingZooEnv(tictactoe.env, spec=make_env("kuhn_poker", players=3).spec)
+
+
+# --- return bounds ---------------------------------------------------------------------
+
+
+class HighStakes(pettingzoo.AECEnv):
+    """Foreign to coplay: player_0 names the winner ([0] or [1]), who takes 3 from the
+    other. Text observations; ``reward_range`` only when given."""
+
+    metadata = {"name": "high_stakes"}
+
+    def __init__(self, reward_range: object = None) -> None:
+        super().__init__()
+        self.possible_agents = ["player_0", "player_1"]
+        if reward_range is not None:
+            self.reward_range = reward_range
+
+    def observation_space(self, agent):
+        return pettingzoo_env.gymnasium.spaces.Text(64)
+
+    def action_space(self, agent):
+        return pettingzoo_env.Discrete(2)
+
+    def observe(self, agent):
+        return f"{agent}: player_0 names the winner."
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = "player_0"
+
+    def step(self, action):
+        if self.terminations[self.agent_selection]:
+            self._was_dead_step(action)
+            return
+        winner = self.possible_agents[int(action)]
+        self.rewards = {a: 3.0 if a == winner else -3.0 for a in self.agents}
+        self.terminations = dict.fromkeys(self.agents, True)
+        self._accumulate_rewards()
+
+
+def test_a_foreign_game_without_bounds_is_refused_in_one_line():
+    # The spec said [-1, 1]: a forfeit paid -1 where losing pays -3, so giving up won.
+    with pytest.raises(ValueError) as err:
+        PettingZooEnv(HighStakes)
+    message = str(err.value)
+    assert (
+        "\n" not in message and "pettingzoo:high_stakes declares no finite reward_range" in message
+    )
+    assert "pass min_return=... and max_return=... to PettingZooEnv" in message
+    with pytest.raises(ValueError, match="declares no finite reward_range"):
+        PettingZooEnv(lambda: HighStakes(reward_range=(-float("inf"), float("inf"))))
+
+
+def test_a_forfeit_pays_the_bounds_given_and_never_beats_losing():
+    make = partial(PettingZooEnv, HighStakes, min_return=-3, max_return=3)
+    assert (make().spec.min_return, make().spec.max_return) == (-3.0, 3.0)
+    (lost,) = play_episodes(make, [[Moves(["[1]"]), Moves([])]], [0])
+    (forfeited,) = play_episodes(make, [[Moves([None]), Moves([])]], [0])
+    assert lost.returns == (-3.0, 3.0)
+    assert forfeited.forfeited_by == 0 and forfeited.returns == (-3.0, 0.0)  # general-sum
+
+
+def test_the_bounds_are_game_parameters_of_a_registered_game(monkeypatch):
+    # How a run's game.params reach a foreign game: make_env(name, **params).
+    monkeypatch.setattr(registry, "_GAMES", dict(registry._GAMES))
+    registry.register_game("high_stakes", partial(PettingZooEnv, HighStakes), "a foreign game")
+    env = make_env("high_stakes", min_return=-3, max_return=3)
+    assert (env.spec.min_return, env.spec.max_return) == (-3.0, 3.0)
+    with pytest.raises(ValueError, match="pass min_return=... and max_return=..."):
+        make_env("high_stakes")
+
+
+def test_a_declared_reward_range_gives_the_bounds():
+    env = PettingZooEnv(lambda: HighStakes(reward_range=(-3, 3)))
+    assert (env.spec.min_return, env.spec.max_return) == (-3.0, 3.0)
+    given = PettingZooEnv(lambda: HighStakes(reward_range=(-3, 3)), min_return=-5, max_return=5)
+    assert (given.spec.min_return, given.spec.max_return) == (-5.0, 5.0)  # the caller's word
+
+
+def test_an_end_outside_the_bounds_is_an_error():
+    env = PettingZooEnv(lambda: HighStakes(reward_range=(-1, 1)))  # a per-step range, say
+    with pytest.raises(
+        ValueError,
+        match=r"ended with returns \[3.0, -3.0\], outside its return bounds \[-1.0, 1.0\]",
+    ):
+        env.step({0: "[0]"})
+
+
+def test_a_coplay_game_keeps_its_own_bounds():
+    own = make_env("dilemma").spec
+    back = PettingZooEnv(lambda: to_pettingzoo("dilemma")).spec
+    assert (back.min_return, back.max_return) == (own.min_return, own.max_return) != (-1.0, 1.0)
+    with pytest.raises(ValueError, match="comes with its return bounds .*; drop min_return"):
+        PettingZooEnv(lambda: to_pettingzoo("dilemma"), min_return=-1, max_return=1)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "message"),
+    [
+        ({"min_return": -3}, "pass both min_return and max_return, or neither"),
+        ({"min_return": "low", "max_return": 3}, "min_return must be a finite number, got 'low'"),
+        ({"min_return": -3, "max_return": True}, "max_return must be a finite number, got True"),
+        ({"min_return": -3, "max_return": float("inf")}, "max_return must be a finite number"),
+        ({"min_return": 3, "max_return": -3}, "min_return 3 is above max_return -3"),
+        (
+            {"min_return": -3, "max_return": 3, "spec": make_env("kuhn_poker").spec},
+            "pass the return bounds in spec or as min_return/max_return, not both",
+        ),
+    ],
+)
+def test_bad_bounds_are_one_line_errors(bounds, message):
+    with pytest.raises(ValueError) as err:
+        PettingZooEnv(HighStakes, **bounds)
+    assert message in str(err.value) and "\n" not in str(err.value)

@@ -1,19 +1,23 @@
 """TextArena adapter: the missing extra, legal lists read from the text, TextArena's own
-invalid-move rules, rewards, and reproducibility with many games in flight."""
+invalid-move rules, rewards, which games are zero-sum, and reproducibility with many
+games in flight."""
 
 import doctest
 import random
 import sys
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from coplay.envs import textarena_env
 from coplay.envs.actions import parse_action
+from coplay.envs.check import check_env
 from coplay.envs.registry import make_env
 from coplay.envs.textarena_env import TextArenaEnv, listed_actions
 from coplay.policies.scripted import RandomPolicy
+from coplay.population.metagame import check_meta_solver
 from coplay.rollout.engine import play_episodes
 from coplay.types import Decision, GameKind, Observation
 
@@ -69,6 +73,94 @@ def test_missing_textarena_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", None)  # import now raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'coplay\[textarena\]'"):
         make_env("textarena:TicTacToe-v0")
+
+
+# --- which games are zero-sum (a stand-in for TextArena) ------------------------------
+
+
+class TiedMarket:
+    """TextArena's loop for a two-player game that pays both: each player enters once,
+    they tie, and each gets +1 (MarketEntryGame's tied winners)."""
+
+    def reset(self, num_players: int, seed: int | None = None) -> None:
+        self.turn = 0
+
+    def get_observation(self) -> tuple[int, str]:
+        return self.turn, "[GAME] Round 1. Available moves: '[enter]', '[stay]'"
+
+    def step(self, action: str) -> tuple[bool, dict]:
+        self.turn += 1
+        return self.turn == 2, {}
+
+    def close(self) -> tuple[dict[int, float], dict]:
+        return {0: 1.0, 1: 1.0}, {}
+
+
+@pytest.fixture
+def fake_ta(monkeypatch):
+    """TextArena as far as the adapter reads it; every id plays ``TiedMarket``."""
+    ids = ("MarketEntryGame-v0", "PublicGoodsGame-v0", "TicTacToe-v0", "KuhnPoker-v0-short")
+    fake = SimpleNamespace(
+        envs=SimpleNamespace(registration=SimpleNamespace(ENV_REGISTRY=dict.fromkeys(ids))),
+        make=lambda env_id: TiedMarket(),
+    )
+    monkeypatch.setitem(sys.modules, "textarena", fake)
+
+
+def test_two_players_are_zero_sum_only_for_games_known_to_pay_so():
+    kind = textarena_env.default_kind
+    zero, general = GameKind.ZERO_SUM, GameKind.GENERAL_SUM
+    assert kind("TicTacToe-v0", 2) is zero
+    assert kind("KuhnPoker-v0-short", 2) is kind("TicTacToe-v0-raw", 2) is zero  # variants
+    for paid_both in ("MarketEntryGame-v0", "PublicGoodsGame-v0", "UsedCarNegotiation-v0"):
+        assert kind(paid_both, 2) is general, paid_both
+    assert kind("SomeNewGame-v0", 2) is general  # not known, so not assumed
+    assert kind("Briscola-v0", 4) is general  # zero-sum with two players only
+    assert textarena_env.game_of("SantoriniBaseFixed-v0") == "SantoriniBaseFixed"
+
+
+def test_a_game_that_pays_both_players_is_general_sum(fake_ta):
+    # Called zero-sum, such a game failed the checker's returns check (1 + 1 != 0), a
+    # forfeit paid the other player +1, and nash took the meta-game.
+    make = lambda: make_env("textarena:MarketEntryGame-v0")  # noqa: E731
+    assert make().spec.kind is GameKind.GENERAL_SUM
+    assert check_env(make, episodes=3).passed
+    (played,) = play_episodes(make, [[RandomPolicy(0), RandomPolicy(1)]], [0])
+    assert played.returns == (1.0, 1.0)
+    (forfeited,) = play_episodes(make, [[Say(["no move"]), RandomPolicy(1)]], [0])
+    assert forfeited.forfeited_by == 0 and forfeited.returns == (-1.0, 0.0)
+
+
+def test_a_general_sum_game_is_refused_by_nash_with_the_solvers_to_use(fake_ta):
+    spec = make_env("textarena:PublicGoodsGame-v0").spec
+    with pytest.raises(ValueError, match="nash needs a zero-sum game.*use prd, alpharank"):
+        check_meta_solver("nash", spec)
+    check_meta_solver("prd", spec)
+    check_meta_solver("nash", make_env("textarena:TicTacToe-v0").spec)
+
+
+def test_kind_is_a_setting_and_a_bad_one_is_one_line(fake_ta):
+    told = make_env("textarena:MarketEntryGame-v0", kind="zero_sum")
+    assert told.spec.kind is GameKind.ZERO_SUM
+    untold = make_env("textarena:TicTacToe-v0", kind="general_sum")
+    assert untold.spec.kind is GameKind.GENERAL_SUM
+    with pytest.raises(ValueError) as err:
+        make_env("textarena:TicTacToe-v0", kind="zerosum")
+    assert str(err.value) == (
+        "kind must be one of zero_sum, general_sum, cooperative, got 'zerosum'"
+    )
+
+
+def test_episode_seeds_past_32_bits_play(fake_ta):
+    # play_match's seeds (10_000 * 1_000_003 + i for evaluation) stopped every TextArena
+    # run at its first evaluation: numpy's legacy generator takes 32-bit seeds only.
+    env = TextArenaEnv("TicTacToe-v0")
+    states = []
+    for seed in (10_000 * 1_000_003, 10_000 * 1_000_003 + 1, 5):
+        env.reset(seed)
+        states.append(env._np_random[1])
+    assert (states[0] != states[1]).any()
+    assert (states[2] == np.random.RandomState(5).get_state()[1]).all()  # as before
 
 
 # --- with TextArena installed ---------------------------------------------------------
@@ -216,6 +308,12 @@ def test_games_of_more_than_two_players_are_general_sum_unless_told(ta):
     assert make_env("textarena:TicTacToe-v0").spec.kind is GameKind.ZERO_SUM
     told = make_env("textarena:ThreePlayerTicTacToe-v0", num_players=3, kind="zero_sum")
     assert told.spec.kind is GameKind.ZERO_SUM
+
+
+def test_the_zero_sum_table_names_textarena_games(ta):
+    games = {textarena_env.game_of(i) for i in ta.envs.registration.ENV_REGISTRY}
+    assert games >= textarena_env.ZERO_SUM_GAMES, sorted(textarena_env.ZERO_SUM_GAMES - games)
+    assert make_env("textarena:MarketEntryGame-v0").spec.kind is GameKind.GENERAL_SUM
 
 
 @pytest.mark.parametrize("max_turns", ["abc", -5, 0, True, 2.5, None])
