@@ -12,7 +12,7 @@ log-probs are kept exactly as sampled: the learner never re-tokenises text.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import KW_ONLY, MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -43,10 +43,12 @@ class GameSpec:
     max_turns: int
     """Hard limit on decisions per episode; the engine truncates past it."""
     perfect_information: bool
+    _: KW_ONLY
+    min_return: float
+    """Lowest return a player can get; a forfeit gives the offender this. No default:
+    a guessed bound (it was +-1) let a forfeit beat a loss that pays less."""
+    max_return: float
     simultaneous: bool = False
-    min_return: float = -1.0
-    """Lowest return a player can get; a forfeit gives the offender this."""
-    max_return: float = 1.0
     openspiel_name: str | None = None
     """Set when exact evaluation through OpenSpiel is possible."""
 

@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from coplay.types import Decision, Observation
+from coplay.types import Decision, GameKind, GameSpec, Observation
 
 
 def _same_record(fast, built, changed: dict) -> None:
@@ -45,3 +45,11 @@ def test_a_fast_observation_equals_the_constructed_one_and_stays_frozen():
     _same_record(fast, built, {"text": "You hold Q."})
     assert fast.info_key is None and fast.messages is None
     assert fast.counterfactuals == () and fast.history == ()
+
+
+def test_a_game_states_its_return_bounds():
+    # A forfeit pays the lowest return: a guessed bound could make it beat a real loss.
+    with pytest.raises(TypeError, match="min_return.*max_return"):
+        GameSpec("g", 2, GameKind.ZERO_SUM, 4, False)
+    spec = GameSpec("g", 2, GameKind.ZERO_SUM, 4, False, min_return=-3, max_return=3)
+    assert (spec.min_return, spec.max_return, spec.simultaneous) == (-3, 3, False)

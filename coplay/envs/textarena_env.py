@@ -192,6 +192,10 @@ class TextArenaEnv:
             kind=_told_kind(kind) if kind is not None else default_kind(env_id, num_players),
             max_turns=max_turns,
             perfect_information=False,
+            # TextArena pays +1 / -1 / 0, and by rank in +-1 for more players (read in
+            # 0.7.4's sources; ScorableGames, which pays points, does not load offline).
+            min_return=-1.0,
+            max_return=1.0,
         )
         self.reset(0)
 

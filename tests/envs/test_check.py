@@ -2,6 +2,7 @@
 is flagged by the right check, and factories resolve from names and module paths."""
 
 import random
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -165,7 +166,7 @@ class OverAtReset(Duel):
 
 
 class NoTurns(Duel):
-    spec = GameSpec("duel", 2, GameKind.ZERO_SUM, max_turns=0, perfect_information=False)
+    spec = replace(Duel.spec, max_turns=0)
 
 
 BROKEN = [

@@ -40,7 +40,7 @@ EXTRA_GAMES = [
 class Echo:
     """Two players, free text: player 0 says a word, player 1 wins by repeating it."""
 
-    spec = GameSpec("echo", 2, GameKind.ZERO_SUM, max_turns=2, perfect_information=False)
+    spec = GameSpec("echo", 2, GameKind.ZERO_SUM, 2, False, min_return=-1, max_return=1)
 
     def reset(self, seed: int) -> None:
         self.said: list[str] = []

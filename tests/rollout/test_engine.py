@@ -534,7 +534,9 @@ class PaidBeforeActing:
     """Simultaneous moves: player 1 is paid 1 (player 0 pays it) at the first step,
     before it first acts at the second."""
 
-    spec = GameSpec("toy", 2, GameKind.ZERO_SUM, 5, True, simultaneous=True)
+    spec = GameSpec(
+        "toy", 2, GameKind.ZERO_SUM, 5, True, min_return=-1, max_return=1, simultaneous=True
+    )
 
     def reset(self, seed):
         self.t, self.ret = 0, [0.0, 0.0]

@@ -9,7 +9,13 @@ from coplay.types import GameKind, GameSpec
 
 def _spec(n, kind):
     return GameSpec(
-        name="g", num_players=n, kind=kind, max_turns=10, perfect_information=False, min_return=-2.0
+        name="g",
+        num_players=n,
+        kind=kind,
+        max_turns=10,
+        perfect_information=False,
+        min_return=-2.0,
+        max_return=2.0,
     )
 
 
