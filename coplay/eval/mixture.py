@@ -13,12 +13,18 @@ This is what OpenSpiel's ``policy_aggregator`` computes by a walk of the game tr
 tests check the two agree); here it fills a ``TabularPolicy`` directly, so every exact
 metric of ``coplay.eval.exact`` applies. In two-player games each seat may mix the members with
 its own weights (a meta-game solution has one marginal per player).
+
+A correlated meta-strategy (JPSRO's) is a joint distribution over profiles, one member
+per seat, drawn together for the whole episode. No mixture per seat plays it: the
+product of its marginals is another strategy. ``joint_cce_gap`` measures the joint
+itself, by its CCE gap, as OpenSpiel's JPSRO does with ``pyspiel.cce_dist``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import product
 
 import numpy as np
 import pyspiel
@@ -117,6 +123,145 @@ def mixture_exploitability(
     _, game = solvable_game(game_name, params)
     tables = [to_openspiel_policy(m, game_name, params=params) for m in members]
     return tables_exploitability(game, tables, weights)
+
+
+@dataclass(frozen=True)
+class CceGap:
+    """How far a joint distribution over profiles is from a coarse correlated equilibrium
+    (CCE) of the full game (Marris et al. 2021): per player p, what its best deviation
+    chosen before the draw gains, ``max(0, max_pi E_joint[u_p(pi, others)] - E_joint[u_p])``.
+
+    ``gap`` is the sum over players, the convention of OpenSpiel's ``cce_dist``
+    (``dist_value``) and of NashConv: a joint on one profile has ``gap`` equal to that
+    profile's NashConv, n times OpenSpiel's exploitability.
+    """
+
+    gap: float
+    per_player: tuple[float, ...]
+    on_policy_values: tuple[float, ...]
+    """Each player's expected return under the joint."""
+    best_response_values: tuple[float, ...]
+    """Each player's return from its best fixed deviation against the others' draws."""
+
+
+def joint_weights(joint: object, num_members: int, num_players: int) -> np.ndarray:
+    """A validated joint distribution of shape ``(num_members,) * num_players``, summing to 1.
+
+    Raises ValueError on a wrong shape, negative or non-finite entries, or no mass.
+    """
+    try:
+        dist = np.asarray(joint, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError("a joint distribution must be numbers (ragged or not numeric)") from err
+    shape = (num_members,) * num_players
+    if dist.shape != shape:
+        raise ValueError(
+            f"a joint distribution over {num_players} seats of {num_members} members has "
+            f"shape {shape}, got {dist.shape}"
+        )
+    if not np.isfinite(dist).all() or (dist < 0).any():
+        raise ValueError("a joint distribution must be finite and non-negative")
+    if dist.sum() <= 0:
+        raise ValueError("a joint distribution needs a profile of positive probability")
+    return dist / dist.sum()
+
+
+def joint_cce_gap(
+    game: pyspiel.Game,
+    tables: Sequence[os_policy.TabularPolicy],
+    joint: object,
+    *,
+    payoffs: Sequence[object] | None = None,
+) -> CceGap:
+    """The exact CCE gap of ``joint``, whose entry ``[i_1, ..., i_n]`` is the probability
+    that each seat p plays ``tables[i_p]`` (a meta-solution's joint), computed as
+    OpenSpiel's JPSRO does (``jpsro.find_best_response``, target ``cce``): each player's
+    best deviation by ``pyspiel.cce_dist`` against the others' part of the joint, the
+    joint's value from each profile's expected returns.
+
+    ``payoffs``, each player's expected return at every profile (OpenSpiel's meta-game
+    layout, as PSRO's exact meta-game holds them), spare computing those returns again
+    (``pyspiel.expected_returns``). The tables are OpenSpiel tabular policies of ``game``
+    keyed by information state.
+    """
+    n = game.num_players()
+    dist = joint_weights(joint, len(tables), n)
+    seats = [[_seat_policy(t, p) for p in range(n)] for t in tables]  # (members, players)
+    values = _profile_values(game, seats, dist) if payoffs is None else _payoffs(payoffs, dist)
+    on_policy = np.array([float(np.sum(dist * v)) for v in values])
+    best = np.array([_deviation_value(game, seats, dist, p) for p in range(n)])
+    gains = np.maximum(best - on_policy, 0.0)
+    return CceGap(
+        gap=float(gains.sum()),
+        per_player=tuple(float(g) for g in gains),
+        on_policy_values=tuple(float(v) for v in on_policy),
+        best_response_values=tuple(float(v) for v in best),
+    )
+
+
+def _profile_values(
+    game: pyspiel.Game, seats: Sequence[Sequence[pyspiel.TabularPolicy]], dist: np.ndarray
+) -> np.ndarray:
+    """Each player's expected return at every profile ``dist`` plays (0 at the others),
+    shape ``(players, *dist.shape)``."""
+    values = np.zeros((game.num_players(), *dist.shape))
+    root = game.new_initial_state()
+    for profile in zip(*np.nonzero(dist), strict=True):
+        values[(slice(None), *profile)] = pyspiel.expected_returns(
+            root, _profile(seats, profile), -1, True
+        )
+    return values
+
+
+def _payoffs(payoffs: Sequence[object], dist: np.ndarray) -> list[np.ndarray]:
+    """The given payoffs as arrays, one per player of ``dist``'s shape, or a ValueError."""
+    values = [np.asarray(v, dtype=float) for v in payoffs]
+    if len(values) != dist.ndim or any(v.shape != dist.shape for v in values):
+        shapes = [v.shape for v in values]
+        raise ValueError(
+            f"payoffs need one tensor of shape {dist.shape} per player ({dist.ndim}), "
+            f"got shapes {shapes}"
+        )
+    return values
+
+
+def _deviation_value(
+    game: pyspiel.Game,
+    seats: Sequence[Sequence[pyspiel.TabularPolicy]],
+    dist: np.ndarray,
+    player: int,
+) -> float:
+    """What ``player`` gets from its best policy fixed before the draw: a best response to
+    the others' marginal of ``dist``. Its own seat in the device is never read, so member
+    0 fills it, and the device has one entry per profile of the others, not of all."""
+    others = dist.sum(axis=player)
+    device = [
+        (float(others[rest]), _profile(seats, (*rest[:player], 0, *rest[player:])))
+        for rest in product(*map(range, others.shape))
+        if others[rest] > 0
+    ]
+    info = pyspiel.cce_dist(game, device, player, prob_cut_threshold=0.0)
+    return float(info.best_response_values[0])
+
+
+def _seat_policy(table: os_policy.TabularPolicy, player: int) -> pyspiel.TabularPolicy:
+    """``table``'s rows at ``player``'s information states only: a joint profile takes
+    each seat from another member, and OpenSpiel refuses two rows for one state."""
+    rows = {}
+    for key in table.states_per_player[player]:
+        i = table.state_lookup[key]
+        legal = np.flatnonzero(table.legal_actions_mask[i])
+        rows[key] = [(int(a), float(table.action_probability_array[i, a])) for a in legal]
+    return pyspiel.TabularPolicy(rows)
+
+
+def _profile(
+    seats: Sequence[Sequence[pyspiel.TabularPolicy]], profile: Sequence[int]
+) -> pyspiel.TabularPolicy:
+    """The joint policy in which seat p plays member ``profile[p]``."""
+    return pyspiel.to_joint_tabular_policy(
+        [seats[member][p] for p, member in enumerate(profile)], True
+    )
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,21 @@ member is a frozen policy that can sit in either. Each PSRO iteration:
 The first member comes from ``INITIAL_MEMBERS``: the untrained language model (lm) or
 a uniform random bot (random).
 
-Logged per iteration (``psro.jsonl``): meta-game size, the exploitability of the
-meta-strategy's mixture (exact games; ``coplay.eval.mixture``), the value of the new
-response against the meta-strategy next to the exact best response's value (their
-difference is the oracle's shortfall) and wall time. The population is saved after
-every iteration and each response saves its own state like any run, so a stopped run
-continues (``coplay psro --resume DIR``, with the settings saved in ``psro.yaml``).
+Logged per iteration (``psro.jsonl``): meta-game size; in exact games the CCE gap of
+the meta-strategy's joint in the full game (``coplay.eval.mixture.joint_cce_gap``:
+``psro/cce_gap``, summed over seats like NashConv, and ``psro/cce_gap_seat<s>``), the
+measure JPSRO converges in (Marris et al. 2021), and the exploitability of the mixture
+of each seat's marginal (``psro/exploitability``, ``psro/nash_conv``). For PSRO's
+solvers the joint is the product of the marginals and its CCE gap is the mixture's
+NashConv, taken from it rather than computed again. A correlated joint is not the
+product of its marginals, whose exploitability can stay high while the joint converges.
+(In a two-player zero-sum game both give the seats values that sum to 0, so the summed
+gap is the marginals' NashConv unless a seat's gain is clipped at 0; the seats' own
+gaps differ.) Then the value of the new response against the meta-strategy next to the
+exact best response's value (their difference is the oracle's shortfall) and wall time.
+The population is saved after every iteration and each response saves its own state
+like any run, so a stopped run continues (``coplay psro --resume DIR``, with the
+settings saved in ``psro.yaml``).
 """
 
 from __future__ import annotations
@@ -48,9 +57,9 @@ from open_spiel.python import policy as os_policy
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
-from coplay.eval.exact import to_openspiel_policy
+from coplay.eval.exact import ExploitabilityResult, to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution
-from coplay.eval.mixture import tables_exploitability
+from coplay.eval.mixture import CceGap, joint_cce_gap, tables_exploitability
 from coplay.models.loading import build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population.metagame import (
@@ -193,8 +202,10 @@ class PsroStep:
     iteration: int
     members: int
     exploitability: float
-    """Of the meta-strategy's mixture; NaN for games without exact evaluation."""
+    """Of the mixture of each seat's marginal of the meta-strategy (the product of its
+    marginals, which a correlated joint is not); NaN for games without exact evaluation."""
     nash_conv: float
+    """NashConv of the same mixture."""
     response_value: float
     """The new response's value against the meta-strategy (mean over seats); NaN on
     the last iteration, which trains none."""
@@ -204,6 +215,12 @@ class PsroStep:
     meta_s: float
     train_s: float
     elapsed_s: float
+    cce_gap: float = float("nan")
+    """The CCE gap of the meta-strategy's joint in the full game, summed over seats
+    (``CceGap.gap``); NaN for games without exact evaluation, and in the steps of a run
+    saved before it was measured."""
+    cce_gaps: tuple[float, ...] = ()
+    """The same per seat."""
 
 
 @dataclass(frozen=True)
@@ -302,7 +319,9 @@ def load_outer(cfg: PsroConfig, out: Path) -> _Outer:
 
 
 def _step(d: dict) -> PsroStep:
-    return PsroStep(**{**d, "marginals": tuple(tuple(float(x) for x in m) for m in d["marginals"])})
+    marginals = tuple(tuple(float(x) for x in m) for m in d["marginals"])
+    gaps = tuple(float(x) for x in d.get("cce_gaps", ()))
+    return PsroStep(**{**d, "marginals": marginals, "cce_gaps": gaps})
 
 
 def _reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
@@ -406,7 +425,7 @@ def _outer_loop(
             payoffs = sampled_payoffs(members, cfg.run, episodes=cfg.crossplay_episodes, seed=k)
         meta = solve(cfg.meta_solver, payoffs)
         solution = meta.solution
-        res = tables_exploitability(game, tables, solution.marginals) if game else None
+        res, gap = _measure(game, tables, payoffs, solution)
         meta_s = time.perf_counter() - t0
         train_s, value, best = 0.0, float("nan"), float("nan")
         if k < cfg.iterations:
@@ -432,6 +451,8 @@ def _outer_loop(
             meta_s=meta_s,
             train_s=train_s,
             elapsed_s=time.perf_counter() - start,
+            cce_gap=gap.gap if gap else float("nan"),
+            cce_gaps=gap.per_player if gap else (),
         )
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
@@ -446,6 +467,27 @@ def _outer_loop(
     if len(steps) == cfg.iterations + 1:
         sinks.write_summary(out / "summary.json", _summary(result))
     return result
+
+
+def _measure(
+    game: pyspiel.Game | None,
+    tables: list[os_policy.Policy],
+    payoffs: tuple[np.ndarray, np.ndarray],
+    solution: MetaSolution,
+) -> tuple[ExploitabilityResult | None, CceGap | None]:
+    """The exploitability of the marginals' mixture and the CCE gap of the joint, in
+    games with exact evaluation, whose exact meta-game holds the joint's profile values
+    (None in the others)."""
+    if game is None:
+        return None, None
+    res = tables_exploitability(game, tables, solution.marginals)
+    if solution.correlated:
+        return res, joint_cce_gap(game, tables, solution.joint, payoffs=payoffs)
+    # A product joint: each seat's best deviation is its best response to the others'
+    # marginals, so the gap is the mixture's NashConv, per seat as well.
+    br, on = res.best_response_values, res.on_policy_values
+    per = tuple(max(0.0, b - v) for b, v in zip(br, on, strict=True))
+    return res, CceGap(gap=sum(per), per_player=per, on_policy_values=on, best_response_values=br)
 
 
 def _settings_yaml(cfg: PsroConfig) -> str:
@@ -474,14 +516,17 @@ def _respond(
 
 def _step_metrics(step: PsroStep, members: list[Policy]) -> dict[str, float]:
     """The step's numbers, with each member's weight in the meta-strategy per seat
-    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none)."""
+    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none)
+    and the CCE gap per seat (``psro/cce_gap_seat0``; none where not measured)."""
     weights = {
         f"psro/weight_seat{seat}/{m.policy_id}": w
         for seat, marginal in enumerate(step.marginals)
         for m, w in zip(members, marginal, strict=False)
     }
-    return weights | {
+    gaps = {f"psro/cce_gap_seat{seat}": g for seat, g in enumerate(step.cce_gaps)}
+    numbers = {
         "psro/members": step.members,
+        "psro/cce_gap": step.cce_gap,
         "psro/exploitability": step.exploitability,
         "psro/nash_conv": step.nash_conv,
         "psro/response_value": step.response_value,
@@ -490,6 +535,7 @@ def _step_metrics(step: PsroStep, members: list[Policy]) -> dict[str, float]:
         "perf/train_s": step.train_s,
         "perf/elapsed_s": step.elapsed_s,
     }
+    return weights | gaps | numbers
 
 
 def _finite(x: float) -> float | None:
@@ -500,9 +546,11 @@ def _summary(result: PsroResult) -> dict:
     last = result.steps[-1]
     return {
         "members": list(result.members),
+        "final/cce_gap": last.cce_gap,
         "final/exploitability": last.exploitability,
         "final/nash_conv": last.nash_conv,
         "final/marginals": [list(m) for m in last.marginals],
+        "cce_gap": [_finite(s.cce_gap) for s in result.steps],
         "exploitability": [_finite(s.exploitability) for s in result.steps],
         "wall_s": last.elapsed_s,
     }

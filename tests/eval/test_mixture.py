@@ -1,15 +1,19 @@
-"""Mixture policies: reach-weighted aggregation, exact exploitability, per-episode draws."""
+"""Mixture policies: reach-weighted aggregation, exact exploitability, per-episode draws,
+and the CCE gap of a joint distribution over profiles."""
 
 import numpy as np
 import pyspiel
 import pytest
 from open_spiel.python import policy as os_policy
+from open_spiel.python.algorithms import expected_game_score
+from open_spiel.python.algorithms import exploitability as os_exploitability
 from open_spiel.python.algorithms.policy_aggregator import PolicyAggregator
 
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.mixture import (
     MixturePolicy,
     aggregate_tables,
+    joint_cce_gap,
     mixture_exploitability,
     seat_weights,
     seatings,
@@ -119,3 +123,123 @@ def test_mixture_policy_draws_one_member_per_episode_by_weight():
     assert len(seats) == 5 and all(s[1] is b and s[0] in (a, b) for s in seats)
     with pytest.raises(ValueError, match="non-negative"):
         MixturePolicy((a, b), (1.0, -1.0))
+
+
+# --- the CCE gap of a joint -----------------------------------------------------------
+
+
+def matrix_game(name, row, col):
+    """A 2-player matrix game on OpenSpiel's turn-based transform (the second mover does
+    not see the first move), with one pure-strategy table per action."""
+    actions = [str(a) for a in range(len(row))]
+    game = pyspiel.convert_to_turn_based(
+        pyspiel.create_matrix_game(name, name, actions, actions, row, col)
+    )
+    pure = []
+    for a in range(len(row)):
+        tab = os_policy.TabularPolicy(game)
+        tab.action_probability_array[:] = np.eye(len(row))[a]
+        pure.append(tab)
+    return game, pure
+
+
+CHICKEN = matrix_game("chicken", [[0, 4], [1, 3]], [[0, 1], [4, 3]])
+"""OpenSpiel's ``matrix_cd``: 0 dares, 1 chickens out."""
+TRAFFIC_LIGHT = matrix_game("traffic_light", [[0, 0], [1, -10]], [[0, 1], [0, -10]])
+"""0 stops, 1 goes: going pays 1 against a stop and -10 against a go."""
+
+
+@pytest.mark.parametrize(
+    "game,joint,value,marginals_nash_conv",
+    [
+        # The classic CE: 1/3 on each profile but mutual daring. Each player gets 8/3,
+        # which always daring against the other's marginal (1/3 dare) only matches. The
+        # product of the marginals (1/3, 2/3) gets 22/9, daring against it 8/3: 2/9 each.
+        (CHICKEN, [[0, 1 / 3], [1 / 3, 1 / 3]], 8 / 3, 4 / 9),
+        # The light: one goes, the other stops. Its marginals' product crashes 1/4 of
+        # the time (value 1/4 - 10/4 = -9/4), where always stopping gets 0: 9/4 each.
+        (TRAFFIC_LIGHT, [[0, 1 / 2], [1 / 2, 0]], 1 / 2, 9 / 2),
+    ],
+)
+def test_a_correlated_equilibrium_has_no_gap_where_its_marginals_are_exploitable(
+    game, joint, value, marginals_nash_conv
+):
+    game, pure = game
+    gap = joint_cce_gap(game, pure, joint)
+    assert gap.gap == pytest.approx(0.0, abs=1e-12)
+    assert gap.per_player == pytest.approx((0.0, 0.0), abs=1e-12)
+    assert gap.on_policy_values == pytest.approx((value, value))
+    joint = np.asarray(joint)
+    product = tables_exploitability(game, pure, [joint.sum(axis=1), joint.sum(axis=0)])
+    assert product.nash_conv == pytest.approx(marginals_nash_conv)
+    assert product.exploitability == pytest.approx(marginals_nash_conv / 2)
+
+
+def test_a_joint_on_one_profile_has_that_profiles_nash_conv_as_its_gap(kuhn):
+    # Seat 0 plays a, seat 1 plays b: the joint is the product of its marginals, and the
+    # gap sums the players' gains as NashConv does: twice OpenSpiel's exploitability.
+    a, b = random_table(kuhn, 1), random_table(kuhn, 2)
+    gap = joint_cce_gap(kuhn, [a, b], [[0.0, 1.0], [0.0, 0.0]])
+    profile = os_policy.merge_tabular_policies([a, b], kuhn)
+    want = os_exploitability.nash_conv(kuhn, profile, return_only_nash_conv=False)
+    assert gap.gap == pytest.approx(want.nash_conv)
+    assert gap.per_player == pytest.approx(want.player_improvements)
+    assert gap.gap / 2 == pytest.approx(os_exploitability.exploitability(kuhn, profile))
+    # Uniform random Kuhn in both seats: NashConv 11/12 (exploitability 11/24).
+    assert joint_cce_gap(kuhn, [os_policy.TabularPolicy(kuhn)], [[1.0]]).gap == pytest.approx(
+        11 / 12
+    )
+
+
+def test_a_product_joint_has_its_marginals_nash_conv_as_its_gap(kuhn):
+    tables = [random_table(kuhn, s) for s in range(3)]
+    m0, m1 = np.array([0.2, 0.5, 0.3]), np.array([0.6, 0.1, 0.3])
+    gap = joint_cce_gap(kuhn, tables, np.outer(m0, m1))
+    assert gap.gap == pytest.approx(tables_exploitability(kuhn, tables, [m0, m1]).nash_conv)
+
+
+def test_the_gap_is_openspiels_cce_distance_of_the_whole_joint(kuhn):
+    # Reference: OpenSpiel's cce_dist over every profile at once (the deviator's own
+    # recommendation included), against the per-player devices joint_cce_gap builds.
+    tables = [random_table(kuhn, s) for s in range(3)]
+    joint = np.random.default_rng(0).dirichlet(np.ones(9)).reshape(3, 3)
+    device = [
+        (joint[i, j], _pyspiel_profile(kuhn, tables[i], tables[j]))
+        for i in range(3)
+        for j in range(3)
+    ]
+    want = pyspiel.cce_dist(kuhn, device, prob_cut_threshold=0.0)
+    gap = joint_cce_gap(kuhn, tables, joint)
+    assert gap.gap == pytest.approx(want.dist_value)
+    assert gap.per_player == pytest.approx(list(want.deviation_incentives))
+    assert gap.on_policy_values == pytest.approx(list(want.on_policy_values))
+    # The meta-game's payoffs, where a caller has them, give the same joint value.
+    root = kuhn.new_initial_state()
+    values = np.array(
+        [[expected_game_score.policy_value(root, [a, b]) for b in tables] for a in tables]
+    )  # (seat 0 member, seat 1 member, player)
+    given = joint_cce_gap(kuhn, tables, joint, payoffs=list(np.moveaxis(values, -1, 0)))
+    assert given.on_policy_values == pytest.approx(gap.on_policy_values)
+    assert given.per_player == pytest.approx(gap.per_player)
+
+
+def _pyspiel_profile(game, seat0, seat1):
+    merged = os_policy.merge_tabular_policies([seat0, seat1], game)
+    return os_policy.python_policy_to_pyspiel_policy(merged)
+
+
+@pytest.mark.parametrize(
+    "joint,payoffs,match",
+    [
+        ([0.5, 0.5], None, r"shape \(2, 2\), got \(2,\)"),
+        ([[1.0, -0.5], [0.5, 0.0]], None, "non-negative"),
+        ([[1.0, float("nan")], [0.0, 0.0]], None, "finite"),
+        ([[0.0, 0.0], [0.0, 0.0]], None, "positive probability"),
+        ([[1.0], [1.0, 0.0]], None, "ragged"),
+        ([[1.0, 0.0], [0.0, 0.0]], [np.zeros((2, 2))], "one tensor of shape"),
+    ],
+)
+def test_bad_joints_are_one_line_errors(kuhn, joint, payoffs, match):
+    tables = [random_table(kuhn, 0), random_table(kuhn, 1)]
+    with pytest.raises(ValueError, match=match):
+        joint_cce_gap(kuhn, tables, joint, payoffs=payoffs)

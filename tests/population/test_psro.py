@@ -9,11 +9,13 @@ import pyspiel
 import pytest
 import torch
 import yaml
+from open_spiel.python.algorithms import best_response
 
 from coplay.envs.gameref import GameRef
 from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError, solve_meta_game
+from coplay.eval.mixture import aggregate_tables
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
 from coplay.population import metagame, oracles
 from coplay.population.oracles import ORACLES, Oracle, SeatedPool, Target
@@ -224,6 +226,79 @@ def test_jpsro_with_a_correlated_solver_runs_end_to_end(tmp_path):
     assert np.isfinite(res.steps[-1].exploitability)
 
 
+def test_jpsro_logs_the_cce_gap_of_its_joint_beside_its_marginals_exploitability(
+    tmp_path, monkeypatch
+):
+    # A correlated solver: both seats play the same member, each member alike. The
+    # marginals are uniform and their product is not the joint; the logged gap must be
+    # the joint's: per seat, the exact best response to the other seat's marginal less
+    # the joint's value (a deviation chosen before the draw sees only the marginal).
+    joints = []
+
+    def same_member(payoffs):
+        k = len(payoffs[0])
+        joints.append(np.eye(k) / k)
+        uniform = np.full(k, 1 / k)
+        return MetaSolution(marginals=(uniform, uniform), joint=joints[-1], correlated=True)
+
+    monkeypatch.setitem(META_SOLVERS, "ce", same_member)
+    cfg = tiny_psro(iterations=2, initial="random", oracle="exact", meta_solver="ce")
+    res = run_psro(cfg, tmp_path)
+    rows = sinks.read_metrics(tmp_path / "psro.jsonl")
+    kuhn = pyspiel.load_game("kuhn_poker")
+    tables = [to_openspiel_policy(RandomPolicy(), "kuhn_poker")] + [
+        to_openspiel_policy(_table_member(tmp_path, i), "kuhn_poker") for i in (1, 2)
+    ]
+    product_gaps = []
+    for row, joint in zip(rows, [np.ones((1, 1)), *joints], strict=True):
+        k = len(joint)
+        joint_gaps, product = _cce_gaps(kuhn, tables[:k], joint, res.payoffs, k)
+        assert [row[f"psro/cce_gap_seat{p}"] for p in (0, 1)] == pytest.approx(joint_gaps)
+        assert row["psro/cce_gap"] == pytest.approx(sum(joint_gaps))
+        product_gaps.append(product)
+    # Kuhn is zero-sum, so the joint's value sums to 0 as the product's does and the
+    # seats' sum is the marginals' NashConv; the seats tell the joint from the product
+    # (the general-sum case is in tests/eval/test_mixture.py).
+    assert rows[-1]["psro/cce_gap_seat0"] != pytest.approx(product_gaps[-1][0], abs=1e-3)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["final/cce_gap"] == pytest.approx(rows[-1]["psro/cce_gap"])
+    assert summary["cce_gap"] == pytest.approx([r["psro/cce_gap"] for r in rows])
+
+
+def _table_member(out, index):
+    table = json.loads((out / "members" / f"{index:02d}" / "table.json").read_text())
+    return TablePolicy(table, policy_id=f"psro:{index:02d}")
+
+
+def _cce_gaps(game, tables, joint, payoffs, k):
+    """Per seat, the gap of ``joint`` and of its marginals' product: the value of a best
+    response to the other seat's marginal less the distribution's value."""
+    marginals = [joint.sum(axis=1), joint.sum(axis=0)]
+    mixture = aggregate_tables(game, tables, marginals)
+    root = game.new_initial_state()
+    best = [best_response.BestResponsePolicy(game, p, mixture).value(root) for p in (0, 1)]
+    product = np.outer(*marginals)
+    gaps = {}
+    for name, dist in (("joint", joint), ("product", product)):
+        values = [float(np.sum(dist * payoffs[p][:k, :k])) for p in (0, 1)]
+        gaps[name] = [max(0.0, b - v) for b, v in zip(best, values, strict=True)]
+    return gaps["joint"], gaps["product"]
+
+
+def test_a_run_saved_before_the_cce_gap_was_logged_resumes(tmp_path):
+    # Its steps have no gap: they read NaN (not measured), the new steps measure it.
+    cfg = tiny_psro(iterations=2, initial="random", oracle="exact")
+    run_psro(cfg, tmp_path, stop_after=0)
+    state = tmp_path / "state" / "psro.json"
+    saved = json.loads(state.read_text())
+    for step in saved["tree"]["steps"]:
+        del step["cce_gap"], step["cce_gaps"]
+    state.write_text(json.dumps(saved))
+    res = run_psro(cfg, tmp_path, resume=True)
+    assert np.isnan(res.steps[0].cce_gap) and res.steps[0].cce_gaps == ()
+    assert [s.cce_gap for s in res.steps[1:]] == pytest.approx([s.nash_conv for s in res.steps[1:]])
+
+
 def test_a_failing_meta_solver_falls_back_and_is_logged(tmp_path, monkeypatch):
     def failing(payoffs):
         raise MetaSolverError("no answer")
@@ -247,6 +322,8 @@ def test_exact_oracle_drives_kuhn_mixture_to_equilibrium(tmp_path):
     for step in res.steps[:-1]:
         assert step.response_value == pytest.approx(step.best_value)
         assert step.best_value == pytest.approx(step.exploitability, abs=1e-9)
+    # Nash's joint is the product of its marginals: its CCE gap is their NashConv.
+    assert [s.cce_gap for s in res.steps] == pytest.approx([s.nash_conv for s in res.steps])
     table = json.loads((tmp_path / "members" / "01" / "table.json").read_text())
     assert all(sorted(p.values()) == [0.0, 1.0] for p in table.values())  # pure responses
     # the report's inputs: each member's weight per iteration and the latest meta-game
