@@ -22,6 +22,8 @@ TINY = [
     "model.tiny.hidden_size=32",
     "model.tiny.intermediate_size=64",
 ]
+SHAPELESS = [o for o in TINY if not o.startswith("model.tiny.")]
+"""TINY without the tiny model's shape: beside model.path that is named in a warning."""
 
 
 @pytest.fixture(scope="module")
@@ -1231,14 +1233,15 @@ def test_eval_plays_the_parameters_given_and_says_they_are_not_the_trained_ones(
     assert "game parameters" not in capsys.readouterr().out
 
 
-def test_eval_names_one_game_by_its_registered_and_its_family_name():
-    from coplay.cli.evaluate import same_game
+def test_play_and_tournament_keep_a_checkpoints_parameters_however_the_game_is_spelled(
+    three_player_run,
+):
+    from coplay.cli.common import players_game
 
-    assert same_game("openspiel:kuhn_poker", "kuhn_poker")
-    assert same_game("tic_tac_toe", "openspiel:tic_tac_toe")
-    assert not same_game("kuhn_poker", "openspiel:leduc_poker")
-    assert not same_game("openspiel:liars_dice", "liars_dice")  # no such registered game
-    assert not same_game("kuhn_poker", "tests.nowhere:kuhn_poker")  # not imported to compare
+    final = str(three_player_run / "checkpoints" / "final")
+    for game in ("kuhn_poker", "openspiel:kuhn_poker"):
+        assert players_game(game, [final, "random"]) == (game, {"players": 3})
+    assert players_game("leduc_poker", [final, "random"]) == ("leduc_poker", {})
 
 
 server = pytest.fixture(serving_fake, name="server")
@@ -1316,7 +1319,7 @@ def test_force_moves_nothing_before_the_other_arguments_are_checked(
     run = _copy(kuhn_run, tmp_path / "run")
     files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     names = {"run": run, "tmp": tmp_path}
-    assert main([*(a.format(**names) for a in argv), "--force", *TINY]) == 2
+    assert main([*(a.format(**names) for a in argv), "--force", *SHAPELESS]) == 2
     err = capsys.readouterr().err.strip()
     assert message.format(**names) in err and len(err.splitlines()) == 1
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
@@ -1676,9 +1679,7 @@ def test_report_writes_through_a_symlinked_out(kuhn_run, tmp_path, capsys):
 @pytest.mark.parametrize("command", ["train", "league"])
 def test_a_run_directory_as_model_path_names_its_checkpoint(kuhn_run, tmp_path, capsys, command):
     out = tmp_path / "o"
-    # The tiny model's shape left out: beside model.path it is named in a warning.
-    argv = [o for o in TINY if not o.startswith("model.tiny.")]
-    assert main([command, "--out", str(out), *argv, f"model.path={kuhn_run}"]) == 2
+    assert main([command, "--out", str(out), *SHAPELESS, f"model.path={kuhn_run}"]) == 2
     final = kuhn_run / "checkpoints" / "final"
     assert capsys.readouterr().err == (
         f"coplay {command}: error: no Hugging Face checkpoint at {kuhn_run} (config.json "
@@ -1692,8 +1693,7 @@ def test_a_resumed_checkpoint_run_does_not_warn_of_its_own_tiny_settings(
 ):
     # Its config.yaml records every model.tiny key; --resume reads it as a record.
     out, final = tmp_path / "o", kuhn_run / "checkpoints" / "final"
-    argv = [o for o in TINY if not o.startswith("model.tiny.")]
-    assert main(["train", "--out", str(out), *argv, f"model.path={final}"]) == 0
+    assert main(["train", "--out", str(out), *SHAPELESS, f"model.path={final}"]) == 0
     assert main(["train", "--resume", str(out), "train.iterations=3"]) == 0
     assert "ignored" not in capsys.readouterr().err
 

@@ -252,8 +252,11 @@ def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
         played = saved_player(spec).game()
         if played is not None and recorded.setdefault(played.name, played.params) != played.params:
             raise ValueError(f"the checkpoints play {played.name} with different parameters")
-    if game:
-        return game, dict(recorded.get(game, {}))
+    if game:  # the recorded game's parameters however --game spells it
+        from coplay.envs.registry import same_game
+
+        mine = (params for name, params in recorded.items() if same_game(name, game))
+        return game, dict(next(mine, {}))
     if not checkpoints:
         raise ValueError("pass --game: no player is a checkpoint, so none records a game")
     if len(recorded) != 1:

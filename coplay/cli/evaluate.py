@@ -15,6 +15,7 @@ from coplay.cli.common import (
     check_opponents,
     check_workers,
     console,
+    game_params,
     seed,
     titled_table,
 )
@@ -27,7 +28,13 @@ SAMPLES = 32
 
 def _eval_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("path", help="run directory, checkpoint or LoRA adapter folder")
-    e.add_argument("--game", default=None, help="game (default: the one the checkpoint records)")
+    e.add_argument(
+        "--game",
+        default=None,
+        help="game (default: the one the checkpoint records); the checkpoint's own game, "
+        "under any of its names (kuhn_poker, openspiel:kuhn_poker), keeps the parameters it "
+        "was trained with",
+    )
     e.add_argument(
         "--role",
         default=None,
@@ -88,6 +95,12 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
         "most against the opponent, exactly (OpenSpiel games; coplay/eval/costly.py); "
         "0: none (default: %(default)s)",
     )
+    e.add_argument(
+        "params",
+        nargs="*",
+        help="game parameters as key=value, e.g. players=3, over those the checkpoint was "
+        "trained with (said in one line where they differ)",
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -105,7 +118,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--samples must be positive, got {args.samples}")
     check_workers(args)
     saved = find_policy(args.path, args.role)
-    game, params = _game_of(saved, args.game)
+    played = _game_of(saved, args.game, game_params(args.params))
+    game, params = played.name, played.params
     settings = run_settings(saved.folder, game)
     make = resolve_factory(game, params)
     check_opponents([args.opponent], game, params)  # its --role would be the policy's
@@ -128,6 +142,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             on_progress=advance,
         )
     console.print(settings.describe())
+    if played.differs():
+        console.print(played.describe())
     table = titled_table(f"{saved.folder} vs {args.opponent} on {game}")
     table.add_column("", no_wrap=True)
     table.add_column("value [95% CI]", justify="right")
@@ -290,15 +306,47 @@ def _exact_rows(table: Table, policy, opponent, game: str, params: dict) -> None
         table.add_row(f"loss of the argmax, seat {o.seat} (exact)", f"{g.loss:.4f}")
 
 
-def _game_of(saved, game: str | None) -> tuple[str, dict]:
-    """The game to evaluate on: --game, else the one the checkpoint (or its run) records
-    (with its parameters, when --game names that same game)."""
+@dataclass(frozen=True)
+class EvalGame:
+    """The game ``coplay eval`` plays, as ``--game`` names it (else as the checkpoint
+    records it), and its parameters."""
+
+    name: str
+    params: dict[str, object]
+    """The checkpoint's own where ``name`` is its game, then those given over them."""
+    trained: dict[str, object] | None
+    """The parameters the checkpoint was trained with, where ``name`` is its game
+    however spelled; None where it is another game or the checkpoint records none."""
+
+    def differs(self) -> bool:
+        """Whether the checkpoint's own game is played with other parameters."""
+        return self.trained is not None and self.params != self.trained
+
+    def describe(self) -> str:
+        """One line for the output: the parameters played and those trained with."""
+        return (
+            f"game parameters played: {_listed(self.params)}; the checkpoint was trained on "
+            f"this game with {_listed(self.trained or {})}"
+        )
+
+
+def _listed(params: dict[str, object]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in params.items()) or "the game's defaults"
+
+
+def _game_of(saved, game: str | None, given: dict[str, object]) -> EvalGame:
+    """The game to evaluate on: --game, else the one the checkpoint (or its run) records;
+    with the checkpoint's parameters where --game names that game however spelled
+    (``kuhn_poker``, ``openspiel:kuhn_poker``), and the ``given`` ones over them."""
+    from coplay.envs.registry import same_game
+
     played = saved.game()
-    if game and (played is None or played.name != game):
-        return game, {}
-    if played is None:
+    if game is None and played is None:
         raise ValueError(f"cannot tell which game {saved.folder} plays; pass --game")
-    return played.name, dict(played.params)
+    name = game or played.name
+    mine = played is not None and same_game(played.name, name)
+    trained = dict(played.params) if mine else None
+    return EvalGame(name, (trained or {}) | given, trained)
 
 
 @dataclass(frozen=True)
@@ -325,7 +373,9 @@ class RunSettings:
 
 def run_settings(folder: Path, game: str) -> RunSettings:
     """``game.invalid`` and ``game.max_turns`` of the run ``folder`` belongs to (the
-    nearest config.yaml), when that run played ``game``; else the defaults."""
+    nearest config.yaml), when that run played ``game`` however spelled; else the
+    defaults."""
+    from coplay.envs.registry import same_game
     from coplay.models.checkpoints import run_config_file
     from coplay.report.runfiles import read_yaml
     from coplay.train.config import validate
@@ -334,7 +384,7 @@ def run_settings(folder: Path, game: str) -> RunSettings:
     if file is not None:
         data = read_yaml(file)
         cfg = validate({k: data[k] for k in ("plugins", "game") if k in data})
-        if cfg.game.name == game:  # --game naming another game: its settings are not ours
+        if same_game(cfg.game.name, game):  # another game's settings are not ours
             return RunSettings(cfg.game.invalid, cfg.game.max_turns, file)
     return RunSettings(InvalidActionConfig(), None, None)
 

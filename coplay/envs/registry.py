@@ -116,6 +116,27 @@ def make_env(name: str, **params: object) -> Env:
     return _GAMES[name].factory(**params)
 
 
+def same_game(a: str, b: str) -> bool:
+    """Whether two game names build one game: a registered OpenSpiel game is also a
+    member of the ``openspiel:`` family (``kuhn_poker``, ``openspiel:kuhn_poker``)."""
+    if a == b:
+        return True
+    built = _openspiel_game(a)
+    return built is not None and built == _openspiel_game(b)
+
+
+def _openspiel_game(name: str) -> tuple | None:
+    """The OpenSpiel game and renderer that ``name`` builds with its defaults; None for
+    other games, and for a user's ``module:function``, which is not imported for this."""
+    try:
+        env = make_env(name)
+    except ValueError:  # UnknownGameError too: the name's own error comes when it is built
+        return None
+    if not isinstance(env, OpenSpielEnv):
+        return None
+    return env.game.get_type().short_name, env.renderer
+
+
 def list_games() -> list[GameInfo]:
     """Every registered game with its default number of players and payoff kind."""
     infos = []

@@ -28,7 +28,7 @@ from jinja2 import TemplateError
 
 from coplay.policies.answer import THINK_CLOSE, THINK_OPEN
 from coplay.policies.encoding import encode_rendered, hide_specials
-from coplay.policies.text import TextConfig
+from coplay.policies.text import TextConfig, answer_text
 from coplay.types import Decision, Observation
 
 _SENTINEL = "\x00coplay-answer\x00"
@@ -168,7 +168,7 @@ class Prompter:
             return response
         tok = self.tokenizer
         opened = self.format.opened and self.format.reasoning != "none"
-        text = tok.decode(response, skip_special_tokens=True)
+        text = answer_text(tok, response, self.ends)
         if not (opened or text.lstrip().startswith(THINK_OPEN)):
             return response
         end = _find(response, self._close_ids)

@@ -49,7 +49,7 @@ from coplay.policies.chat import Prompter, turn_ends
 from coplay.policies.encoding import encode_rendered, encode_texts, hide_specials
 from coplay.policies.scorer import Scored, Scorer
 from coplay.policies.scoring import ChoiceRows, fold_common_prefix
-from coplay.policies.text import TextConfig, cut_at_stop, cut_at_stop_text
+from coplay.policies.text import TextConfig, answer_text, cut_at_stop, cut_at_stop_text
 from coplay.rollout.streams import SeatStream, exponentials
 from coplay.rollout.streams import seeds as stream_seeds
 from coplay.types import Decision, Observation
@@ -552,7 +552,7 @@ class LMPolicy:
         return decisions
 
     def _answer_text(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return answer_text(self.tokenizer, ids, self.ends)
 
     def _decision(self, obs, prompt, ids, lps, answer_format) -> Decision:
         """The decision of a written answer; without a format (choice mode's message

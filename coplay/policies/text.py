@@ -8,7 +8,7 @@ choice mode reads the temperature too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -98,6 +98,15 @@ class TextConfig(BaseModel):
         """The sampling parameters ``sample_text`` takes, stop strings as token ids."""
         stop = tuple(tuple(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in self.stop)
         return Sampling(top_p=self.top_p, top_k=self.top_k, stop=stop)
+
+
+def answer_text(tokenizer, ids: Sequence[int], ends: Collection[int]) -> str:
+    """The text of an answer's ``ids`` without the tokens that end or pad it: ``ends``
+    (``coplay.policies.chat.turn_ends``), the tokenizer's EOS and pad. Every other
+    token is read as written: a checkpoint's tokenizer may register the reasoning tags
+    (``<think>``) as special tokens, and the answer format reads them."""
+    dropped = {*ends, tokenizer.eos_token_id, tokenizer.pad_token_id}
+    return tokenizer.decode([i for i in ids if i not in dropped])
 
 
 def cut_at_stop(

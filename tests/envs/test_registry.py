@@ -10,6 +10,7 @@ from coplay.envs.registry import (
     list_games,
     make_env,
     register_game,
+    same_game,
 )
 from coplay.types import Env, GameKind
 
@@ -75,3 +76,11 @@ def test_games_can_register_their_own_episode_metrics():
     eps = play_episodes(lambda: make_env("signalling"), [[bot, bot]] * 40, range(40))
     scores = game_metrics("signalling")(eps)
     assert scores["success_rate"] == pytest.approx(sum(e.returns[0] > 0 for e in eps) / 40)
+
+
+def test_one_game_under_its_registered_and_its_family_name():
+    assert same_game("openspiel:kuhn_poker", "kuhn_poker")
+    assert same_game("tic_tac_toe", "openspiel:tic_tac_toe")
+    assert not same_game("kuhn_poker", "openspiel:leduc_poker")
+    assert not same_game("openspiel:liars_dice", "liars_dice")  # no such registered game
+    assert not same_game("kuhn_poker", "tests.nowhere:kuhn_poker")  # not imported to compare

@@ -11,6 +11,7 @@ import pytest
 from coplay.backends.base import Generation
 from coplay.envs.registry import list_games, make_env
 from coplay.models.loading import ModelConfig, build_policy
+from coplay.policies.answer import THINK_CLOSE, THINK_OPEN
 from coplay.policies.chains import conversations
 from coplay.policies.chat import omitted_marker
 from coplay.policies.text import TextConfig
@@ -401,6 +402,31 @@ def test_an_answer_closed_by_its_own_end_of_turn_is_not_closed_again(closed):
     assert tok.decode(ids) == rendered  # one <end_of_turn> after the answer, either way
 
 
+def test_dropping_reasoning_finds_tags_the_tokenizer_registers_as_special():
+    # The answer was decoded without its special tokens to look for its reasoning block:
+    # with <think> registered as special, as a checkpoint's tokenizer may have it, none
+    # was found and the whole reasoning stayed in the context.
+    from coplay.models.tokenizer import train_tokenizer
+    from coplay.policies.answer import THINK_CLOSE, THINK_OPEN
+    from coplay.policies.chat import Prompter
+    from coplay.types import Decision, Observation
+
+    corpus = game_text(lambda: make_env("kuhn_poker"), episodes=20)
+    tok = train_tokenizer(corpus.texts, vocab_size=400, actions=corpus.actions, text=True)
+    tok.add_special_tokens({"additional_special_tokens": [THINK_OPEN, THINK_CLOSE]})
+    prompter = Prompter(tok, TextConfig(context="chat", drop_reasoning=True), max_new_tokens=16)
+    first = Observation("kuhn_poker", 0, "Your card: K.", ("[Pass]", "[Bet]"))
+    prompt = prompter.prompt(first)
+    answer = tuple(tok("<think>not sure</think> [Bet]<eos>", add_special_tokens=False)["input_ids"])
+    assert tok.convert_tokens_to_ids(THINK_OPEN) == answer[0]  # the special token itself
+    last = Decision("", "[Bet]", "p", prompt_ids=prompt, response_ids=answer)
+    second = Observation(
+        "kuhn_poker", 0, "The opponent bet.", ("[Fold]", "[Call]"), history=((first, last),)
+    )
+    between = tok.decode(prompter.prompt(second)[len(prompt) :])
+    assert "not sure" not in between and between.startswith(" [Bet]<eos>")
+
+
 def _control_tokens(tok, ids) -> list[str]:
     special = {i for i, t in tok.added_tokens_decoder.items() if t.special}
     return [tok.convert_ids_to_tokens(i) for i in ids if i in special]
@@ -437,3 +463,13 @@ def test_a_message_that_spells_control_tokens_stays_text_in_the_other_players_pr
     ids = prompter.prompt(second)
     assert _control_tokens(tok, ids) == _control_tokens(tok, prompter.prompt(again))
     assert tok.decode(ids).count(said) == 2
+
+
+def test_an_answer_is_read_with_the_reasoning_tags_its_tokenizer_makes_special():
+    policy = text_policy("kuhn_poker")
+    policy.tokenizer.add_special_tokens({"additional_special_tokens": [THINK_OPEN, THINK_CLOSE]})
+    (episode,) = play_kuhn(scripted(policy, [ANSWER] * 6))
+    first = decisions_in_order(episode.trajectories[0])[0]
+    assert first.response_ids[0] == policy.tokenizer.convert_tokens_to_ids(THINK_OPEN)
+    written = "<think>I hold a card.</think> [Pass]"
+    assert (first.text, first.action, first.well_formed) == (written, "[Pass]", True)

@@ -3,7 +3,9 @@
 import pytest
 from pydantic import ValidationError
 
-from coplay.policies.text import TextConfig, cut_at_stop, cut_at_stop_text
+from coplay.models.tokenizer import train_tokenizer
+from coplay.policies.answer import ANSWER_FORMATS, THINK_CLOSE, THINK_OPEN, Parsed
+from coplay.policies.text import TextConfig, answer_text, cut_at_stop, cut_at_stop_text
 
 
 def test_defaults_are_the_think_format_in_turn_context():
@@ -78,3 +80,27 @@ def test_a_stop_string_inside_a_token_ends_the_answer_with_that_token(ids, stop,
     # As token ids, "." is token 7, which the answer [1, 2, 3, 4] never draws.
     lps = [-0.5 * (i + 1) for i in range(len(ids))]
     assert cut_at_stop_text(ids, lps, stop, decode) == (tuple(ids[:kept]), tuple(lps[:kept]))
+
+
+def test_an_answer_keeps_every_special_token_but_those_that_end_or_pad_it():
+    # Decoded with skip_special_tokens=True, an answer lost the reasoning tags that a
+    # checkpoint's tokenizer registers as special, and the think format read no action.
+    tok = train_tokenizer(
+        ["Your card: K.\nYour legal actions: [Pass] [Bet]\n"] * 20,
+        vocab_size=400,
+        actions=["[Pass]", "[Bet]"],
+        text=True,
+    )
+    tok.add_special_tokens({"additional_special_tokens": [THINK_OPEN, THINK_CLOSE, "<eot>"]})
+    eot = tok.convert_tokens_to_ids("<eot>")
+    written = "<think>I hold K.</think> [Bet]"
+    for end in ("<eos>", "<eot>", "<eos><pad><pad>"):
+        ids = tok(written + end, add_special_tokens=False)["input_ids"]
+        assert tok.convert_tokens_to_ids(THINK_OPEN) in ids
+        text = answer_text(tok, ids, ends=(tok.eos_token_id, eot))
+        assert text == written
+        parsed = ANSWER_FORMATS["think"].parse(text, ["[Pass]", "[Bet]"])
+        assert parsed == Parsed("[Bet]", "I hold K.", True)
+    # A special token that ends no turn is part of what the model wrote.
+    ids = tok("[Bet]<|user|>", add_special_tokens=False)["input_ids"]
+    assert answer_text(tok, ids, ends=(tok.eos_token_id,)) == "[Bet]<|user|>"
