@@ -1244,6 +1244,29 @@ def test_play_and_tournament_keep_a_checkpoints_parameters_however_the_game_is_s
     assert players_game("leduc_poker", [final, "random"]) == ("leduc_poker", {})
 
 
+@pytest.mark.parametrize("game", [None, "kuhn_poker", "openspiel:kuhn_poker"])
+def test_checkpoints_that_spell_one_game_two_ways_must_agree_on_its_parameters(monkeypatch, game):
+    # --game openspiel:kuhn_poker played the 2-player checkpoint at 3 players, the first
+    # one's; without --game, one game with the same parameters was "two games".
+    from types import SimpleNamespace
+
+    from coplay.cli import common
+    from coplay.models.loading import PlayedGame
+
+    games = {"three": PlayedGame("kuhn_poker", {"players": 3})}
+    monkeypatch.setattr(common, "is_checkpoint_player", lambda spec: spec in games)
+    monkeypatch.setattr(
+        common, "saved_player", lambda spec: SimpleNamespace(game=lambda: games[spec])
+    )
+    games["two"] = PlayedGame("openspiel:kuhn_poker", {})
+    with pytest.raises(
+        ValueError, match="the checkpoints play openspiel:kuhn_poker with different"
+    ):
+        common.players_game(game, ["three", "two"])
+    games["two"] = PlayedGame("openspiel:kuhn_poker", {"players": 3})
+    assert common.players_game(game, ["three", "two"]) == (game or "kuhn_poker", {"players": 3})
+
+
 server = pytest.fixture(serving_fake, name="server")
 
 
@@ -1790,8 +1813,10 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
 
     nan = float("nan")
 
-    def step(k, exploitability, value, best):
-        return PsroStep(k, k + 1, exploitability, nan, value, best, ((1.0,),), 0.0, 0.0, 3.0)
+    def step(k, exploitability, value, best, **joint):
+        return PsroStep(
+            k, k + 1, exploitability, nan, value, best, ((1.0,),), 0.0, 0.0, 3.0, **joint
+        )
 
     steps = [
         step(0, 0.4583, 0.0159, 0.4583),  # exact
@@ -1799,6 +1824,8 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
         step(0, nan, 0.25, nan),  # sampled, restarts judged by cross-play
         step(0, nan, nan, nan),  # sampled, one restart: nothing measured
         step(1, nan, nan, nan),  # sampled, the last
+        step(0, 0.4583, nan, nan, cce_gap=0.9166),  # a product joint: its gap is the NashConv
+        step(0, 0.4583, nan, nan, cce_gap=0.25, correlated=True),  # JPSRO's own joint
     ]
     for s in steps:
         _psro_step(s, 1, lambda done: None, None)
@@ -1809,6 +1836,9 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
         "iteration 0: 1 member, response value 0.2500, 3 s",
         "iteration 0: 1 member, response value n/a, 3 s",
         "iteration 1: 2 members, the final meta-game, no response trained, 3 s",
+        "iteration 0: 1 member, exploitability 0.4583, response value n/a, 3 s",
+        "iteration 0: 1 member, exploitability 0.4583, joint's CCE gap 0.2500, response value "
+        "n/a, 3 s",
     ]
 
 

@@ -178,7 +178,7 @@ def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
     parts = [f"{s.members} member{'s' * (s.members != 1)}"]
     if math.isfinite(s.exploitability):
         parts.append(f"exploitability {s.exploitability:.4f}")
-    if math.isfinite(s.cce_gap) and s.cce_gap != s.nash_conv:  # a correlated joint's own
+    if s.correlated and math.isfinite(s.cce_gap):  # a product joint's is the NashConv
         parts.append(f"joint's CCE gap {s.cce_gap:.4f}")
     if s.iteration == iterations:
         parts.append("the final meta-game, no response trained")

@@ -221,6 +221,8 @@ class PsroStep:
     saved before it was measured."""
     cce_gaps: tuple[float, ...] = ()
     """The same per seat."""
+    correlated: bool = False
+    """Whether the meta-solver chose a joint (JPSRO), not only marginals."""
 
 
 @dataclass(frozen=True)
@@ -453,6 +455,7 @@ def _outer_loop(
             elapsed_s=time.perf_counter() - start,
             cce_gap=gap.gap if gap else float("nan"),
             cce_gaps=gap.per_player if gap else (),
+            correlated=solution.correlated,
         )
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
@@ -477,17 +480,23 @@ def _measure(
 ) -> tuple[ExploitabilityResult | None, CceGap | None]:
     """The exploitability of the marginals' mixture and the CCE gap of the joint, in
     games with exact evaluation, whose exact meta-game holds the joint's profile values
-    (None in the others)."""
+    (None in the others).
+
+    A seat's best deviation, fixed before the draw, faces the other seats' part of the
+    joint. With two seats that is the other seat's marginal, whose best response the
+    mixture's exploitability has just computed: the joint needs only its own value."""
     if game is None:
         return None, None
     res = tables_exploitability(game, tables, solution.marginals)
-    if solution.correlated:
+    if solution.correlated and game.num_players() > 2:
         return res, joint_cce_gap(game, tables, solution.joint, payoffs=payoffs)
-    # A product joint: each seat's best deviation is its best response to the others'
-    # marginals, so the gap is the mixture's NashConv, per seat as well.
     br, on = res.best_response_values, res.on_policy_values
+    if solution.correlated:
+        on = tuple(float(np.sum(solution.joint * p)) for p in payoffs)
     per = tuple(max(0.0, b - v) for b, v in zip(br, on, strict=True))
-    return res, CceGap(gap=sum(per), per_player=per, on_policy_values=on, best_response_values=br)
+    # A product joint's gap is the mixture's NashConv, to the bit.
+    gap = sum(per) if solution.correlated else res.nash_conv
+    return res, CceGap(gap=gap, per_player=per, on_policy_values=on, best_response_values=br)
 
 
 def _settings_yaml(cfg: PsroConfig) -> str:

@@ -103,7 +103,8 @@ def improved_target(target: Sequence[float], logp: Tensor) -> Tensor:
     if not any(map(math.isnan, target)):  # read on the host: no device sync
         return full
     probs, untried = logp.detach().exp(), full.isnan()
-    return torch.where(untried, probs, probs[~untried].sum() * full.nan_to_num())
+    tried_mass = probs.masked_fill(untried, 0.0).sum()  # a boolean index would sync a GPU
+    return torch.where(untried, probs, tried_mass * full.nan_to_num())
 
 
 def cross_entropy(dists: Sequence[Tensor | None], samples: Sequence[Sample]) -> tuple[Tensor, int]:
