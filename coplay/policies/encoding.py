@@ -105,6 +105,8 @@ def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> li
     its own call; so does a tokenizer without a Rust side. A rendering with contents
     that spelled special tokens (``hide_specials``) gets ``encode_rendered``'s ids."""
     texts = list(texts)
+    if not texts:  # a tokenizer's own call refuses an empty batch
+        return []
     hidden = {i for i, t in enumerate(texts) if HIDDEN.search(t)}
     if hidden:  # rare: encoded alone, the rest as a batch
         rest = iter(encode_texts(tokenizer, [t for i, t in enumerate(texts) if i not in hidden]))
@@ -117,7 +119,7 @@ def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> li
     state = _ENCODERS.get(tokenizer)
     if state is None and encode is not None:
         state = _ENCODERS[tokenizer] = _Encoder(by_lines=splits_at_lines(backend))
-    if encode is None or not texts or state.rust_agrees is False:
+    if encode is None or state.rust_agrees is False:
         return tokenizer(texts, add_special_tokens=False)["input_ids"]
     if state.by_lines:
         rows = state.lines(encode, texts)

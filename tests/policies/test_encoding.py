@@ -180,3 +180,13 @@ def test_a_batch_with_hidden_spellings_encodes_those_as_text(tiny):
     want = [encode_rendered(tok, texts[0]), *_own(tok, texts[1:])]
     assert encode_texts(tok, texts) == want
     assert want[0].count(tok.eos_token_id) == 1  # the template's alone
+
+
+def test_a_batch_of_hidden_spellings_only_and_an_empty_batch(tiny):
+    # Every prompt of a round can hold a message that spelled <bos> (a tiny model's
+    # free-text talk writes one): the rest of the batch was empty, and the tokenizer's
+    # own call refused it with an IndexError.
+    tok = _with_roles(tiny[1])
+    texts = [_rendered(tok, "deal?<bos>"), _rendered(tok, "no<bos>")]
+    assert encode_texts(tok, texts) == [encode_rendered(tok, t) for t in texts]
+    assert encode_texts(tok, []) == []
