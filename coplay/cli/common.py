@@ -245,16 +245,19 @@ def saved_player(spec: str) -> SavedPolicy:
 
 def players_game(game: str | None, players: Sequence[str]) -> tuple[str, dict]:
     """--game, else the one game that the checkpoint players record (with its
-    parameters, also when --game names that same game)."""
-    recorded: dict[str, dict] = {}
+    parameters, also when --game names that same game), however each spells it."""
+    from coplay.envs.registry import same_game
+
+    recorded: dict[str, dict] = {}  # one entry a game, under its first spelling
     checkpoints = [spec for spec in players if is_checkpoint_player(spec)]
     for spec in checkpoints:
         played = saved_player(spec).game()
-        if played is not None and recorded.setdefault(played.name, played.params) != played.params:
+        if played is None:
+            continue
+        name = next((n for n in recorded if same_game(n, played.name)), played.name)
+        if recorded.setdefault(name, played.params) != played.params:
             raise ValueError(f"the checkpoints play {played.name} with different parameters")
     if game:  # the recorded game's parameters however --game spells it
-        from coplay.envs.registry import same_game
-
         mine = (params for name, params in recorded.items() if same_game(name, game))
         return game, dict(next(mine, {}))
     if not checkpoints:

@@ -8,12 +8,14 @@ environment whose observations are text, or can be written as text, in coplay's 
 A forfeit pays the offender the spec's ``min_return``, and evaluation reads returns
 against the spec's bounds, so they are never guessed: an environment made by
 ``to_pettingzoo`` keeps its game's, any other takes ``min_return`` and ``max_return``
-as given, else the ``reward_range`` it declares, else is refused in one line.
+as given, else is refused in one line. A ``reward_range`` it declares is not read:
+Gym's bounds one step's reward, not a game's return.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -29,8 +31,9 @@ RenderObs = Callable[[str, Any], str]
 ActionName = Callable[[str, int], str]
 """``(agent, action index) -> name``: names a Discrete action (brackets added if missing)."""
 
-BOUNDS_TOL = 1e-9
-"""How far past its bounds a return may end, as float error."""
+BOUNDS_RTOL = 1e-6
+"""How far past its bounds a return may end, relative to their size: float32 rewards
+(numpy's, in many environments) are off by up to 6e-8 of themselves each."""
 
 
 def index_name(agent: str, index: int) -> str:
@@ -71,8 +74,8 @@ class PettingZooEnv:
     to the agent's return. ``spec`` defaults to the coplay spec of an environment made
     by ``to_pettingzoo``, else to a general-sum spec with a 1000-step limit whose return
     bounds are ``min_return`` and ``max_return`` (the lowest and highest return a
-    player can get), or when neither is given the environment's ``reward_range``, read
-    as bounds on a player's return. A game that ends outside its bounds is an error.
+    player can get), which must then be given. A game that ends outside its bounds is
+    an error.
     """
 
     def __init__(
@@ -199,7 +202,8 @@ class PettingZooEnv:
         """Refuse an end outside the spec's bounds: a forfeit, which pays the lowest,
         could then beat playing on, and nothing downstream would say so."""
         low, high = self.spec.min_return, self.spec.max_return
-        if all(low - BOUNDS_TOL <= r <= high + BOUNDS_TOL for r in self._returns):
+        slack = BOUNDS_RTOL * max(1.0, abs(low), abs(high))
+        if all(low - slack <= r <= high + slack for r in self._returns):
             return
         raise ValueError(
             f"{self.spec.name} ended with returns {self._returns}, outside its return "
@@ -227,21 +231,9 @@ def _given_bounds(min_return: float | None, max_return: float | None) -> Bounds 
 
 
 def _is_finite(value: object) -> bool:
-    # A bool is an int to Python; True as a bound is a typo, not 1.
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _declared_bounds(aec: AECEnv, name: str) -> Bounds:
-    """The environment's ``reward_range``, Gym's name for it; PettingZoo has none, and
-    Gym's default ``(-inf, inf)`` declares nothing."""
-    declared = getattr(aec, "reward_range", None)
-    pair = tuple(declared) if isinstance(declared, tuple | list) else ()
-    if len(pair) == 2 and all(_is_finite(b) for b in pair) and pair[0] <= pair[1]:
-        return float(pair[0]), float(pair[1])
-    raise ValueError(
-        f"{name} declares no finite reward_range, so its return bounds (a forfeit pays "
-        "the lowest) are unknown; pass min_return=... and max_return=... to PettingZooEnv"
-    )
+    # numbers.Real takes numpy's numbers too; a bool is an int to Python, and True as a
+    # bound is a typo, not 1.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _default_spec(aec: AECEnv, bounds: Bounds | None) -> GameSpec:
@@ -256,7 +248,15 @@ def _default_spec(aec: AECEnv, bounds: Bounds | None) -> GameSpec:
         rounds = own.num_players if own.simultaneous else 1
         return replace(own, simultaneous=False, max_turns=own.max_turns * rounds)
     name = f"pettingzoo:{aec.metadata.get('name', type(aec.unwrapped).__name__)}"
-    low, high = bounds or _declared_bounds(aec, name)
+    if bounds is None:
+        # Not its reward_range: Gym's bounds one step's reward, so a game of many steps
+        # ends past it, and a loose one would make a forfeit cost more than any loss.
+        raise ValueError(
+            f"{name} has no known return bounds (a forfeit pays the lowest); pass "
+            "min_return=... and max_return=... to PettingZooEnv (a reward_range bounds "
+            "one step's reward, not a game's return)"
+        )
+    low, high = bounds
     return GameSpec(
         name=name,
         num_players=len(aec.possible_agents),

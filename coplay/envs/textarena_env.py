@@ -127,6 +127,26 @@ def game_of(env_id: str) -> str:
     return _VERSION.split(env_id, maxsplit=1)[0]
 
 
+RETURN_BOUNDS = {"Klondike": (-1.0, 52.0), "Set": (0.0, 20.0)}
+"""TextArena games (``game_of`` their id) that pay outside [-1, 1], with their return
+bounds (read in textarena 0.7.4's sources): Klondike pays the cards on foundations (an
+invalid move -1), Set a point a set in 20 turns (an invalid move 0)."""
+
+
+def return_bounds(env_id: str) -> tuple[float, float]:
+    """``(min_return, max_return)`` of a TextArena game.
+
+    TextArena pays +1 / -1 / 0, by rank in [-1, 1] for more players, and a share of a
+    puzzle solved in [0, 1]; a few games pay points (``RETURN_BOUNDS``). ScorableGames
+    (points) and UsedCarNegotiation (a price, without bound) do too, but do not load
+    offline.
+
+    >>> return_bounds("TicTacToe-v0"), return_bounds("Set-v0-train")
+    ((-1.0, 1.0), (0.0, 20.0))
+    """
+    return RETURN_BOUNDS.get(game_of(env_id), (-1.0, 1.0))
+
+
 def default_kind(env_id: str, num_players: int) -> GameKind:
     """A TextArena game's kind unless told: zero-sum for two players of a game known to
     pay them so (``ZERO_SUM_GAMES``), else general-sum (more than two are paid by rank,
@@ -186,16 +206,15 @@ class TextArenaEnv:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
         self.env_id = env_id
         self.legal_actions = legal_actions
+        low, high = return_bounds(env_id)
         self.spec = GameSpec(
             name=f"textarena:{env_id}",
             num_players=num_players,
             kind=_told_kind(kind) if kind is not None else default_kind(env_id, num_players),
             max_turns=max_turns,
             perfect_information=False,
-            # TextArena pays +1 / -1 / 0, and by rank in +-1 for more players (read in
-            # 0.7.4's sources; ScorableGames, which pays points, does not load offline).
-            min_return=-1.0,
-            max_return=1.0,
+            min_return=low,
+            max_return=high,
         )
         self.reset(0)
 

@@ -1,11 +1,12 @@
 """PettingZoo -> coplay: a native PettingZoo game plays in coplay's engine, with return
-bounds that are given or declared, never guessed."""
+bounds that are given, never guessed (a reward_range bounds one step)."""
 
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
+import numpy as np
 import pytest
 
 pettingzoo = pytest.importorskip("pettingzoo")
@@ -157,11 +158,9 @@ def test_a_foreign_game_without_bounds_is_refused_in_one_line():
     with pytest.raises(ValueError) as err:
         PettingZooEnv(HighStakes)
     message = str(err.value)
-    assert (
-        "\n" not in message and "pettingzoo:high_stakes declares no finite reward_range" in message
-    )
+    assert "\n" not in message and "pettingzoo:high_stakes has no known return bounds" in message
     assert "pass min_return=... and max_return=... to PettingZooEnv" in message
-    with pytest.raises(ValueError, match="declares no finite reward_range"):
+    with pytest.raises(ValueError, match="has no known return bounds"):
         PettingZooEnv(lambda: HighStakes(reward_range=(-float("inf"), float("inf"))))
 
 
@@ -184,15 +183,63 @@ def test_the_bounds_are_game_parameters_of_a_registered_game(monkeypatch):
         make_env("high_stakes")
 
 
-def test_a_declared_reward_range_gives_the_bounds():
-    env = PettingZooEnv(lambda: HighStakes(reward_range=(-3, 3)))
+class Tally(HighStakes):
+    """Three rounds; each move pays its mover +``step`` ([1]) or -``step`` ([0]) in that
+    step, as ``reward`` makes a number. ``reward_range`` as Gym means it: one step's."""
+
+    metadata = {"name": "tally"}
+
+    def __init__(self, step: float = 1.0, reward: Callable[[float], object] = float) -> None:
+        super().__init__(reward_range=(-step, step))
+        self.step_size, self.reward = step, reward
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed, options)
+        self.moves = 0
+
+    def step(self, action):
+        if self.terminations[self.agent_selection]:
+            self._was_dead_step(action)
+            return
+        paid = self.step_size if int(action) else -self.step_size
+        self.rewards = {
+            a: self.reward(paid if a == self.agent_selection else 0.0) for a in self.agents
+        }
+        self.moves += 1
+        self.terminations = dict.fromkeys(self.agents, self.moves == 6)
+        self.agent_selection = self.possible_agents[self.moves % 2]
+        self._accumulate_rewards()
+
+
+def test_a_per_step_reward_range_is_not_read_as_return_bounds():
+    # Read as bounds, Tally's (-1, 1) was taken, and play stopped at the end of the
+    # first game a player won twice in: its return of 2 or 3 is no step's reward.
+    with pytest.raises(ValueError, match="no known return bounds.*bounds one step's reward"):
+        PettingZooEnv(Tally)
+    make = partial(PettingZooEnv, Tally, min_return=-3, max_return=3)
+    (won,) = play_episodes(make, [[Moves(["[1]"] * 3), Moves(["[0]"] * 3)]], [0])
+    assert won.returns == (3.0, -3.0)
+
+
+def test_float32_rewards_end_on_their_bounds():
+    # Three float32 thirds make 1.0000000298: past max_return 1 by more than 1e-9, it
+    # was called an end outside the bounds.
+    thirds = partial(Tally, 1 / 3, np.float32)
+    env = PettingZooEnv(thirds, min_return=-1, max_return=1)
+    for _ in range(6):
+        env.step({env.players_to_act()[0]: "[1]"})
+    assert env.returns() == pytest.approx([1.0, 1.0])
+
+
+def test_bounds_may_be_numpy_numbers():
+    # Bounds worked out with numpy were refused as "not a finite number".
+    env = PettingZooEnv(HighStakes, min_return=np.int64(-3), max_return=np.float32(3))
     assert (env.spec.min_return, env.spec.max_return) == (-3.0, 3.0)
-    given = PettingZooEnv(lambda: HighStakes(reward_range=(-3, 3)), min_return=-5, max_return=5)
-    assert (given.spec.min_return, given.spec.max_return) == (-5.0, 5.0)  # the caller's word
+    assert type(env.spec.min_return) is type(env.spec.max_return) is float
 
 
 def test_an_end_outside_the_bounds_is_an_error():
-    env = PettingZooEnv(lambda: HighStakes(reward_range=(-1, 1)))  # a per-step range, say
+    env = PettingZooEnv(HighStakes, min_return=-1, max_return=1)
     with pytest.raises(
         ValueError,
         match=r"ended with returns \[3.0, -3.0\], outside its return bounds \[-1.0, 1.0\]",

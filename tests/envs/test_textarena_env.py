@@ -3,7 +3,9 @@ invalid-move rules, rewards, which games are zero-sum, and reproducibility with 
 games in flight."""
 
 import doctest
+import itertools
 import random
+import re
 import sys
 from collections.abc import Sequence
 from types import SimpleNamespace
@@ -314,6 +316,30 @@ def test_the_zero_sum_table_names_textarena_games(ta):
     games = {textarena_env.game_of(i) for i in ta.envs.registration.ENV_REGISTRY}
     assert games >= textarena_env.ZERO_SUM_GAMES, sorted(textarena_env.ZERO_SUM_GAMES - games)
     assert make_env("textarena:MarketEntryGame-v0").spec.kind is GameKind.GENERAL_SUM
+
+
+def a_set(text: str) -> str:
+    """Three cards of the last Set board in ``text`` that make a Set: in each of count,
+    colour, shading and shape, all alike or all different."""
+    board = text.rsplit("=== BOARD ===", 1)[1]
+    cards = {int(i): card.split() for i, card in re.findall(r"^(\d+): (.+)$", board, re.M)}
+    for trio in itertools.combinations(sorted(cards), 3):
+        if all(len({cards[i][k] for i in trio}) != 2 for k in range(4)):
+            return "[" + ", ".join(map(str, trio)) + "]"
+    return "[1, 2, 3]"  # none on the board: TextArena deals more after a miss
+
+
+def test_a_game_that_pays_points_has_bounds_that_hold_them(ta):
+    # Set pays a point a set found: 20 sets made a return of 20 against a max_return
+    # of 1, so restarts took a game of one point for a win and the checker blamed the game.
+    env = make_env("textarena:Set-v0", num_players=1)
+    while not env.is_terminal():
+        env.step({0: a_set(env.observe(0).text)})
+    assert env.returns() == [20.0]
+    assert (env.spec.min_return, env.spec.max_return) == (0.0, 20.0)
+    assert make_env("textarena:TicTacToe-v0").spec.max_return == 1.0
+    games = {textarena_env.game_of(i) for i in ta.envs.registration.ENV_REGISTRY}
+    assert games >= set(textarena_env.RETURN_BOUNDS)
 
 
 @pytest.mark.parametrize("max_turns", ["abc", -5, 0, True, 2.5, None])
