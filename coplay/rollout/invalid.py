@@ -35,7 +35,9 @@ def forfeit_returns(spec: GameSpec, *offenders: int) -> list[float]:
     """Returns when ``offenders`` forfeit: each gets the minimum, the others share the loss.
 
     Zero-sum games stay zero-sum while someone is left to pay (the others split what
-    the offenders lose); general-sum and cooperative games give the others 0. Several
+    the offenders lose); general-sum and cooperative games give the others 0, or the
+    game's bound nearest it where 0 is no return the game pays (a dilemma whose worst
+    outcome still pays: the others would get less than any game gives). Several
     offenders are players who all forfeit in one round of simultaneous moves: each is
     charged as a lone offender would be, so none of them is paid for the other's
     forfeit, and where every player forfeits, every player gets the minimum.
@@ -43,7 +45,8 @@ def forfeit_returns(spec: GameSpec, *offenders: int) -> list[float]:
     if not offenders:
         raise ValueError("forfeit_returns needs at least one offender")
     charged = set(offenders)
-    out = [spec.min_return if p in charged else 0.0 for p in range(spec.num_players)]
+    neutral = min(max(0.0, spec.min_return), spec.max_return)
+    out = [spec.min_return if p in charged else neutral for p in range(spec.num_players)]
     others = [p for p in range(spec.num_players) if p not in charged]
     if spec.kind is GameKind.ZERO_SUM and others:
         share = -spec.min_return * len(charged) / len(others)

@@ -1,5 +1,7 @@
 """Forfeit returns and treatment config validation."""
 
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
@@ -48,3 +50,16 @@ def test_a_forfeit_needs_an_offender():
 def test_bad_treatments_are_rejected(bad):
     with pytest.raises(ValidationError):
         InvalidActionConfig(**bad)
+
+
+def test_a_forfeit_pays_the_others_within_the_games_bounds():
+    # A dilemma whose worst outcome still pays 2 a round: the others' 0 was below
+    # anything the game gives, and below the offender's own minimum.
+    spec = GameSpec(
+        name="g", num_players=2, kind=GameKind.GENERAL_SUM, max_turns=4,
+        perfect_information=False, min_return=2.0, max_return=10.0,
+    )  # fmt: skip
+    assert forfeit_returns(spec, 0) == [2.0, 2.0]
+    below = replace(spec, min_return=-10.0, max_return=-1.0)
+    assert forfeit_returns(below, 1) == [-1.0, -10.0]
+    assert forfeit_returns(_spec(2, GameKind.GENERAL_SUM), 0) == [-2.0, 0.0]
