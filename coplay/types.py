@@ -52,6 +52,13 @@ class GameSpec:
     openspiel_name: str | None = None
     """Set when exact evaluation through OpenSpiel is possible."""
 
+    def holds(self, returns: Sequence[float]) -> bool:
+        """Whether every return lies within ``[min_return, max_return]``, up to rounding
+        of 1e-6 of the bounds' size (float32 rewards, numpy's in many environments, are
+        off by up to 6e-8 of themselves each)."""
+        slack = 1e-6 * max(1.0, abs(self.min_return), abs(self.max_return))
+        return all(self.min_return - slack <= r <= self.max_return + slack for r in returns)
+
 
 @dataclass(frozen=True)
 class Observation:

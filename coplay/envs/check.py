@@ -317,8 +317,7 @@ def _return_problems(trace: Trace, env_returns: Sequence[float]) -> str | None:
         return f"returns() has {len(env_returns)} entries for {n} players"
     if not all(math.isfinite(r) for r in env_returns):
         return f"returns() {list(env_returns)} are not all finite"
-    low, high = spec.min_return - TOLERANCE, spec.max_return + TOLERANCE
-    if not all(low <= r <= high for r in env_returns):
+    if not spec.holds(env_returns):
         return (
             f"returns() {list(env_returns)} leave [spec.min_return, spec.max_return] = "
             f"[{spec.min_return}, {spec.max_return}]"

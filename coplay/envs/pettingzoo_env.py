@@ -31,10 +31,6 @@ RenderObs = Callable[[str, Any], str]
 ActionName = Callable[[str, int], str]
 """``(agent, action index) -> name``: names a Discrete action (brackets added if missing)."""
 
-BOUNDS_RTOL = 1e-6
-"""How far past its bounds a return may end, relative to their size: float32 rewards
-(numpy's, in many environments) are off by up to 6e-8 of themselves each."""
-
 
 def index_name(agent: str, index: int) -> str:
     """Names a Discrete action by its index: ``[3]``."""
@@ -201,13 +197,11 @@ class PettingZooEnv:
     def _check_returns(self) -> None:
         """Refuse an end outside the spec's bounds: a forfeit, which pays the lowest,
         could then beat playing on, and nothing downstream would say so."""
-        low, high = self.spec.min_return, self.spec.max_return
-        slack = BOUNDS_RTOL * max(1.0, abs(low), abs(high))
-        if all(low - slack <= r <= high + slack for r in self._returns):
+        if self.spec.holds(self._returns):
             return
         raise ValueError(
             f"{self.spec.name} ended with returns {self._returns}, outside its return "
-            f"bounds [{low}, {high}]; pass bounds (min_return and max_return, or a spec) that "
+            f"bounds [{self.spec.min_return}, {self.spec.max_return}]; pass bounds (min_return and max_return, or a spec) that "
             "hold every return"
         )
 
