@@ -444,6 +444,7 @@ def test_check_env_exits_1_on_a_defect_and_says_what(tmp_path, capsys, monkeypat
         (["check-env", "nope"], "unknown game 'nope'"),
         (["check-env", "frozen_lake", "size=99"], "size must be an integer in 2..12"),
         (["check-env", "frozen_lake", "holes"], "must look like key=value"),
+        (["check-env", "frozen_lake", "size=4", "size=8"], "game parameter 'size' is given twice"),
         (["check-env", "sokoban", "--episodes", "0"], "episodes must be a positive integer"),
         (["check-env", "nosuchpkg.mod:make"], "no module 'nosuchpkg.mod'"),
     ],

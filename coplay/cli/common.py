@@ -188,12 +188,15 @@ def game_params(items: Sequence[str]) -> dict[str, object]:
     params = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ValueError(f"game parameter {item!r} must look like key=value (e.g. size=8)")
+        if key in params:  # which one was meant is not ours to guess
+            raise ValueError(f"game parameter {key!r} is given twice")
         try:
-            params[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+            params[key] = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
-            params[key.strip()] = raw  # not a YAML scalar: the game sees the text
+            params[key] = raw  # not a YAML scalar: the game sees the text
     return params
 
 

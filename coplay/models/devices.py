@@ -56,7 +56,8 @@ class HostCopy:
 def set_host_threads(device: str, threads: int | None) -> None:
     """torch's intra-op threads for a process whose model runs on ``device``:
     ``threads`` where given (``model.threads``), else one with a CUDA device unless
-    ``OMP_NUM_THREADS`` says otherwise, else torch's default (one per core).
+    ``OMP_NUM_THREADS`` says otherwise, else torch's default (one per core), which a
+    CPU run after a GPU run in one process gets back.
 
     With a GPU the host's share of the work is small tensor ops (indices, masks,
     sampling over a few hundred rows) between launches, and at one thread per core
@@ -64,7 +65,15 @@ def set_host_threads(device: str, threads: int | None) -> None:
     machine the choice-mode rollout ran 1.11-1.27x faster at one thread than at 16
     (docs/results.md). On the CPU the model's own matrices are the work, which
     threads do split."""
+    global _torch_threads
+    if threads is None and torch.device(device).type != "cuda":
+        threads = _torch_threads  # a CPU run after a GPU one in this process gets the cores back
+    elif threads is None and "OMP_NUM_THREADS" not in os.environ:
+        threads = 1
     if threads is not None:
+        _torch_threads = _torch_threads or torch.get_num_threads()
         torch.set_num_threads(threads)
-    elif torch.device(device).type == "cuda" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)
+
+
+_torch_threads: int | None = None
+"""torch's thread count before a run first set its own; None until then."""

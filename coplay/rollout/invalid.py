@@ -41,6 +41,11 @@ def forfeit_returns(spec: GameSpec, *offenders: int) -> list[float]:
     offenders are players who all forfeit in one round of simultaneous moves: each is
     charged as a lone offender would be, so none of them is paid for the other's
     forfeit, and where every player forfeits, every player gets the minimum.
+
+    The sum wins over the bounds: where several offenders of an n-player zero-sum game
+    lose more than the others can be paid within ``max_return``, the others are paid
+    above it. A zero-sum meta-game's ``nash`` solver refuses payoffs that do not sum
+    to a constant, and no bound is read downstream; the offenders still get the least.
     """
     if not offenders:
         raise ValueError("forfeit_returns needs at least one offender")

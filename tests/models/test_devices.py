@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 import coplay
 from coplay.envs.registry import make_env
+from coplay.models import devices
 from coplay.models.devices import HostCopy, set_host_threads, to_device
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
@@ -90,6 +91,7 @@ def threads(monkeypatch):
     """What ``set_host_threads`` asks of torch, with torch's own count left alone."""
     asked = []
     monkeypatch.setattr(torch, "set_num_threads", asked.append)
+    monkeypatch.setattr(devices, "_torch_threads", None)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     return asked
 
@@ -103,6 +105,15 @@ def test_a_gpu_run_keeps_the_host_at_one_thread(threads):
 def test_the_cpu_keeps_torchs_default(threads):
     set_host_threads("cpu", None)
     assert threads == []
+
+
+def test_a_cpu_run_after_a_gpu_run_gets_torchs_default_back(threads, monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 6)
+    set_host_threads("cuda", None)
+    set_host_threads("cpu", None)
+    set_host_threads("cpu", 3)
+    set_host_threads("cpu", None)
+    assert threads == [1, 6, 3, 6]
 
 
 def test_a_thread_count_given_wins(threads, monkeypatch):

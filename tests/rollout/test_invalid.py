@@ -34,6 +34,7 @@ def test_other_games_give_others_nothing(kind):
 
 def test_several_offenders_are_each_charged():
     # Forfeits in one round of simultaneous moves: no offender is paid for another's.
+    # The one left is paid 4, above max_return 2: a zero-sum game keeps its sum.
     assert forfeit_returns(_spec(3, GameKind.ZERO_SUM), 0, 2) == [-2.0, 4.0, -2.0]
     assert forfeit_returns(_spec(2, GameKind.ZERO_SUM), 1, 0) == [-2.0, -2.0]
     assert forfeit_returns(_spec(3, GameKind.GENERAL_SUM), 2, 0) == [-2.0, 0.0, -2.0]
