@@ -1806,11 +1806,15 @@ def test_eval_says_samples_are_ignored_where_nothing_is_sampled(kuhn_run, capsys
     assert "--samples" not in capsys.readouterr().err
 
 
-def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
+def test_psro_progress_prints_only_the_numbers_it_knows(capsys, monkeypatch):
     # Every line of a sampled meta-game read "exploitability nan, response value nan",
     # and the last line of every run "response value nan (best nan)".
+    from coplay.cli.common import PIPED_WIDTH, console
     from coplay.cli.population import _psro_step
     from coplay.population.psro import PsroStep
+
+    # As main sets it: run alone, the test saw rich's 80 columns wrap the lines.
+    monkeypatch.setattr(console, "width", PIPED_WIDTH)
 
     nan = float("nan")
 
@@ -1827,6 +1831,8 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
         step(1, nan, nan, nan),  # sampled, the last
         step(0, 0.4583, nan, nan, cce_gap=0.9166),  # a product joint: its gap is the NashConv
         step(0, 0.4583, nan, nan, cce_gap=0.25, correlated=True),  # JPSRO's own joint
+        step(0, 0.4583, nan, nan, cce_gap=0.25, correlated=True, ce_gap=0.5),  # JPSRO(CE)
+        step(0, 0.4583, nan, nan, cce_gap=0.9166, ce_gap=0.9166),  # CE fell back to uniform
     ]
     for s in steps:
         _psro_step(s, 1, lambda done: None, None)
@@ -1840,6 +1846,9 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys):
         "iteration 0: 1 member, exploitability 0.4583, response value n/a, 3 s",
         "iteration 0: 1 member, exploitability 0.4583, joint's CCE gap 0.2500, response value "
         "n/a, 3 s",
+        "iteration 0: 1 member, exploitability 0.4583, joint's CCE gap 0.2500, CE gap 0.5000, "
+        "response value n/a, 3 s",
+        "iteration 0: 1 member, exploitability 0.4583, response value n/a, 3 s",
     ]
 
 

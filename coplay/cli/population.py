@@ -180,6 +180,8 @@ def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
         parts.append(f"exploitability {s.exploitability:.4f}")
     if s.correlated and math.isfinite(s.cce_gap):  # a product joint's is the NashConv
         parts.append(f"joint's CCE gap {s.cce_gap:.4f}")
+    if s.correlated and math.isfinite(s.ce_gap):  # measured for the CE solvers only
+        parts.append(f"CE gap {s.ce_gap:.4f}")
     if s.iteration == iterations:
         parts.append("the final meta-game, no response trained")
     elif not math.isfinite(s.response_value):  # sampled, with no restarts to judge

@@ -17,7 +17,8 @@ its own weights (a meta-game solution has one marginal per player).
 A correlated meta-strategy (JPSRO's) is a joint distribution over profiles, one member
 per seat, drawn together for the whole episode. No mixture per seat plays it: the
 product of its marginals is another strategy. ``joint_cce_gap`` measures the joint
-itself, by its CCE gap, as OpenSpiel's JPSRO does with ``pyspiel.cce_dist``.
+itself, by its CCE gap, as OpenSpiel's JPSRO does with ``pyspiel.cce_dist``, and
+``joint_ce_gap`` by its CE gap, where each deviation knows its own recommendation.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def joint_cce_gap(
     seats = [[_seat_policy(t, p) for p in range(n)] for t in tables]  # (members, players)
     values = _profile_values(game, seats, dist) if payoffs is None else _payoffs(payoffs, dist)
     on_policy = np.array([float(np.sum(dist * v)) for v in values])
-    best = np.array([_deviation_value(game, seats, dist, p) for p in range(n)])
+    best = np.array([_deviation_value(game, seats, dist.sum(axis=p), p) for p in range(n)])
     gains = np.maximum(best - on_policy, 0.0)
     return CceGap(
         gap=float(gains.sum()),
@@ -228,13 +229,13 @@ def _payoffs(payoffs: Sequence[object], dist: np.ndarray) -> list[np.ndarray]:
 def _deviation_value(
     game: pyspiel.Game,
     seats: Sequence[Sequence[pyspiel.TabularPolicy]],
-    dist: np.ndarray,
+    others: np.ndarray,
     player: int,
 ) -> float:
-    """What ``player`` gets from its best policy fixed before the draw: a best response to
-    the others' marginal of ``dist``. Its own seat in the device is never read, so member
-    0 fills it, and the device has one entry per profile of the others, not of all."""
-    others = dist.sum(axis=player)
+    """What ``player`` gets from a best response to ``others``, a distribution over the
+    other seats' profiles (the joint's shape without ``player``'s axis). Its own seat in
+    the device is never read, so member 0 fills it, and the device has one entry per
+    profile of the others, not of all."""
     device = [
         (float(others[rest]), _profile(seats, (*rest[:player], 0, *rest[player:])))
         for rest in product(*map(range, others.shape))
@@ -242,6 +243,72 @@ def _deviation_value(
     ]
     info = pyspiel.cce_dist(game, device, player, prob_cut_threshold=0.0)
     return float(info.best_response_values[0])
+
+
+@dataclass(frozen=True)
+class CeGap:
+    """How far a joint distribution over profiles is from a correlated equilibrium (CE)
+    of the full game (Marris et al. 2021, JPSRO(CE)): per player p, the sum over the
+    members r it is recommended of what its best deviation, chosen knowing r, gains:
+    ``P(r) * (max_pi E[u_p(pi, others) | r] - E[u_p | r])``.
+
+    Knowing r, a deviation can still play what one fixed before the draw would, so each
+    player's CE gap is at least its CCE gap. ``gap`` sums the players, as ``CceGap.gap``
+    and NashConv do. A product joint's equals its CCE gap: every r faces the same
+    marginal, and ``P(r)``-weighted the terms add up to the best response's gain.
+    """
+
+    gap: float
+    per_player: tuple[float, ...]
+    per_recommendation: tuple[tuple[float, ...], ...]
+    """Per player, each member's term ``P(r) * gain`` (0 where it is never recommended):
+    JPSRO(CE) trains a response to every recommendation that gains."""
+
+
+def joint_ce_gap(
+    game: pyspiel.Game,
+    tables: Sequence[os_policy.TabularPolicy],
+    joint: object,
+    *,
+    payoffs: Sequence[object] | None = None,
+) -> CeGap:
+    """The exact CE gap of ``joint``, laid out as for ``joint_cce_gap``, computed as
+    OpenSpiel's JPSRO does (``jpsro.find_best_response``, target ``ce``): for each player
+    and member it is recommended with positive probability, a best response by
+    ``pyspiel.cce_dist`` to the others' part of the joint given that recommendation.
+    ``payoffs`` as for ``joint_cce_gap``.
+    """
+    n = game.num_players()
+    dist = joint_weights(joint, len(tables), n)
+    seats = [[_seat_policy(t, p) for p in range(n)] for t in tables]  # (members, players)
+    values = _profile_values(game, seats, dist) if payoffs is None else _payoffs(payoffs, dist)
+    terms = tuple(
+        tuple(_recommendation_gain(game, seats, dist, values[p], p, r) for r in range(len(tables)))
+        for p in range(n)
+    )
+    per = tuple(float(sum(row)) for row in terms)
+    return CeGap(gap=float(sum(per)), per_player=per, per_recommendation=terms)
+
+
+def _recommendation_gain(
+    game: pyspiel.Game,
+    seats: Sequence[Sequence[pyspiel.TabularPolicy]],
+    dist: np.ndarray,
+    value: np.ndarray,
+    player: int,
+    member: int,
+) -> float:
+    """``P(r) * gain`` of ``player``'s best deviation when recommended ``member`` (r);
+    ``value`` is the player's return at each profile. The unnormalised slice of ``dist``
+    at r weighs the deviation's value and the recommendation's alike."""
+    given = np.take(dist, member, axis=player)  # P(r, others): the others' profiles
+    mass = float(given.sum())
+    if mass <= 0:
+        return 0.0
+    best = _deviation_value(game, seats, given / mass, player)
+    on = float(np.sum(np.take(value, member, axis=player) * given))
+    # Recommended r is itself a deviation, so only rounding makes the gain negative.
+    return max(0.0, mass * best - on)
 
 
 def _seat_policy(table: os_policy.TabularPolicy, player: int) -> pyspiel.TabularPolicy:

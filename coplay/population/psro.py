@@ -35,11 +35,13 @@ NashConv, taken from it rather than computed again. A correlated joint is not th
 product of its marginals, whose exploitability can stay high while the joint converges.
 (In a two-player zero-sum game both give the seats values that sum to 0, so the summed
 gap is the marginals' NashConv unless a seat's gain is clipped at 0; the seats' own
-gaps differ.) Then the value of the new response against the meta-strategy next to the
-exact best response's value (their difference is the oracle's shortfall) and wall time.
-The population is saved after every iteration and each response saves its own state
-like any run, so a stopped run continues (``coplay psro --resume DIR``, with the
-settings saved in ``psro.yaml``).
+gaps differ.) With a CE solver (``CONDITIONAL_SOLVERS``, JPSRO(CE)) also the joint's CE
+gap (``joint_ce_gap``: ``psro/ce_gap``, ``psro/ce_gap_seat<s>``), whose deviations know
+their recommendation: a CCE that is no CE has CCE gap 0, CE gap above 0. Then the value
+of the new response against the meta-strategy next to the exact best response's value
+(their difference is the oracle's shortfall) and wall time. The population is saved
+after every iteration and each response saves its own state like any run, so a stopped
+run continues (``coplay psro --resume DIR``, with the settings saved in ``psro.yaml``).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.exact import ExploitabilityResult, to_openspiel_policy
 from coplay.eval.metasolvers import META_SOLVERS, MetaSolution
-from coplay.eval.mixture import CceGap, joint_cce_gap, tables_exploitability
+from coplay.eval.mixture import CceGap, CeGap, joint_cce_gap, joint_ce_gap, tables_exploitability
 from coplay.models.loading import build_policy, load_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population.metagame import (
@@ -223,6 +225,11 @@ class PsroStep:
     """The same per seat."""
     correlated: bool = False
     """Whether the meta-solver chose a joint (JPSRO), not only marginals."""
+    ce_gap: float = float("nan")
+    """The CE gap of the joint (``CeGap.gap``), measured for the CE solvers in games with
+    exact evaluation; NaN otherwise, and in the steps of a run saved before it was."""
+    ce_gaps: tuple[float, ...] = ()
+    """The same per seat; empty where not measured."""
 
 
 @dataclass(frozen=True)
@@ -322,8 +329,8 @@ def load_outer(cfg: PsroConfig, out: Path) -> _Outer:
 
 def _step(d: dict) -> PsroStep:
     marginals = tuple(tuple(float(x) for x in m) for m in d["marginals"])
-    gaps = tuple(float(x) for x in d.get("cce_gaps", ()))
-    return PsroStep(**{**d, "marginals": marginals, "cce_gaps": gaps})
+    gaps = {key: tuple(float(x) for x in d.get(key, ())) for key in ("cce_gaps", "ce_gaps")}
+    return PsroStep(**{**d, "marginals": marginals, **gaps})
 
 
 def _reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
@@ -428,6 +435,7 @@ def _outer_loop(
         meta = solve(cfg.meta_solver, payoffs)
         solution = meta.solution
         res, gap = _measure(game, tables, payoffs, solution)
+        ce = _ce_gap(cfg, game, tables, payoffs, solution)
         meta_s = time.perf_counter() - t0
         train_s, value, best = 0.0, float("nan"), float("nan")
         if k < cfg.iterations:
@@ -456,6 +464,8 @@ def _outer_loop(
             cce_gap=gap.gap if gap else float("nan"),
             cce_gaps=gap.per_player if gap else (),
             correlated=solution.correlated,
+            ce_gap=ce.gap if ce else float("nan"),
+            ce_gaps=ce.per_player if ce else (),
         )
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
@@ -499,6 +509,20 @@ def _measure(
     return res, CceGap(gap=gap, per_player=per, on_policy_values=on, best_response_values=br)
 
 
+def _ce_gap(
+    cfg: PsroConfig,
+    game: pyspiel.Game | None,
+    tables: list[os_policy.Policy],
+    payoffs: tuple[np.ndarray, np.ndarray],
+    solution: MetaSolution,
+) -> CeGap | None:
+    """The joint's CE gap for a CE solver, whose responses face the conditionals it
+    measures, in games with exact evaluation (None otherwise)."""
+    if game is None or cfg.meta_solver not in CONDITIONAL_SOLVERS:
+        return None
+    return joint_ce_gap(game, tables, solution.joint, payoffs=payoffs)
+
+
 def _settings_yaml(cfg: PsroConfig) -> str:
     """The outer loop's settings (``psro.yaml``); the trainer's are in ``config.yaml``."""
     return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"run"}), sort_keys=False)
@@ -525,14 +549,17 @@ def _respond(
 
 def _step_metrics(step: PsroStep, members: list[Policy]) -> dict[str, float]:
     """The step's numbers, with each member's weight in the meta-strategy per seat
-    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none)
-    and the CCE gap per seat (``psro/cce_gap_seat0``; none where not measured)."""
+    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none),
+    the CCE gap per seat (``psro/cce_gap_seat0``; none where not measured) and the CE
+    gap where measured (``psro/ce_gap``, ``psro/ce_gap_seat0``)."""
     weights = {
         f"psro/weight_seat{seat}/{m.policy_id}": w
         for seat, marginal in enumerate(step.marginals)
         for m, w in zip(members, marginal, strict=False)
     }
     gaps = {f"psro/cce_gap_seat{seat}": g for seat, g in enumerate(step.cce_gaps)}
+    gaps |= {"psro/ce_gap": step.ce_gap} if step.ce_gaps else {}
+    gaps |= {f"psro/ce_gap_seat{seat}": g for seat, g in enumerate(step.ce_gaps)}
     numbers = {
         "psro/members": step.members,
         "psro/cce_gap": step.cce_gap,
@@ -553,6 +580,7 @@ def _finite(x: float) -> float | None:
 
 def _summary(result: PsroResult) -> dict:
     last = result.steps[-1]
+    ce = {"final/ce_gap": last.ce_gap, "ce_gap": [_finite(s.ce_gap) for s in result.steps]}
     return {
         "members": list(result.members),
         "final/cce_gap": last.cce_gap,
@@ -562,4 +590,4 @@ def _summary(result: PsroResult) -> dict:
         "cce_gap": [_finite(s.cce_gap) for s in result.steps],
         "exploitability": [_finite(s.exploitability) for s in result.steps],
         "wall_s": last.elapsed_s,
-    }
+    } | (ce if last.ce_gaps else {})

@@ -28,9 +28,9 @@ SECTIONS = {
 }
 """Known namespaces, in page order, with their titles; others follow by name."""
 
-REFERENCES = {"exploitability": 0.0, "nash_conv": 0.0, "cce_gap": 0.0}
+REFERENCES = {"exploitability": 0.0, "nash_conv": 0.0, "cce_gap": 0.0, "ce_gap": 0.0}
 """Known reference values by a key's last part: an exact equilibrium's (a CCE's gap for
-``cce_gap``). A sampled
+``cce_gap``, a CE's for ``ce_gap``). A sampled
 estimate of the same quantity (``eval/exploitability_sampled``) shares its reference."""
 
 SAMPLED = "_sampled"

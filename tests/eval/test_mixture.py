@@ -1,5 +1,5 @@
 """Mixture policies: reach-weighted aggregation, exact exploitability, per-episode draws,
-and the CCE gap of a joint distribution over profiles."""
+and the CCE and CE gaps of a joint distribution over profiles."""
 
 import numpy as np
 import pyspiel
@@ -10,10 +10,12 @@ from open_spiel.python.algorithms import exploitability as os_exploitability
 from open_spiel.python.algorithms.policy_aggregator import PolicyAggregator
 
 from coplay.eval.exact import to_openspiel_policy
+from coplay.eval.metasolvers import _openspiel_alpharank
 from coplay.eval.mixture import (
     MixturePolicy,
     aggregate_tables,
     joint_cce_gap,
+    joint_ce_gap,
     mixture_exploitability,
     seat_weights,
     seatings,
@@ -228,6 +230,101 @@ def _pyspiel_profile(game, seat0, seat1):
     return os_policy.python_policy_to_pyspiel_policy(merged)
 
 
+# --- the CE gap of a joint ------------------------------------------------------------
+
+ROCK_PAPER_SCISSORS = matrix_game(
+    "rock_paper_scissors",
+    [[0, -1, 1], [1, 0, -1], [-1, 1, 0]],
+    [[0, 1, -1], [-1, 0, 1], [1, -1, 0]],
+)
+
+
+@pytest.mark.parametrize(
+    "game,joint",
+    [(CHICKEN, [[0, 1 / 3], [1 / 3, 1 / 3]]), (TRAFFIC_LIGHT, [[0, 1 / 2], [1 / 2, 0]])],
+)
+def test_a_correlated_equilibrium_has_no_ce_gap(game, joint):
+    # Chicken, told to dare: the other chickens out, daring gets 4 and chickening out 3.
+    # Told to chicken out: the other dares or chickens alike, 2 either way. The light:
+    # told to go, the other stops (1 against 0); told to stop, the other goes (0 vs -10).
+    game, pure = game
+    gap = joint_ce_gap(game, pure, joint)
+    assert gap.gap == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(gap.per_recommendation, np.zeros((2, 2)), atol=1e-12)
+
+
+def test_a_coarse_correlated_equilibrium_need_not_be_a_correlated_one():
+    # Both players told the same move, each move 1/3. Each marginal is uniform, against
+    # which every fixed move gets 0, the joint's value (all ties): CCE gap 0. Told rock,
+    # a player knows the other plays rock and paper wins 1: 1/3 per recommendation, 1 per
+    # player, 2 in all.
+    game, pure = ROCK_PAPER_SCISSORS
+    joint = np.eye(3) / 3
+    assert joint_cce_gap(game, pure, joint).per_player == pytest.approx((0.0, 0.0), abs=1e-12)
+    gap = joint_ce_gap(game, pure, joint)
+    assert gap.gap == pytest.approx(2.0)
+    assert gap.per_player == pytest.approx((1.0, 1.0))
+    np.testing.assert_allclose(gap.per_recommendation, np.full((2, 3), 1 / 3))
+
+
+@pytest.mark.parametrize("players,seed", [(2, 0), (2, 1), (2, 2), (3, 3)])
+def test_a_joints_ce_gap_is_at_least_its_cce_gap_per_player(players, seed):
+    # A deviation that knows its recommendation can still play the best fixed one.
+    game = pyspiel.load_game("kuhn_poker", {"players": players})
+    tables = [random_table(game, seed + s) for s in range(3 if players == 2 else 2)]
+    k = len(tables)
+    joint = np.random.default_rng(seed).dirichlet(np.ones(k**players)).reshape((k,) * players)
+    ce, cce = joint_ce_gap(game, tables, joint), joint_cce_gap(game, tables, joint)
+    # Equal where one deviation is best against every recommendation's conditional.
+    assert all(c >= cc - 1e-12 for c, cc in zip(ce.per_player, cce.per_player, strict=True))
+
+
+def test_a_product_joints_ce_gap_is_its_best_responses_gain(kuhn):
+    # Under m0 x m1 every recommendation r of seat 0 faces seat 1's marginal m1, whose
+    # best response gets B0: r's term is m0[r] * (B0 - u0(r, m1)), and the terms add up
+    # to B0 - u0(m0, m1), the mixture's gain in NashConv and the joint's CCE gap.
+    tables = [random_table(kuhn, s) for s in range(3)]
+    m0, m1 = np.array([0.2, 0.5, 0.3]), np.array([0.6, 0.1, 0.3])
+    gap = joint_ce_gap(kuhn, tables, np.outer(m0, m1))
+    values = seat_values(kuhn, tables)  # (player, seat 0 member, seat 1 member)
+    mixture = tables_exploitability(kuhn, tables, [m0, m1])
+    b0, b1 = mixture.best_response_values
+    np.testing.assert_allclose(gap.per_recommendation[0], m0 * (b0 - values[0] @ m1))
+    np.testing.assert_allclose(gap.per_recommendation[1], m1 * (b1 - m0 @ values[1]))
+    gains = np.subtract(mixture.best_response_values, mixture.on_policy_values)
+    assert gap.per_player == pytest.approx(tuple(gains))
+    assert gap.per_player == pytest.approx(joint_cce_gap(kuhn, tables, np.outer(m0, m1)).per_player)
+    assert gap.gap == pytest.approx(mixture.nash_conv)
+
+
+def test_the_ce_gap_is_openspiels_jpsro_deviation_incentives(kuhn):
+    # Reference: jpsro.find_best_response, target "ce", over every profile's joint policy.
+    _openspiel_alpharank()  # jpsro imports α-rank, whose plotting module may be missing
+    from open_spiel.python.algorithms import jpsro
+
+    tables = [random_table(kuhn, s) for s in range(3)]
+    joint = np.random.default_rng(1).dirichlet(np.ones(9)).reshape(3, 3)
+    profiles = {
+        (i, j): _pyspiel_profile(kuhn, tables[i], tables[j]) for i in range(3) for j in range(3)
+    }
+    values = seat_values(kuhn, tables)
+    _, want = jpsro.find_best_response(kuhn, joint, values, 0, profiles, "ce", "all", -1.0)
+    gap = joint_ce_gap(kuhn, tables, joint)
+    np.testing.assert_allclose(gap.per_recommendation, want)
+    assert gap.per_player == pytest.approx(np.sum(want, axis=1))
+    # The meta-game's payoffs, where a caller has them, give the same gains.
+    given = joint_ce_gap(kuhn, tables, joint, payoffs=list(values))
+    np.testing.assert_allclose(given.per_recommendation, gap.per_recommendation)
+
+
+def seat_values(game, tables):
+    """Each player's exact return with member i in seat 0 and j in seat 1: ``[p, i, j]``."""
+    root = game.new_initial_state()
+    values = [[expected_game_score.policy_value(root, [a, b]) for b in tables] for a in tables]
+    return np.moveaxis(np.array(values), -1, 0)
+
+
+@pytest.mark.parametrize("gap_of", [joint_cce_gap, joint_ce_gap])
 @pytest.mark.parametrize(
     "joint,payoffs,match",
     [
@@ -239,7 +336,7 @@ def _pyspiel_profile(game, seat0, seat1):
         ([[1.0, 0.0], [0.0, 0.0]], [np.zeros((2, 2))], "one tensor of shape"),
     ],
 )
-def test_bad_joints_are_one_line_errors(kuhn, joint, payoffs, match):
+def test_bad_joints_are_one_line_errors(kuhn, gap_of, joint, payoffs, match):
     tables = [random_table(kuhn, 0), random_table(kuhn, 1)]
     with pytest.raises(ValueError, match=match):
-        joint_cce_gap(kuhn, tables, joint, payoffs=payoffs)
+        gap_of(kuhn, tables, joint, payoffs=payoffs)

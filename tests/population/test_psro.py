@@ -285,6 +285,57 @@ def _cce_gaps(game, tables, joint, payoffs, k):
     return gaps["joint"], gaps["product"]
 
 
+def test_jpsro_ce_logs_the_ce_gap_of_its_joint(tmp_path, monkeypatch):
+    # Both seats told the same member, each member alike: told r, a seat knows the other
+    # plays r, so its term is (1/k) * (best response to r in the other seat - u(r, r)).
+    # That is no CCE gap: a deviation fixed before the draw faces the uniform marginal.
+    def same_member(payoffs):
+        k = len(payoffs[0])
+        uniform = np.full(k, 1 / k)
+        return MetaSolution(marginals=(uniform, uniform), joint=np.eye(k) / k, correlated=True)
+
+    monkeypatch.setitem(META_SOLVERS, "ce", same_member)
+    cfg = tiny_psro(iterations=2, initial="random", oracle="exact", meta_solver="ce")
+    res = run_psro(cfg, tmp_path)
+    rows = sinks.read_metrics(tmp_path / "psro.jsonl")
+    kuhn = pyspiel.load_game("kuhn_poker")
+    tables = [to_openspiel_policy(RandomPolicy(), "kuhn_poker")] + [
+        to_openspiel_policy(_table_member(tmp_path, i), "kuhn_poker") for i in (1, 2)
+    ]
+    root = kuhn.new_initial_state()
+
+    def gain(p, r):  # seat p told r: the other seat plays r
+        best = best_response.BestResponsePolicy(kuhn, p, tables[r]).value(root)
+        return best - res.payoffs[p][r, r]
+
+    for k, row in enumerate(rows, start=1):
+        gains = [sum(gain(p, r) for r in range(k)) / k for p in (0, 1)]
+        assert [row[f"psro/ce_gap_seat{p}"] for p in (0, 1)] == pytest.approx(gains)
+        assert row["psro/ce_gap"] == pytest.approx(sum(gains))
+        for p in (0, 1):
+            assert row[f"psro/ce_gap_seat{p}"] >= row[f"psro/cce_gap_seat{p}"] - 1e-12
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["final/ce_gap"] == pytest.approx(rows[-1]["psro/ce_gap"])
+    assert summary["ce_gap"] == pytest.approx([r["psro/ce_gap"] for r in rows])
+
+
+def test_a_run_saved_before_the_ce_gap_was_logged_resumes(tmp_path):
+    cfg = tiny_psro(iterations=2, initial="random", oracle="exact", meta_solver="ce")
+    run_psro(cfg, tmp_path, stop_after=0)
+    state = tmp_path / "state" / "psro.json"
+    saved = json.loads(state.read_text())
+    for step in saved["tree"]["steps"]:
+        del step["ce_gap"], step["ce_gaps"]
+    state.write_text(json.dumps(saved))
+    res = run_psro(cfg, tmp_path, resume=True)
+    assert np.isnan(res.steps[0].ce_gap) and res.steps[0].ce_gaps == ()
+    assert all(np.isfinite(s.ce_gap) and len(s.ce_gaps) == 2 for s in res.steps[1:])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["ce_gap"][0] is None and summary["ce_gap"][1:] == pytest.approx(
+        [s.ce_gap for s in res.steps[1:]]
+    )
+
+
 def test_a_run_saved_before_the_cce_gap_was_logged_resumes(tmp_path):
     # Its steps have no gap: they read NaN (not measured), the new steps measure it.
     cfg = tiny_psro(iterations=2, initial="random", oracle="exact")
@@ -312,6 +363,10 @@ def test_a_two_seat_joints_gap_walks_the_game_no_second_time(tmp_path, monkeypat
     res = run_psro(cfg, tmp_path)
     assert res.solution.correlated
     assert all(np.isfinite(s.cce_gap) and len(s.cce_gaps) == 2 for s in res.steps)
+    # The CE gap is JPSRO(CE)'s measure: a CCE solver's run leaves it out.
+    assert all(np.isnan(s.ce_gap) and s.ce_gaps == () for s in res.steps)
+    assert not any("psro/ce_gap" in row for row in sinks.read_metrics(tmp_path / "psro.jsonl"))
+    assert "final/ce_gap" not in json.loads((tmp_path / "summary.json").read_text())
 
 
 def test_a_product_joints_gap_is_its_mixtures_nash_conv_to_the_bit(tmp_path):
