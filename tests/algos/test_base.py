@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from coplay.algos.advantages.base import policy_turn_metrics, summary_metrics
+from coplay.algos.advantages.base import baseline_mean, mean, policy_turn_metrics, summary_metrics
 from tests.algos.builders import make_episode
 
 
@@ -58,3 +58,10 @@ def test_a_policys_baselines_are_those_of_the_seats_it_sat_in():
     theirs = policy_turn_metrics(episodes, advantages, "pol1", baselines)
     assert theirs["adv/baseline_seat0"] == 4.0 and theirs["adv/baseline_seat1"] == -0.5
     assert "adv/baseline_seat0" not in policy_turn_metrics(episodes, advantages, "pol0")
+
+
+def test_baseline_mean_is_the_common_value_of_equal_returns():
+    assert mean([0.1, 0.1, 0.1]) != 0.1  # the sum rounds
+    assert baseline_mean([0.1, 0.1, 0.1]) == 0.1
+    assert baseline_mean([0.5, -1.0, 1.0]) == mean([0.5, -1.0, 1.0]) == pytest.approx(1 / 6)
+    assert baseline_mean([]) == 0.0

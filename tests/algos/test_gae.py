@@ -1,5 +1,6 @@
 """GAE: hand values, lam limits, a plain-loop reference, targets, missing values."""
 
+import math
 import random
 from dataclasses import replace
 
@@ -135,3 +136,25 @@ def test_explained_variance():
     assert explained_variance([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == pytest.approx(1.0)
     assert explained_variance([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]) == pytest.approx(0.0)
     assert explained_variance([0.0, 0.0], [1.0, 1.0]) == 0.0
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-8])
+def test_equal_advantages_whiten_to_exactly_zero(eps):
+    # Three one-turn games, each A = 0.1: their mean rounds, and the rounding divided
+    # by its own size (eps 0) made each -1; with eps 1e-8 each was -1e-9.
+    games = [with_values(make_episode([[0.1]]), [[0.0]]) for _ in range(3)]
+    est = make_estimator("gae", eps=eps)
+    assert est.estimate(games, est.init()).advantages == (((0.0,),),) * 3
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_critic_value_that_is_not_a_number_is_refused(bad):
+    # Whitened, one NaN value made every advantage of the policy NaN, and the update
+    # its weights.
+    games = [
+        with_values(make_episode([[1.0, 0.0]]), [[0.5, bad]]),
+        with_values(make_episode([[0.0, -1.0]]), [[0.5, 0.5]]),
+    ]
+    est = make_estimator("gae")
+    with pytest.raises(ValueError, match=f"value {bad}: it has diverged"):
+        est.estimate(games, est.init())

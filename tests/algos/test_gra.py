@@ -151,3 +151,11 @@ def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
 def test_bad_gamma_is_named():
     with pytest.raises(ValueError, match="gamma"):
         make_estimator("gra", gamma=2.0)
+
+
+def test_a_role_with_equal_returns_gets_exactly_zero():
+    # Every game gives G = (0.1, 0.1): the mean of the six rounds to 0.09999999999999999
+    # and left each turn an advantage of 1e-17, which the zero-advantage filter kept.
+    out = estimate([make_episode([[0.0, 0.1]]) for _ in range(3)])
+    assert out.advantages == (((0.0, 0.0),),) * 3
+    assert out.metrics["adv/baseline_seat0"] == pytest.approx(0.1)

@@ -71,3 +71,25 @@ def test_entropy_bonus_raises_entropy_when_minimised():
         logits -= 0.1 * logits.grad  # gradient descent on the bonus
     assert entropy(logits).item() > before
     assert entropy_bonus(torch.tensor([0.5])).item() == -0.5
+
+
+@pytest.mark.parametrize(
+    ("estimator", "kl"),
+    [
+        ("k1", lambda p, q: 0.0 * p.sum()),
+        ("k2", lambda p, q: (p * (p / q).log()).sum()),  # KL(new || ref): the magnet's pull
+        ("k3", lambda p, q: (q * (q / p).log()).sum()),  # KL(ref || new)
+    ],
+)
+def test_expected_gradient_of_each_estimator_as_a_loss(estimator, kl):
+    """On the policy's own samples (weights held fixed), k1's gradient is 0 in
+    expectation, k2's that of the reverse KL and k3's that of the forward KL
+    (``KLConfig.estimator``)."""
+    logits = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+    logp = logits.log_softmax(-1)
+    weights = logp.exp().detach()  # each outcome weighed by its probability, as sampled
+    surrogate = (weights * kl_penalty(logp, ref.log(), estimator=estimator)).sum()
+    (got,) = torch.autograd.grad(surrogate, logits)
+    (want,) = torch.autograd.grad(kl(logits.softmax(-1), ref), logits)
+    assert torch.allclose(got, want, atol=1e-12)

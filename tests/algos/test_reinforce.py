@@ -81,3 +81,13 @@ def test_permuting_episodes_permutes_advantages():
 def test_bad_baseline_is_named():
     with pytest.raises(ValueError, match="baseline"):
         make_estimator("reinforce", baseline="ema")
+
+
+def test_a_role_with_equal_returns_gets_exactly_zero():
+    # Their mean rounds (three returns of 0.1 average 0.10000000000000002): the
+    # advantages were -1e-17, which the zero-advantage filter kept.
+    eps = [make_episode([0.1, -0.3]) for _ in range(3)]
+    est = make_estimator("reinforce")
+    out = est.estimate(eps, est.init())
+    assert as_lists(out.advantages) == [[[0.0], [0.0]]] * 3
+    assert out.metrics["adv/baseline_seat0"] == pytest.approx(0.1)

@@ -87,3 +87,11 @@ def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():
 def test_takes_no_parameters():
     with pytest.raises(ValueError, match="'eps'"):
         make_estimator("rloo", eps=1e-6)
+
+
+def test_equal_returns_get_exactly_zero():
+    # Three drawn games with a format reward of 0.1: the sum 0.30000000000000004 left
+    # each an advantage of -1e-17, which the zero-advantage filter kept.
+    out = estimate([make_episode([0.1, 1.1], group_id=0) for _ in range(3)])
+    assert out.advantages == (((0.0,), (0.0,)),) * 3
+    assert out.metrics["adv/baseline_seat0"] == pytest.approx(0.1)

@@ -196,6 +196,16 @@ def mean(xs: Iterable[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
+def baseline_mean(xs: Sequence[float]) -> float:
+    """The mean of ``xs`` as a baseline: their common value where all are equal.
+
+    Equal returns carry no signal and must get an advantage of exactly 0, which the
+    zero-advantage filter drops; a plain mean rounds (three returns of 0.1 have mean
+    0.10000000000000002) and leaves each an advantage of -1e-17, which it keeps.
+    """
+    return xs[0] if xs and min(xs) == max(xs) else mean(xs)
+
+
 def std(xs: Iterable[float], *, ddof: int = 0) -> float:
     xs = list(xs)
     if len(xs) <= ddof:

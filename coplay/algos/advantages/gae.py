@@ -24,6 +24,7 @@ settings) whenever the estimator's ``needs_values`` is True.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from coplay.algos.advantages.base import (
@@ -59,12 +60,19 @@ def gae_advantages(
 
 
 def turn_values(traj: Trajectory) -> tuple[float, ...]:
-    """``Turn.value`` of every turn, with an error that says how values get there."""
+    """``Turn.value`` of every turn, with an error that says how values get there, or
+    that the critic gave one that is not a number (whitening would spread it to every
+    advantage of the policy, and the update to its weights)."""
     values = tuple(t.value for t in traj.turns)
     if any(v is None for v in values):
         raise ValueError(
             "the gae estimator needs critic values on every turn (Turn.value); "
             "the trainer fills them when the estimator's needs_values is set"
+        )
+    bad = next((v for v in values if not math.isfinite(v)), None)  # type: ignore[arg-type]
+    if bad is not None:
+        raise ValueError(
+            f"the critic gave a turn the value {bad}: it has diverged (lower critic.lr)"
         )
     return values  # type: ignore[return-value]
 
@@ -105,13 +113,18 @@ def whiten(advantages: Advantages, eps: float, episodes: Sequence[Episode]) -> A
     """``(A - mean A) / (std A + eps)`` over every turn of each policy in the batch (PPO
     whitens the trained policy's own advantages: a fixed opponent's, or another
     learner's, whose critic values mean nothing for it, would shift and scale them);
-    all 0 where a policy's advantages are all the same and ``eps`` is 0 (nothing to
-    scale, and no division by 0). Shared-weight self-play is one policy: every seat."""
+    all 0 where a policy's advantages are all the same (nothing to scale, whatever
+    ``eps``, and no division by 0). Shared-weight self-play is one policy: every seat."""
     by_policy: dict[str, list[float]] = {}
     for ep, ep_adv in zip(episodes, advantages, strict=True):
         for policy, seat in zip(ep.seats, ep_adv, strict=True):
             by_policy.setdefault(policy, []).extend(seat)
-    stats = {p: (mean(a), std(a) + eps) for p, a in by_policy.items()}
+    # Equal advantages whiten to 0, tested as equality: their mean rounds, and with eps
+    # 0 that rounding, divided by its own size, made three advantages of 0.1 each -1.
+    stats = {
+        p: (mean(a), 0.0 if not a or min(a) == max(a) else std(a) + eps)
+        for p, a in by_policy.items()
+    }
     return tuple(
         tuple(
             tuple((a - stats[p][0]) / stats[p][1] if stats[p][1] else 0.0 for a in seat)

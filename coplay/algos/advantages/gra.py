@@ -30,8 +30,8 @@ bundled games with outcomes (the goal, a solved room, the target picked): a fail
 same G at any gamma, so the gate only matters where step rewards are dense.
 b(game, s, policy) is the mean of G over all turns of seat s, held by that policy, in
 the batch's episodes of that game (a per-role batch-mean baseline, as in
-``reinforce``). ``adv/gate_open_frac``
-is the share of trajectories with at least one turn whose gate is open.
+``reinforce``; where all those G are equal, exactly their value: ``baseline_mean``).
+``adv/gate_open_frac`` is the share of trajectories with at least one turn whose gate is open.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from coplay.algos.advantages.base import (
     EmptyState,
     Estimate,
     Estimator,
+    baseline_mean,
     check_gamma,
     mean,
     register,
@@ -81,7 +82,7 @@ def gra(*, gate: float = 1.0, gamma: float = 1.0) -> Estimator[EmptyState]:
             tuple(gated_returns(traj, gate=gate, gamma=gamma) for traj in ep.trajectories)
             for ep in episodes
         )
-        means = {key: mean(gs) for key, gs in role_values(episodes, returns).items()}
+        means = {key: baseline_mean(gs) for key, gs in role_values(episodes, returns).items()}
         advantages = tuple(
             tuple(
                 tuple(g - means[role_key(ep, seat)] for g in seat_g)

@@ -10,7 +10,8 @@ connectionist reinforcement learning", Machine Learning 8, 1992). The baseline i
 per role (game, seat, policy: ``role_key``) because in asymmetric games seats have
 different expected returns, and against a fixed opponent a seat's returns are the
 learner's in some groups and the opponent's in others; with ``baseline="none"``
-A = R (vanilla REINFORCE). Every turn of a seat gets the seat's advantage.
+A = R (vanilla REINFORCE). A role whose returns are all equal gets A = 0 exactly
+(``baseline_mean``). Every turn of a seat gets the seat's advantage.
 
 Strictly, a baseline that includes the episode's own return biases the gradient by a
 factor (1 - 1/N); RLOO removes it. The bias is negligible for the batch sizes used.
@@ -25,8 +26,8 @@ from coplay.algos.advantages.base import (
     Estimate,
     Estimator,
     RoleKey,
+    baseline_mean,
     expand_to_turns,
-    mean,
     register,
     role_key,
     seat_returns,
@@ -38,12 +39,13 @@ BASELINES = ("batch_mean", "none")
 
 
 def seat_means(episodes: Sequence[Episode]) -> dict[RoleKey, float]:
-    """Mean return per role (game, seat, policy: ``role_key``) over the batch."""
+    """Mean return per role (game, seat, policy: ``role_key``) over the batch; a role
+    whose returns are all equal gets that return, so its advantages are exactly 0."""
     returns: dict[RoleKey, list[float]] = {}
     for ep in episodes:
         for seat, r in enumerate(seat_returns(ep)):
             returns.setdefault(role_key(ep, seat), []).append(r)
-    return {key: mean(rs) for key, rs in returns.items()}
+    return {key: baseline_mean(rs) for key, rs in returns.items()}
 
 
 @register("reinforce")

@@ -8,7 +8,8 @@ returns R_1..R_k, episode i's baseline is the mean of the *other* k - 1 returns:
 
 The baseline does not depend on R_i, so the gradient estimate is unbiased (the
 batch-mean baseline of REINFORCE is biased by a factor 1 - 1/k). A (group, seat) of
-size one has no other sample and gets A = 0. Every turn of a seat gets its seat's
+size one has no other sample and gets A = 0, as does one whose returns are all equal
+(exactly, whatever the rounding of their sum). Every turn of a seat gets its seat's
 advantage.
 
 References: Kool, van Hoof and Welling, "Buy 4 REINFORCE samples, get a baseline
@@ -41,12 +42,14 @@ def rloo() -> Estimator[EmptyState]:
 
     def estimate(episodes: Sequence[Episode], state: EmptyState) -> Estimate[EmptyState]:
         groups = group_returns(episodes)
-        totals = {key: (sum(rs), len(rs)) for key, rs in groups.items()}
+        # equal returns carry no signal; test equality, as (total - r) / (k - 1) rounds:
+        # three returns of 0.1 left each -1e-17, which the zero-advantage filter keeps
+        totals = {key: (sum(rs), len(rs), min(rs) == max(rs)) for key, rs in groups.items()}
 
         def baseline(ep: Episode, seat: int, r: float) -> float:
-            total, k = totals[(ep.game, ep.group_id, seat)]
-            # a lone sample is its own baseline: A = 0, no signal
-            return (total - r) / (k - 1) if k >= 2 else r
+            total, k, equal = totals[(ep.game, ep.group_id, seat)]
+            # a lone sample is its own baseline, and so is any in a group of equal returns
+            return r if equal else (total - r) / (k - 1)
 
         baselines = [
             [baseline(ep, seat, r) for seat, r in enumerate(seat_returns(ep))] for ep in episodes
@@ -58,7 +61,7 @@ def rloo() -> Estimator[EmptyState]:
         advantages = expand_to_turns(episodes, per_seat)
         metrics = summary_metrics(advantages, baselines)
         metrics["adv/singleton_group_frac"] = mean(
-            1.0 if k < 2 else 0.0 for _, k in totals.values()
+            1.0 if k < 2 else 0.0 for _, k, _ in totals.values()
         )
         return Estimate(advantages, state, metrics, baselines=baselines)
 
