@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -581,6 +582,11 @@ def _end(
     the game's outcomes where it gives them."""
     for p, traj in enumerate(game.trajectories):
         residual = float(env_returns[p]) - game.env_credit[p]
+        if not math.isfinite(residual):  # a NaN would reach every advantage of the batch
+            raise ValueError(
+                f"game {game.env.spec.name} paid player {p} a return of {env_returns[p]} "
+                f"after step rewards of {game.env_credit[p]}: rewards must be finite"
+            )
         # A reward held for a player's first turn (``carry``) lands with the residual;
         # a forfeit may end the game with nothing left over to carry it.
         if abs(residual) > 0.0 or game.carry[p]:

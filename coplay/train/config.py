@@ -386,6 +386,11 @@ class RunConfig(_Strict):
                 f"algo.estimator={self.algo.estimator} takes its baseline from the other games "
                 "of a group: set rollout.group_size >= 2 (every advantage is 0 with groups of one)"
             )
+        if self.rollout.group_size < 2 and self.algo.filter_flat_groups:
+            raise ValueError(
+                "algo.filter_flat_groups drops groups whose returns are all equal, and a group "
+                "of one always is: set rollout.group_size >= 2, or the filter off"
+            )
         return self
 
     plugins: list[str] = Field(default_factory=list)

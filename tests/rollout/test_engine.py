@@ -576,6 +576,27 @@ def test_a_reward_paid_before_a_first_turn_survives_a_forfeit_that_ends_the_roun
     assert ep.trajectories[1].ret == 1.0
 
 
+class PaysNoNumber(PaidBeforeActing):
+    """A game that pays a return that is not a number, at its end or along the way."""
+
+    def __init__(self, at_end: bool = True):
+        self.at_end = at_end
+
+    def step(self, actions):
+        paid = super().step(actions)
+        return paid if self.at_end or self.t != 2 else {0: float("nan"), 1: 0.0}
+
+    def returns(self):
+        return [float("inf"), 0.0] if self.at_end else list(self.ret)
+
+
+@pytest.mark.parametrize("at_end", [True, False])
+def test_a_return_that_is_not_a_number_is_refused(at_end):
+    # Every advantage of the batch would be NaN, and the update would spread it to the weights.
+    with pytest.raises(ValueError, match="game toy paid player 0 a return of .*must be finite"):
+        play_episodes(lambda: PaysNoNumber(at_end), [[FirstLegal(), FirstLegal()]], [0])
+
+
 class Queued(FirstLegal):
     """A ``Submits`` policy that logs when each batch is queued and when it is read."""
 

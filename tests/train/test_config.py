@@ -69,6 +69,16 @@ def test_resolved_config_round_trips(tmp_path):
         (["rollout.group_size=1"], "rollout.group_size >= 2"),
         (["rollout.group_size=1", "algo.estimator=gigpo", "algo.params={}"], "group_size >= 2"),
         (
+            [
+                "rollout.group_size=1",
+                "algo.estimator=gae",
+                "algo.params={}",
+                "algo.filter_flat_groups=true",
+            ],
+            "a group of one always is: set rollout.group_size >= 2",
+        ),
+        (["loss.clip_low=1.5"], "loss.clip_low: Input should be less than 1"),
+        (
             ["rollout.restarts={share: 0.5, exploring_starts: {target: {memory: 64}}}"],
             "rollout.restarts.exploring_starts.target.coef: Field required",
         ),

@@ -55,8 +55,9 @@ class LossConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    clip_low: float = Field(0.2, gt=0.0)
-    """The probability ratio is clipped below at 1 - clip_low."""
+    clip_low: float = Field(0.2, gt=0.0, lt=1.0)
+    """The probability ratio is clipped below at 1 - clip_low (from 1 on, a ratio is
+    never below it: no clip at all)."""
     clip_high: float = Field(0.2, gt=0.0)
     """The probability ratio is clipped above at 1 + clip_high (DAPO uses 0.28)."""
     aggregation: str = "token_mean"
