@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from learner_throughput import samples_of
 
 from coplay.policies.chains import _full, conversations
-from coplay.policies.scoring import left_pad
+from coplay.policies.prefixes import left_pad
 from coplay.train.config import build_config
 from coplay.train.learner import Learner, shuffled
 from coplay.train.loop import make_plan

@@ -61,7 +61,8 @@ from rollout_throughput import device_of, group_table, item_groups, synchronize
 from timers import Clock, patched
 
 from coplay.algos.losses.regularizers import KLConfig, kl_penalty
-from coplay.policies.scoring import distinct_items, prefix_groups
+from coplay.policies.choices import distinct_items
+from coplay.policies.prefixes import prefix_groups
 from coplay.train.config import ConfigError, build_config
 from coplay.train.learner import Learner, Sample, collect_samples
 from coplay.train.loop import heap_frozen, make_plan

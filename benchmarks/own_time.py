@@ -59,7 +59,7 @@ ENGINE = {
         "_credit",
     ],
     "coplay.policies.lm": ["sample_rows_streamed", "_flat"],
-    "coplay.policies.scoring": [
+    "coplay.policies.choices": [
         "distinct_items",
         "canonical_order",
         "choice_inputs",
@@ -94,7 +94,7 @@ LEARNER = {
         "_combine",
     ],
     "coplay.train.micro": ["learner_passes"],
-    "coplay.policies.scoring": ["distinct_items", "choice_inputs", "_choice_group"],
+    "coplay.policies.choices": ["distinct_items", "choice_inputs", "_choice_group"],
 }
 TERM_METHODS = ["begin_update", "prepare", "loss", "after_update"]
 

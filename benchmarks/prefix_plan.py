@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from coplay.policies import scoring
+from coplay.policies import choices, prefixes
 from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import make_plan
 from coplay.train.trainer import setup
@@ -41,13 +41,13 @@ def plans(seqs: list) -> list[dict]:
     """Plain, then each distinct grouping: its rows, tokens run and model calls."""
     out = [{"plan": "plain", "groups": None, "tokens": len(seqs) * max(map(len, seqs)), "calls": 1}]
     for g in range(1, 5):
-        groups = scoring.prefix_plan(seqs, g, call_tokens=-(10**9))  # the most calls of <= g
+        groups = prefixes.prefix_plan(seqs, g, call_tokens=-(10**9))  # the most calls of <= g
         if any(p["groups"] is not None and len(p["groups"]) == len(groups) for p in out):
             continue
         tokens = calls = 0
         for rows in groups:
             part = [seqs[i] for i in rows]
-            n = scoring.shared_prefix_len(part) if len(part) > 1 else 0
+            n = prefixes.shared_prefix_len(part) if len(part) > 1 else 0
             tokens += n + len(part) * (max(map(len, part)) - n)
             calls += 2 if n else 1
         out.append(
@@ -63,23 +63,23 @@ def plans(seqs: list) -> list[dict]:
 
 def timed(model, items, groups, grad: bool, repeats: int) -> float:
     """Median milliseconds of scoring ``items`` run as ``groups`` (None: plain)."""
-    real = scoring.prefix_plan
-    scoring.prefix_plan = lambda seqs, *a, **k: groups
+    real = choices.prefix_plan
+    choices.prefix_plan = lambda seqs, *a, **k: groups
     times = []
     try:
         for _ in range(repeats):
             start = time.perf_counter()
             if grad:
                 model.train()
-                table = scoring.choice_table(model, items, temperature=1.0, pad_id=0)
+                table = choices.choice_table(model, items, temperature=1.0, pad_id=0)
                 table.clamp_min(-50).sum().backward()
                 model.eval()
             else:
                 with torch.no_grad():
-                    scoring.choice_table(model, items, temperature=1.0, pad_id=0)
+                    choices.choice_table(model, items, temperature=1.0, pad_id=0)
             times.append(time.perf_counter() - start)
     finally:
-        scoring.prefix_plan = real
+        choices.prefix_plan = real
     return statistics.median(times) * 1e3
 
 
@@ -105,7 +105,7 @@ def batches(
         np.random.default_rng(0).shuffle(decisions)
         for size in sizes:
             part = decisions[:size]
-            items, _ = scoring.distinct_items([(d.prompt_ids, d.choice_ids) for d in part])
+            items, _ = choices.distinct_items([(d.prompt_ids, d.choice_ids) for d in part])
             seqs = [p for p, _ in items]
             for grad in (False, True):
                 options = plans(seqs)

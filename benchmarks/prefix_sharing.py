@@ -1,8 +1,8 @@
 """Training-iteration time with the shared prompt prefix run once per group, and without.
 
-Game prompts open with the same rules text; ``coplay.policies.scoring`` groups the
-prompts of a batch by shared prefix and runs each group's prefix once
-(``prefix_plan``, ``forward_shared``). This benchmark times one preset's rollout
+Game prompts open with the same rules text; ``coplay.policies.prefixes`` plans the
+groups of a batch's prompts by shared prefix (``prefix_plan``), and
+``coplay.policies.scoring.forward_shared`` runs each group's prefix once. This benchmark times one preset's rollout
 (the training loop's plan and play, ``collect``) and learner update (``learn``) both
 ways in one process, on the same episodes, alternating the two modes so drift on a
 noisy machine hits both alike.
@@ -25,7 +25,7 @@ from unittest import mock
 
 import torch
 
-from coplay.policies import scoring
+from coplay.policies import choices, scoring
 from coplay.train.config import build_config
 from coplay.train.loop import Run, make_plan
 from coplay.train.trainer import setup
@@ -50,7 +50,7 @@ def sharing(on: bool):
         yield
         return
     with (
-        mock.patch.object(scoring, "prefix_plan", lambda seqs, max_groups=4, **kw: None),
+        mock.patch.object(choices, "prefix_plan", lambda seqs, max_groups=4, **kw: None),
         mock.patch.object(
             scoring, "prefix_groups", lambda seqs, max_groups=4, **kw: [list(range(len(seqs)))]
         ),

@@ -75,13 +75,9 @@ import torch.nn.functional as F
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_games import UnknownGameError
 from coplay.models.loading import ModelConfig, build_policy
+from coplay.policies.choices import distinct_items
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scoring import (
-    distinct_items,
-    left_pad,
-    prefix_plan,
-    shared_prefix_len,
-)
+from coplay.policies.prefixes import left_pad, prefix_plan, shared_prefix_len
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import ConfigError, build_config
 from coplay.train.loop import heap_frozen

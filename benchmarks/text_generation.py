@@ -32,7 +32,8 @@ from transformers import PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 from coplay.envs.registry import make_env
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scoring import left_pad, sample_text
+from coplay.policies.prefixes import left_pad
+from coplay.policies.sampling import sample_text
 from coplay.train.trainer import game_text
 
 

@@ -62,7 +62,7 @@ class Backend(Protocol):
 
     def choice_logps(self, items: Sequence[ChoiceItem]) -> Sequence[torch.Tensor]:
         """Per item, the log-probs of its actions renormalised over them (shape (k,)
-        for k actions), without gradients. A ``coplay.policies.scoring.ChoiceRows``
+        for k actions), without gradients. A ``coplay.policies.choices.ChoiceRows``
         lets the policy read them all as one flat tensor."""
         ...
 

@@ -16,12 +16,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from coplay.backends.base import ChoiceItem, Generation, Sampling
 from coplay.backends.memory import keep_freed_memory
-from coplay.policies.scoring import (
-    ChoiceRows,
-    check_sampling,
-    distinct_choice_table,
-    sample_text,
-)
+from coplay.policies.choices import ChoiceRows, distinct_choice_table
+from coplay.policies.sampling import check_sampling, sample_text
 
 
 class HFBackend:

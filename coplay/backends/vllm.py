@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coplay.backends.base import Generation, Sampling
 from coplay.backends.hf import HFBackend
-from coplay.policies.scoring import check_sampling
+from coplay.policies.sampling import check_sampling
 from coplay.policies.text import cut_at_stop
 
 INSTALL_HINT = (

@@ -17,7 +17,8 @@ import torch
 from transformers import PreTrainedModel
 
 from coplay.models.devices import to_device
-from coplay.policies.scoring import left_pad, sampling_logps
+from coplay.policies.prefixes import left_pad
+from coplay.policies.scoring import sampling_logps
 from coplay.types import Decision
 
 

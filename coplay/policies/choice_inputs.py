@@ -1,6 +1,6 @@
 """The token tensors a batch of choice items runs on, kept for batches that come back.
 
-Scoring a batch of choices (``coplay.policies.scoring.choice_sequence_logps``) first
+Scoring a batch of choices (``coplay.policies.choices.choice_sequence_logps``) first
 plans it (``prefix_plan``) and packs its prompts and candidate actions into padded
 tensors; only then does the model run. The tensors depend on the token ids alone, not
 on the weights. A small game's batches hold the same few distinct states again and

@@ -46,9 +46,10 @@ from coplay.backends.base import Sampling
 from coplay.envs.actions import parse_action
 from coplay.models.devices import HostCopy
 from coplay.policies.chat import Prompter, turn_ends
+from coplay.policies.choices import ChoiceRows
 from coplay.policies.encoding import encode_rendered, encode_texts, hide_specials
+from coplay.policies.prefixes import fold_common_prefix
 from coplay.policies.scorer import Scored, Scorer
-from coplay.policies.scoring import ChoiceRows, fold_common_prefix
 from coplay.policies.text import TextConfig, answer_text, cut_at_stop, cut_at_stop_text
 from coplay.rollout.streams import SeatStream, exponentials
 from coplay.rollout.streams import seeds as stream_seeds

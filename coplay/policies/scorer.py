@@ -29,7 +29,8 @@ from transformers import PreTrainedModel
 
 from coplay.models.devices import to_device
 from coplay.policies.chains import chain_token_logps, conversations
-from coplay.policies.scoring import ChoiceRows, distinct_choice_table, token_logps
+from coplay.policies.choices import ChoiceRows, distinct_choice_table
+from coplay.policies.scoring import token_logps
 from coplay.types import Decision
 
 

@@ -27,7 +27,7 @@ from torch import nn
 from coplay.models.devices import to_device
 from coplay.models.lora import base_model_copy
 from coplay.policies.lm import LMPolicy
-from coplay.policies.scoring import left_pad
+from coplay.policies.prefixes import left_pad
 from coplay.train.micro import auto_budget, prompt_passes
 from coplay.types import Episode, Turn
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coplay.policies.scoring import distinct_items
+from coplay.policies.choices import distinct_items
 from coplay.types import Decision
 
 ACTIVATION_BYTES = 256 * 2**20

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from coplay.envs.registry import make_env
-from coplay.policies import scoring
+from coplay.policies import choices, prefixes
 from coplay.policies.choice_inputs import KEPT_ITEMS, ChoiceInputs, Kept, canonical_order
 from coplay.policies.lm import LMPolicy
 
@@ -30,10 +30,10 @@ def _kuhn_items(policy, n=6):
 def kept(monkeypatch):
     """A fresh store of kept inputs, and a count of the batches built."""
     store, built = Kept(), []
-    real = scoring.choice_inputs
-    monkeypatch.setattr(scoring, "_KEPT", store)
+    real = choices.choice_inputs
+    monkeypatch.setattr(choices, "_KEPT", store)
     monkeypatch.setattr(
-        scoring,
+        choices,
         "choice_inputs",
         lambda items, *a, **k: built.append(len(items)) or real(items, *a, **k),
     )
@@ -80,16 +80,16 @@ def test_kept_builds_once_per_key_and_drops_the_least_recently_used():
 
 def test_a_small_batch_is_built_once_and_scores_what_a_fresh_build_scores(case):
     model, items, store, built = case
-    first = scoring.choice_sequence_logps(model, items, temperature=0.7)
-    again = scoring.choice_sequence_logps(model, items, temperature=0.7)
+    first = choices.choice_sequence_logps(model, items, temperature=0.7)
+    again = choices.choice_sequence_logps(model, items, temperature=0.7)
     assert built == [len(items)] and len(store) == 1
     assert torch.equal(first, again)
     store.clear()
-    assert torch.equal(scoring.choice_sequence_logps(model, items, temperature=0.7), first)
+    assert torch.equal(choices.choice_sequence_logps(model, items, temperature=0.7), first)
     # A large batch is built every time and never kept.
     big = [(p + (i,), cs) for i, (p, cs) in enumerate(items * 6)][: KEPT_ITEMS + 1]
-    scoring.choice_sequence_logps(model, big, temperature=0.7)
-    scoring.choice_sequence_logps(model, big, temperature=0.7)
+    choices.choice_sequence_logps(model, big, temperature=0.7)
+    choices.choice_sequence_logps(model, big, temperature=0.7)
     assert built[-2:] == [len(big), len(big)] and len(store) == 1
 
 
@@ -97,8 +97,8 @@ def test_a_batch_in_another_order_reuses_the_inputs_and_each_item_keeps_its_row(
     model, items, store, built = case
     batch = [items[i] for i in (0, 1, 2, 1, 3, 4, 5, 0)]
     other = [items[i] for i in (5, 3, 0, 2, 4, 1, 1, 0)]
-    table, inverse = scoring.distinct_choice_table(model, batch, temperature=0.7, pad_id=0)
-    table2, inverse2 = scoring.distinct_choice_table(model, other, temperature=0.7, pad_id=0)
+    table, inverse = choices.distinct_choice_table(model, batch, temperature=0.7, pad_id=0)
+    table2, inverse2 = choices.distinct_choice_table(model, other, temperature=0.7, pad_id=0)
     assert built == [len(items)]  # the second order found the first one's inputs
     rows, rows2 = table[inverse], table2[inverse2]
     for i, item in enumerate(batch):
@@ -106,16 +106,16 @@ def test_a_batch_in_another_order_reuses_the_inputs_and_each_item_keeps_its_row(
         assert torch.allclose(rows[i], rows2[j], atol=1e-6)
     # Each row is the item's own distribution: the same as the item scored alone.
     for i, item in enumerate(batch):
-        alone, _ = scoring.distinct_choice_table(model, [item], temperature=0.7, pad_id=0)
+        alone, _ = choices.distinct_choice_table(model, [item], temperature=0.7, pad_id=0)
         k = len(item[1])
         assert torch.allclose(rows[i, :k], alone[0, :k], atol=1e-5)
 
 
 def test_a_changed_plan_cost_is_a_different_key(case, monkeypatch):
     model, items, store, built = case
-    scoring.choice_sequence_logps(model, items, temperature=0.7)
-    monkeypatch.setattr(scoring, "CALL_TOKENS", -(10**6))  # every call a gain: groups
-    scoring.choice_sequence_logps(model, items, temperature=0.7)
+    choices.choice_sequence_logps(model, items, temperature=0.7)
+    monkeypatch.setattr(prefixes, "CALL_TOKENS", -(10**6))  # every call a gain: groups
+    choices.choice_sequence_logps(model, items, temperature=0.7)
     assert len(built) == 2 and len(store) == 2
 
 
@@ -123,14 +123,14 @@ def test_kept_inputs_score_the_weights_of_the_call(case):
     # What is kept is token tensors only: after the weights move, a kept batch scores
     # what a fresh build scores under the new weights.
     model, items, store, built = case
-    before = scoring.choice_sequence_logps(model, items, temperature=0.7)
+    before = choices.choice_sequence_logps(model, items, temperature=0.7)
     with torch.no_grad():
         saved = model.lm_head.weight.clone()
         model.lm_head.weight.mul_(1.5)
     try:
-        kept_now = scoring.choice_sequence_logps(model, items, temperature=0.7)
+        kept_now = choices.choice_sequence_logps(model, items, temperature=0.7)
         store.clear()
-        fresh_now = scoring.choice_sequence_logps(model, items, temperature=0.7)
+        fresh_now = choices.choice_sequence_logps(model, items, temperature=0.7)
     finally:
         with torch.no_grad():
             model.lm_head.weight.copy_(saved)
@@ -142,10 +142,10 @@ def test_kept_inputs_score_the_weights_of_the_call(case):
 def test_on_a_gpu_kept_inputs_live_on_the_models_device(case):
     model, items, store, built = case
     on_gpu = copy.deepcopy(model).cuda()
-    first = scoring.choice_sequence_logps(on_gpu, items, temperature=0.7)
-    again = scoring.choice_sequence_logps(on_gpu, items, temperature=0.7)
+    first = choices.choice_sequence_logps(on_gpu, items, temperature=0.7)
+    again = choices.choice_sequence_logps(on_gpu, items, temperature=0.7)
     assert first.device.type == "cuda" and built == [len(items)]
     assert torch.equal(first, again)
-    on_cpu = scoring.choice_sequence_logps(model, items, temperature=0.7)
+    on_cpu = choices.choice_sequence_logps(model, items, temperature=0.7)
     assert len(store) == 2  # one entry per device
     assert torch.allclose(first.cpu(), on_cpu, atol=1e-5)
