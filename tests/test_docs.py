@@ -14,6 +14,8 @@ command finds an earlier one's run directory), with the repository root importab
 config gets ``BUDGET`` appended (later overrides win), and eval, tournament, psro and
 check-env get ``OPTION_BUDGET``: the test checks that an example runs, not how well
 it trains.
+
+The README's CLI block names every command, each with options it takes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import coplay
-from coplay.cli import main
+from coplay.cli import COMMANDS, main
 from coplay.train import config as run_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,3 +137,30 @@ def test_marked_examples_run_as_written(doc, tmp_path, monkeypatch, capsys):
 def test_the_readme_and_the_envs_and_roster_docs_mark_runnable_examples():
     marked = {d.name for d in DOCS if runnable_blocks(d)}
     assert {"README.md", "envs.md", "roster.md"} <= marked
+
+
+def readme_cli() -> dict[str, set[str]]:
+    """The options each command of the README's CLI block shows, by command (a line
+    that starts with spaces goes on the one before; comments dropped)."""
+    block = (ROOT / "README.md").read_text().split("\n## CLI\n", 1)[1]
+    block = block.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    shown: dict[str, set[str]] = {}
+    name = ""
+    for line in block.splitlines():
+        words = line.split("#", 1)[0]
+        if not line.startswith(" "):
+            name = words.split()[1]
+        shown.setdefault(name, set()).update(re.findall(r"(?<![\w-])--[a-z][a-z-]*", words))
+    return shown
+
+
+def test_the_readme_cli_block_lists_every_command_with_options_it_takes(capsys):
+    shown = readme_cli()
+    missing, unknown = sorted(set(COMMANDS) - set(shown)), sorted(set(shown) - set(COMMANDS))
+    assert not missing and not unknown, f"README's CLI block: missing {missing}, unknown {unknown}"
+    for name, options in shown.items():
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        usage = capsys.readouterr().out
+        taken = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage))
+        assert options <= taken, f"coplay {name} takes no {sorted(options - taken)}"
