@@ -33,7 +33,8 @@ from pathlib import Path
 import torch
 
 from coplay.train import loop, trainer
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
+from coplay.train.settings import build_config
 
 
 class Passes:

@@ -88,7 +88,7 @@ def run_cell(cell: Cell, root: str) -> dict:
     torch.set_num_threads(1)
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    from coplay.train.config import build_config
+    from coplay.train.settings import build_config
     from coplay.train.trainer import train
 
     out = Path(root) / cell.name

@@ -28,7 +28,7 @@ def text_policy(max_new_tokens: int):
     """The kuhn-text preset's model, untrained, writing up to ``max_new_tokens``."""
     from coplay.envs.gameref import GameRef
     from coplay.models.loading import build_policy
-    from coplay.train.config import build_config
+    from coplay.train.settings import build_config
     from coplay.train.trainer import game_text
 
     cfg = build_config(preset="kuhn-text", overrides=[f"model.max_new_tokens={max_new_tokens}"])

@@ -24,7 +24,7 @@ from pathlib import Path
 from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
 from coplay.models.loading import load_policy
 from coplay.population.league import LeagueConfig, run_league
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import train
 
 GAME = "tic_tac_toe"

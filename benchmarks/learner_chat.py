@@ -40,10 +40,10 @@ from learner_throughput import samples_of
 
 from coplay.policies.chains import _full, conversations
 from coplay.policies.prefixes import left_pad
-from coplay.train.config import build_config
 from coplay.train.learner import Learner, shuffled
 from coplay.train.loop import make_plan
 from coplay.train.micro import learner_micro_batches
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 
 

@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import train
 
 

@@ -31,7 +31,8 @@ from coplay.eval.welfare import WelfareResult, welfare_report
 from coplay.models.loading import load_policy
 from coplay.population.league import LeagueConfig, run_league
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import RunConfig, build_config
+from coplay.train.config import RunConfig
+from coplay.train.settings import build_config
 from coplay.train.trainer import Run, setup, train
 from coplay.types import Policy
 

@@ -42,8 +42,9 @@ from timers import Clock, patched
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_games import UnknownGameError
 from coplay.models.loading import build_policy
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.loop import heap_frozen
+from coplay.train.settings import build_config
 from coplay.train.trainer import game_text
 
 ENGINE = {

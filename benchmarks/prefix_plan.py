@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 from coplay.policies import choices, prefixes
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.loop import make_plan
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 
 

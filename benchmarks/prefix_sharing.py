@@ -26,8 +26,8 @@ from unittest import mock
 import torch
 
 from coplay.policies import choices, scoring
-from coplay.train.config import build_config
 from coplay.train.loop import Run, make_plan
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 from coplay.types import Episode
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from coplay.population.psro import ORACLES, PsroConfig, run_psro
 from coplay.report.sinks import read_metrics
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import train
 
 BR_RECIPE = [

@@ -79,8 +79,9 @@ from coplay.policies.choices import distinct_items
 from coplay.policies.lm import LMPolicy
 from coplay.policies.prefixes import left_pad, prefix_plan, shared_prefix_len
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.loop import heap_frozen
+from coplay.train.settings import build_config
 from coplay.train.trainer import game_text
 from coplay.types import Decision, Episode, Observation, Trajectory, Turn
 

@@ -34,7 +34,7 @@ from coplay.envs.registry import game_metrics
 from coplay.models.loading import load_policy
 from coplay.population.league import LeagueConfig, run_league
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import Run, setup, train
 from coplay.types import Policy
 

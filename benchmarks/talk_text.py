@@ -34,7 +34,7 @@ from coplay.eval.messages import listener_states, message_dependence
 from coplay.models.loading import load_policy
 from coplay.population.opponents import build_opponent
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.types import Episode
 
 EVAL_SEED = 900_000

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from coplay.train.config import build_config
 from coplay.train.loop import make_plan
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 
 

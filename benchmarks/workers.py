@@ -119,8 +119,8 @@ def run_mode(
     """One mode's run of ``iterations``; rates over iterations 2.. (1 warms up)."""
     from coplay.distributed.source import RaySource
     from coplay.envs.gameref import GameRef
-    from coplay.train.config import build_config
     from coplay.train.loop import run_loop
+    from coplay.train.settings import build_config
     from coplay.train.trainer import setup
 
     mode = MODES[name]

@@ -8,7 +8,8 @@ from coplay.eval.exact import exploitability, to_openspiel_policy
 from coplay.eval.matches import play_match
 from coplay.models.loading import load_policy, save_policy
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import RunConfig, build_config
+from coplay.train.config import RunConfig
+from coplay.train.settings import build_config
 from coplay.train.trainer import train
 from coplay.types import Decision, Env, Episode, GameSpec, Observation, Policy, Trajectory, Turn
 

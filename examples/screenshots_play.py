@@ -32,7 +32,7 @@ TRAIN = [
 
 
 def tiny_run(folder: Path) -> Path:
-    from coplay.train.config import build_config
+    from coplay.train.settings import build_config
     from coplay.train.trainer import train
 
     out = folder / "kuhn"

@@ -705,7 +705,7 @@ def test_games_list_the_families_and_presets_their_game_and_purpose(capsys):
 
 
 def test_piped_tables_keep_whole_keys_and_headers(capsys):
-    from coplay.train.config import build_config, describe
+    from coplay.train.settings import build_config, describe
 
     assert main(["config"]) == 0
     out = capsys.readouterr().out

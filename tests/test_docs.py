@@ -29,7 +29,7 @@ import pytest
 
 import coplay
 from coplay.cli import COMMANDS, main
-from coplay.train import config as run_config
+from coplay.train import settings as run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from coplay.report.sinks import read_metrics
-from coplay.train import config as run_config
+from coplay.train import settings as run_config
 from coplay.train import trainer
 from coplay.train.checkpoints.state import RUN_STATE, read_state
 from coplay.train.hooks import Hook, Log, Save

@@ -378,7 +378,7 @@ def run_settings(folder: Path, game: str) -> RunSettings:
     from coplay.envs.registry import same_game
     from coplay.models.checkpoints import run_config_file
     from coplay.report.runfiles import read_yaml
-    from coplay.train.config import validate
+    from coplay.train.settings import validate
 
     file = run_config_file(folder)
     if file is not None:

@@ -28,7 +28,7 @@ def _config_arguments(c: argparse.ArgumentParser) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from coplay.train.config import base_preset, build_config, describe
+    from coplay.train.settings import base_preset, build_config, describe
 
     preset = base_preset(args.preset, args.config)
     cfg = build_config(preset=preset, file=args.config, overrides=args.overrides)
@@ -99,7 +99,7 @@ def cmd_games(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from coplay.train.config import preset_info, preset_names
+    from coplay.train.settings import preset_info, preset_names
 
     table = titled_table("presets (coplay train --preset NAME)")
     table.add_column("name", no_wrap=True)

@@ -344,7 +344,7 @@ def _population_run(kind, name: str, args: argparse.Namespace, options: Options)
     """A league's or PSRO's config and run directory: from the options for a new run,
     or from what a stopped run saved (``--resume``, which refuses options that would
     change its settings rather than ignore them)."""
-    from coplay.train.config import build_config, load_yaml
+    from coplay.train.settings import build_config, load_yaml
 
     if args.resume is None:
         fields = {field: value for field, value in options.values() if value is not None}
@@ -407,7 +407,7 @@ def _claimed(
 
 def _population_config(kind, args: argparse.Namespace, **fields):
     """A PSRO or league config from the trainer preset, file and overrides; one-line errors."""
-    from coplay.train.config import base_preset, build_config
+    from coplay.train.settings import base_preset, build_config
 
     preset = base_preset(args.preset, args.config)
     run = build_config(preset=preset, file=args.config, overrides=args.overrides)
@@ -417,7 +417,8 @@ def _population_config(kind, args: argparse.Namespace, **fields):
 def _validated(kind, **fields):
     from pydantic import ValidationError
 
-    from coplay.train.config import ConfigError, format_validation_error
+    from coplay.train.config import ConfigError
+    from coplay.train.settings import format_validation_error
 
     try:
         return kind(**fields)

@@ -65,7 +65,7 @@ def _train_arguments(t: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from coplay.train.config import base_preset, build_config, load_yaml
+    from coplay.train.settings import base_preset, build_config, load_yaml
 
     overrides = [*args.overrides, *(["train.report=true"] if args.report else [])]
     if args.resume is not None:

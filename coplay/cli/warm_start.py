@@ -41,7 +41,7 @@ def _sft_arguments(sf: argparse.ArgumentParser) -> None:
 def cmd_sft(args: argparse.Namespace) -> int:
     from coplay.sft.data import read_conversations
     from coplay.sft.trainer import build_sft_config, run_sft, steps_total
-    from coplay.train.config import base_preset
+    from coplay.train.settings import base_preset
 
     preset = base_preset(args.preset, args.config)
     cfg = build_sft_config(preset=preset, file=args.config, overrides=args.overrides)

@@ -81,7 +81,8 @@ from coplay.report.loggers import Loggers, Opening, open_loggers
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.safe_tree import save_tree
 from coplay.train.checkpoints.state import STATE_DIR, StateError, read_state, restoring
-from coplay.train.config import ConfigError, RunConfig, check_seat_weights, load_yaml, validate
+from coplay.train.config import ConfigError, RunConfig, check_seat_weights
+from coplay.train.settings import load_yaml, validate
 from coplay.train.trainer import check_weights, game_text
 from coplay.types import Policy
 

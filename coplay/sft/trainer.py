@@ -40,10 +40,9 @@ from coplay.sft.data import Conversation, DataError, read_conversations
 from coplay.sft.fit import check_answer_format, check_answer_lengths
 from coplay.sft.tokens import Example, encode, ensure_chat_template
 from coplay.train import micro, vocab_grads
-from coplay.train.config import (
-    ConfigError,
-    OptimConfig,
-    RunConfig,
+from coplay.train.config import ConfigError, OptimConfig, RunConfig
+from coplay.train.learner import FUSED_FROM, count, enable_checkpointing
+from coplay.train.settings import (
     apply_override,
     format_validation_error,
     load_preset,
@@ -55,7 +54,6 @@ from coplay.train.config import (
     validate,
     warn_ignored,
 )
-from coplay.train.learner import FUSED_FROM, count, enable_checkpointing
 
 SECTION = "sft"
 """The config section (and override prefix, ``sft.epochs=3``) of these settings."""

@@ -19,7 +19,8 @@ from typing import Any
 from coplay.report.atomic import write_text
 from coplay.report.html import ConfigChanges, render
 from coplay.report.runfiles import load_run
-from coplay.train.config import ConfigError, build_config, preset_names
+from coplay.train.config import ConfigError
+from coplay.train.settings import build_config, preset_names
 
 ABSENT = "(absent)"
 

@@ -36,7 +36,7 @@ from coplay.policies.lm import LMPolicy
 from coplay.population.opponents import build_opponent
 from coplay.report import atomic
 from coplay.train.checkpoints import rundir
-from coplay.train.config import ConfigError, RunConfig, merge, validate
+from coplay.train.config import ConfigError, RunConfig
 from coplay.train.evaluate import SeatedPolicy, evaluate_roster
 from coplay.train.hooks import Progress
 from coplay.train.loop import Run
@@ -52,6 +52,7 @@ from coplay.train.roster_config import (  # re-exported: the roster's public nam
     seats_from_roles,
     validate_roster,
 )
+from coplay.train.settings import merge, validate
 from coplay.train.trainee import Trainee
 from coplay.train.trainer import (
     LOGS,

@@ -26,15 +26,9 @@ from pydantic import (
 from coplay.algos.losses.compose import LossConfig
 from coplay.models.lora import LoraSettings, check_role_names
 from coplay.population.opponents import SCRIPTED_NAMES
-from coplay.train.config import (
-    AlgoConfig,
-    ConfigError,
-    OptimConfig,
-    format_validation_error,
-    load_yaml,
-    refuse_bool_numbers,
-)
+from coplay.train.config import AlgoConfig, ConfigError, OptimConfig
 from coplay.train.parts.sections import open_loss
+from coplay.train.settings import format_validation_error, load_yaml, refuse_bool_numbers
 
 
 class _Strict(BaseModel):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from coplay.train import learner as learner_module
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 
 BENCHMARK = "learner_throughput"
 

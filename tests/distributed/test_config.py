@@ -13,7 +13,8 @@ from coplay.distributed.config import RayConfig, check_reachable, require_ray
 from coplay.envs.gameref import GameRef
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import LocalSource
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
+from coplay.train.settings import build_config
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from coplay.eval.crossplay import cross_play, to_json
 from coplay.eval.sampled import SampledPolicy, forfeiting_exploitability, sample_tallies
 from coplay.models.loading import build_policy
 from coplay.rollout.source import LocalSource
-from coplay.train.config import build_config
 from coplay.train.evaluate import evaluate
+from coplay.train.settings import build_config
 from coplay.train.trainer import game_text, save_checkpoint, setup
 from tests.eval.writers import TEXT, kuhn_observations, write_actions, writing_lm
 from tests.train.runs import TINY

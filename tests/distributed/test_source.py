@@ -30,8 +30,9 @@ from coplay.envs.gameref import GameRef
 from coplay.models.loading import ModelConfig, build_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.source import LocalSource, Plan
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.loop import run_loop
+from coplay.train.settings import build_config
 from coplay.train.trainer import game_text, setup
 from tests.rollout.test_source import without_logprobs
 from tests.train.runs import TINY, Capture, rows

@@ -10,7 +10,7 @@ from coplay.envs.probe import resolve_factory
 from coplay.eval.exact import to_table
 from coplay.models.loading import build_policy
 from coplay.policies.lm import LMPolicy
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import game_text
 from coplay.types import Observation
 from tests.train.runs import TINY

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import train
 
 TINY_RUN = [

@@ -25,7 +25,7 @@ from coplay.population.league import (
     tally_games,
 )
 from coplay.population.opponents import OpponentPool
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.types import Episode, Trajectory
 
 TINY = [

@@ -8,7 +8,7 @@ from open_spiel.python import policy as os_policy
 
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.metagame import exact_payoffs, freeze, sampled_payoffs, solve
-from coplay.train.config import validate
+from coplay.train.settings import validate
 from coplay.types import Observation
 
 

@@ -33,8 +33,9 @@ from coplay.population.psro import (
 from coplay.report import sinks
 from coplay.rollout.source import LocalSource
 from coplay.train.checkpoints.rundir import RunRepaired
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.parts.seating import FromPool
+from coplay.train.settings import build_config
 
 KUHN = GameRef("kuhn_poker")
 TINY = [

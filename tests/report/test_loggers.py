@@ -8,7 +8,8 @@ import pytest
 
 from coplay.report import loggers
 from coplay.report.loggers import Opening, check_logger, open_loggers
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
+from coplay.train.settings import build_config
 
 ROWS = {
     0: {"eval/exploitability": 0.4576, "eval/random/win": 0.4375},

@@ -13,7 +13,8 @@ from coplay.models.loading import load_policy
 from coplay.sft.data import read_conversations
 from coplay.sft.tokens import encode, ensure_chat_template
 from coplay.sft.trainer import SftSettings, base_policy, build_sft_config, fine_tune, masked_nll
-from coplay.train.config import ConfigError, IgnoredSetting
+from coplay.train.config import ConfigError
+from coplay.train.settings import IgnoredSetting
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
 LINES = [

@@ -10,7 +10,6 @@ from coplay.eval.exact_match import exact_outcomes
 from coplay.eval.sampled import SampledPolicy
 from coplay.models.loading import PlayedGame, save_policy
 from coplay.policies.scripted import RandomPolicy, make_scripted
-from coplay.train.config import build_config
 from coplay.train.evaluate import (
     SeatedPolicy,
     evaluate,
@@ -19,6 +18,7 @@ from coplay.train.evaluate import (
     selfplay_metrics,
 )
 from coplay.train.roster import setup_roster, validate_roster
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 from tests.eval.writers import write_actions, writing_lm
 from tests.train.rosters import TWO_ROLES

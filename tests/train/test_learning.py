@@ -2,7 +2,7 @@
 
 import pytest
 
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 from coplay.train.trainer import train
 
 pytestmark = pytest.mark.slow

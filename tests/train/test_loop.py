@@ -12,10 +12,10 @@ from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.train import loop
 from coplay.train.checkpoints.state import RUN_KEYS, RUN_STATE, load_state, read_state, save_state
-from coplay.train.config import build_config
 from coplay.train.hooks import Hook
 from coplay.train.loop import make_plan, run_loop
 from coplay.train.parts.seating import Against, FromPool, SelfPlay
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup, train
 from tests.train.runs import RESTARTS, TINY, Capture, iterate, play, rows
 

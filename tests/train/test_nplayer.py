@@ -14,7 +14,7 @@ from coplay.envs.registry import make_env
 from coplay.eval.exact import exploitability
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.engine import play_episodes
-from coplay.train.config import build_config
+from coplay.train.settings import build_config
 
 TINY = [
     "train.iterations=2",

@@ -2,8 +2,8 @@
 
 import json
 
-from coplay.train.config import build_config, to_yaml
 from coplay.train.report import config_changes, flatten, write_report
+from coplay.train.settings import build_config, to_yaml
 
 
 def test_flatten_names_every_leaf_by_its_dotted_key():

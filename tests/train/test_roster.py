@@ -9,9 +9,10 @@ import torch
 from coplay.models.loading import save_policy
 from coplay.models.lora import AdapterPolicy, load_roles
 from coplay.train import trainee as trainee_mod
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.loop import make_plan, observe, rollout_report
 from coplay.train.roster import load_roster, setup_roster, train_roster, validate_roster
+from coplay.train.settings import build_config
 from tests.train.rosters import TINY, TWO_ROLES
 
 

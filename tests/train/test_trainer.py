@@ -11,9 +11,10 @@ from coplay.train import hooks, trainer
 from coplay.train.checkpoints import rundir
 from coplay.train.checkpoints.safe_tree import load_tree
 from coplay.train.checkpoints.state import state_records
-from coplay.train.config import ConfigError, build_config
+from coplay.train.config import ConfigError
 from coplay.train.parts.planning import Explore, Restarts
 from coplay.train.parts.seating import Against, SelfPlay
+from coplay.train.settings import build_config
 from coplay.train.trainer import (
     check_weights,
     game_text,

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from coplay.report import atomic, sinks
 from coplay.train.checkpoints.state import STATE_DIR
-from coplay.train.config import ConfigError, RunConfig, load_yaml, to_yaml, validate
+from coplay.train.config import ConfigError, RunConfig
+from coplay.train.settings import load_yaml, to_yaml, validate
 
 RUN_FILES = (
     "config.yaml",

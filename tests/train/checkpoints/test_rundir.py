@@ -22,7 +22,8 @@ from coplay.train.checkpoints.rundir import (
     put_back,
     repair,
 )
-from coplay.train.config import ConfigError, IgnoredSetting, build_config, to_yaml
+from coplay.train.config import ConfigError
+from coplay.train.settings import IgnoredSetting, build_config, to_yaml
 from coplay.train.trainer import train
 
 TINY = [

@@ -27,10 +27,10 @@ from coplay.train.checkpoints.state import (
     save_state,
     state_records,
 )
-from coplay.train.config import build_config
 from coplay.train.hooks import Hook
 from coplay.train.loop import run_loop
 from coplay.train.roster import train_roster, validate_roster
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 from tests.train.rosters import TINY as ROSTER_TINY
 from tests.train.rosters import TWO_ROLES

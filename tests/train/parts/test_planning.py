@@ -11,7 +11,6 @@ from coplay.rollout.restarts import Start
 from coplay.rollout.source import Batch, Plan
 from coplay.train.checkpoints.safe_tree import load_tree, save_tree
 from coplay.train.checkpoints.state import state_records
-from coplay.train.config import build_config
 from coplay.train.loop import make_plan
 from coplay.train.parts.planning import (
     Explore,
@@ -23,6 +22,7 @@ from coplay.train.parts.planning import (
     RestartState,
     planning_parts,
 )
+from coplay.train.settings import build_config
 from coplay.train.trainer import setup
 from coplay.types import Opening
 from tests.train.runs import RESTARTS, TINY, play

@@ -13,12 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from coplay.algos.losses.compose import LossConfig
 from coplay.cli import main
 from coplay.train.checkpoints.state import state_records
-from coplay.train.config import ConfigError, RolloutConfig, build_config, to_yaml, validate
+from coplay.train.config import ConfigError, RolloutConfig
 from coplay.train.parts.planning import PLANNING
 from coplay.train.parts.sections import open_sections, part_records
 from coplay.train.parts.term import Term
 from coplay.train.parts.terms import TERMS
 from coplay.train.roster_config import LearnerEntry
+from coplay.train.settings import build_config, to_yaml, validate
 from tests.train.runs import TINY
 
 # A plugin module: a term that adds coef * mean log-prob and a planning part whose
