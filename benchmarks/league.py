@@ -23,7 +23,8 @@ from pathlib import Path
 
 from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
 from coplay.models.loading import load_policy
-from coplay.population.league import LeagueConfig, run_league
+from coplay.population.league import run_league
+from coplay.population.league_config import LeagueConfig
 from coplay.train.settings import build_config
 from coplay.train.trainer import train
 

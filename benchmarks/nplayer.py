@@ -29,7 +29,8 @@ from pathlib import Path
 from coplay.eval.exact import exploitability
 from coplay.eval.welfare import WelfareResult, welfare_report
 from coplay.models.loading import load_policy
-from coplay.population.league import LeagueConfig, run_league
+from coplay.population.league import run_league
+from coplay.population.league_config import LeagueConfig
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import RunConfig
 from coplay.train.settings import build_config

@@ -24,7 +24,9 @@ import json
 import time
 from pathlib import Path
 
-from coplay.population.psro import ORACLES, PsroConfig, run_psro
+from coplay.population.oracles import ORACLES
+from coplay.population.psro import run_psro
+from coplay.population.psro_config import PsroConfig
 from coplay.report.sinks import read_metrics
 from coplay.train.settings import build_config
 from coplay.train.trainer import train

@@ -32,7 +32,8 @@ import numpy as np
 
 from coplay.envs.registry import game_metrics
 from coplay.models.loading import load_policy
-from coplay.population.league import LeagueConfig, run_league
+from coplay.population.league import run_league
+from coplay.population.league_config import LeagueConfig
 from coplay.rollout.engine import play_episodes
 from coplay.train.settings import build_config
 from coplay.train.trainer import Run, setup, train

@@ -513,6 +513,7 @@ def test_psro_seat_weights_reach_the_config_and_survive_a_resume(tmp_path, monke
 
 def test_league_seat_weights_survive_a_resume(tmp_path, monkeypatch):
     import coplay.population.league as league
+    from coplay.population.league_config import settings_yaml
     from coplay.train.checkpoints import rundir
 
     made, resumed = [], []
@@ -521,7 +522,7 @@ def test_league_seat_weights_survive_a_resume(tmp_path, monkeypatch):
     assert made[0].seat_weights == [3.0, 1.0]
     # What a league run saves before its first iteration, then --resume reads it back.
     rundir.write_config(tmp_path, made[0].run)
-    (tmp_path / "league.yaml").write_text(league.settings_yaml(made[0]))
+    (tmp_path / "league.yaml").write_text(settings_yaml(made[0]))
     monkeypatch.setattr(league, "run_league", _stop_with(resumed))
     assert main(["league", "--resume", str(tmp_path)]) == 130
     assert resumed[0].seat_weights == [3.0, 1.0]
@@ -1528,14 +1529,16 @@ def test_population_resume_refuses_options_it_would_ignore(
 def test_new_population_runs_take_the_configs_defaults(tmp_path, monkeypatch):
     import coplay.population.league as league
     import coplay.population.psro as psro
+    from coplay.population.league_config import LeagueConfig
+    from coplay.population.psro_config import PsroConfig
 
     made = []
     monkeypatch.setattr(league, "run_league", _stop_with(made))
     monkeypatch.setattr(psro, "run_psro", _stop_with(made))
     assert main(["league", "--out", str(tmp_path / "l"), *TINY]) == 130
     assert main(["psro", "--out", str(tmp_path / "p"), *TINY]) == 130
-    assert made[0].model_dump(exclude={"run"}) == league.LeagueConfig().model_dump(exclude={"run"})
-    assert made[1].model_dump(exclude={"run"}) == psro.PsroConfig().model_dump(exclude={"run"})
+    assert made[0].model_dump(exclude={"run"}) == LeagueConfig().model_dump(exclude={"run"})
+    assert made[1].model_dump(exclude={"run"}) == PsroConfig().model_dump(exclude={"run"})
 
 
 def test_report_makes_the_folders_of_its_out(kuhn_run, tmp_path, capsys):
@@ -1811,7 +1814,7 @@ def test_psro_progress_prints_only_the_numbers_it_knows(capsys, monkeypatch):
     # and the last line of every run "response value nan (best nan)".
     from coplay.cli.common import PIPED_WIDTH, console
     from coplay.cli.population import _psro_step
-    from coplay.population.psro import PsroStep
+    from coplay.population.psro_state import PsroStep
 
     # As main sets it: run alone, the test saw rich's 80 columns wrap the lines.
     monkeypatch.setattr(console, "width", PIPED_WIDTH)

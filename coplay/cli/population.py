@@ -72,7 +72,9 @@ def _field_help(config, name: str, *, choices: Sequence[str] = ()) -> str:
 
 def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     from coplay.eval.metasolvers import META_SOLVERS
-    from coplay.population.psro import INITIAL_MEMBERS, ORACLES, PsroConfig
+    from coplay.population.oracles import ORACLES
+    from coplay.population.psro_config import PsroConfig
+    from coplay.population.psro_members import INITIAL_MEMBERS
 
     # Settings default to None (not given), so that a resume can refuse them; a new run
     # takes PsroConfig's defaults.
@@ -137,7 +139,8 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
 
 
 def cmd_psro(args: argparse.Namespace) -> int:
-    from coplay.population.psro import PsroConfig, run_psro
+    from coplay.population.psro import run_psro
+    from coplay.population.psro_config import PsroConfig
 
     options: Options = {
         "--iterations": ("iterations", args.iterations),
@@ -198,7 +201,7 @@ def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
 def _check_oracle_options(options: Options) -> None:
     """Refuse, in the options' words, what ``PsroConfig`` refuses in its keys: response
     settings that an oracle training no language model would ignore."""
-    from coplay.population.psro import UNTRAINED_ORACLES, PsroConfig
+    from coplay.population.psro_config import UNTRAINED_ORACLES, PsroConfig
 
     oracle = options["--oracle"][1]
     if oracle not in UNTRAINED_ORACLES:
@@ -225,7 +228,8 @@ def _words(value: object) -> str:
 
 def _league_arguments(lg: argparse.ArgumentParser) -> None:
     from coplay.eval.metasolvers import META_SOLVERS
-    from coplay.population.league import PFSP_WEIGHTINGS, SAMPLERS, LeagueConfig
+    from coplay.population.league_config import LeagueConfig
+    from coplay.population.league_samplers import PFSP_WEIGHTINGS, SAMPLERS
 
     # Settings default to None (not given), so that a resume can refuse them; a new run
     # takes LeagueConfig's defaults.
@@ -298,7 +302,8 @@ def _league_arguments(lg: argparse.ArgumentParser) -> None:
 
 
 def cmd_league(args: argparse.Namespace) -> int:
-    from coplay.population.league import LeagueConfig, run_league
+    from coplay.population.league import run_league
+    from coplay.population.league_config import LeagueConfig
 
     options: Options = {
         "--sampler": ("sampler", args.sampler),

@@ -41,7 +41,7 @@ from coplay.train.trainer import check_weights, drive, setup
 from coplay.types import Policy
 
 if TYPE_CHECKING:
-    from coplay.population.psro import PsroConfig
+    from coplay.population.psro_config import PsroConfig
 
 
 def member_folder(out: Path, index: int) -> Path:

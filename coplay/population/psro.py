@@ -22,8 +22,8 @@ member is a frozen policy that can sit in either. Each PSRO iteration:
      one of PSRO;
   4. the response is saved and reloaded as a frozen member (never trained again).
 
-The first member comes from ``INITIAL_MEMBERS``: the untrained language model (lm) or
-a uniform random bot (random).
+The first member comes from ``INITIAL_MEMBERS`` (``coplay.population.psro_members``):
+the untrained language model (lm) or a uniform random bot (random).
 
 Logged per iteration (``psro.jsonl``): meta-game size; in exact games the CCE gap of
 the meta-strategy's joint in the full game (``coplay.eval.mixture.joint_cce_gap``:
@@ -46,191 +46,42 @@ run continues (``coplay psro --resume DIR``, with the settings saved in ``psro.y
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyspiel
-import yaml
 from open_spiel.python import policy as os_policy
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.exact import ExploitabilityResult, to_openspiel_policy
-from coplay.eval.metasolvers import META_SOLVERS, MetaSolution
+from coplay.eval.metasolvers import MetaSolution
 from coplay.eval.mixture import CceGap, CeGap, joint_cce_gap, joint_ce_gap, tables_exploitability
-from coplay.models.loading import build_policy, load_policy
-from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population.metagame import (
-    check_meta_solver,
     exact_best_response,
     exact_game,
     exact_payoffs,
-    freeze,
     meta_opponent,
     opponent_distributions,
     sampled_payoffs,
     solve,
 )
-from coplay.population.oracles import ORACLES, Target, member_folder
+from coplay.population.oracles import ORACLES, Target
+from coplay.population.psro_config import (
+    CONDITIONAL_SOLVERS,
+    PsroConfig,
+    check_game_fits,
+    settings_yaml,
+)
+from coplay.population.psro_members import initial_member
+from coplay.population.psro_state import Outer, PsroStep, load_outer, save_outer
 from coplay.report import atomic, sinks
 from coplay.report.loggers import Loggers, Opening, open_loggers
 from coplay.train.checkpoints import rundir
-from coplay.train.checkpoints.safe_tree import save_tree
-from coplay.train.checkpoints.state import STATE_DIR, StateError, read_state, restoring
-from coplay.train.config import ConfigError, RunConfig, check_seat_weights
+from coplay.train.config import ConfigError, RunConfig
 from coplay.train.settings import load_yaml, validate
-from coplay.train.trainer import check_weights, game_text
 from coplay.types import Policy
-
-PSRO_STATE = "psro"
-"""The outer loop's state: ``out/state/psro.json`` and ``psro.safetensors``."""
-
-UNTRAINED_ORACLES = frozenset({"exact"})
-"""Oracles that train no language model: the LM response settings (``restarts``,
-``seat_weights``, ``warm_start``) would be ignored, so the config refuses them."""
-
-CONDITIONAL_SOLVERS = frozenset({"ce", "mwce"})
-"""Solvers whose best responses train against the conditional distribution (JPSRO(CE));
-every other solver's responses face the opponent's marginal (PSRO, JPSRO(CCE))."""
-
-
-class PsroConfig(BaseModel):
-    """A PSRO run: the trainer config of every best response plus the outer loop."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    run: RunConfig = Field(default_factory=RunConfig)
-    """Trainer config of each best response; ``run.train.iterations`` per response."""
-    iterations: int = Field(8, gt=0)
-    """PSRO iterations, i.e. best responses added to the population."""
-    meta_solver: str = "nash"
-    """Meta-solver (coplay.eval.metasolvers): nash, uniform, prd, alpharank, ce, cce, ..."""
-    initial: str = "lm"
-    """First member (``INITIAL_MEMBERS``): lm, the untrained language model, or random,
-    a uniform random bot."""
-    warm_start: bool = True
-    """Start each best response from the previous one's weights (saves compute)."""
-    crossplay_episodes: int = Field(200, gt=0)
-    """Games per pairing for the sampled meta-game of games without exact evaluation
-    (and for judging ``restarts`` there)."""
-    oracle: str = "lm"
-    """Best-response oracle (``ORACLES``): lm, the language-model trainer, or exact,
-    OpenSpiel's exact best response to the mixture (games with exact evaluation; a
-    control for the LM oracle)."""
-    seat_weights: list[float] | None = None
-    """Share of each response's game groups per seat (see train.opponent.seat_weights),
-    one non-negative weight per seat, not all 0; each group's opponent is drawn from
-    the meta-strategy of the seat it faces. None rotates seats evenly. LM oracle only."""
-    restarts: int = Field(1, gt=0)
-    """LM responses trained per iteration, each with its own seed; the one with the
-    highest value against the meta-strategy (exact where the game allows, else sampled
-    cross-play) joins the population. LM oracle only."""
-
-    @model_validator(mode="after")
-    def _check(self) -> PsroConfig:
-        for key, registry in (
-            ("meta_solver", META_SOLVERS),
-            ("oracle", ORACLES),
-            ("initial", INITIAL_MEMBERS),
-        ):
-            if getattr(self, key) not in registry:
-                raise ValueError(
-                    f"unknown {key} {getattr(self, key)!r}; available: {', '.join(registry)}"
-                )
-        check_seat_weights(self.seat_weights)
-        _check_oracle_settings(self)
-        if not names_user_factory(self.run.game.name):
-            check_game_fits(self)  # a user's game is imported only when run_psro builds it
-        return self
-
-
-def _check_oracle_settings(cfg: PsroConfig) -> None:
-    """Refuse LM response settings that an oracle training no LM would silently ignore."""
-    if cfg.oracle not in UNTRAINED_ORACLES:
-        return
-    given = {
-        "restarts": cfg.restarts != 1,
-        "seat_weights": cfg.seat_weights is not None,
-        "warm_start": not cfg.warm_start,
-    }
-    ignored = [key for key, changed in given.items() if changed]
-    if ignored:
-        raise ValueError(
-            f"oracle={cfg.oracle} trains no language model: {ignored[0]}="
-            f"{getattr(cfg, ignored[0])} would have no effect; drop it or use oracle=lm"
-        )
-
-
-def _check_same_metagame(cfg: RunConfig, out: Path, *, exact: bool) -> None:
-    """Refuse a resume whose overrides (``train.exact``, ``model.mode``) would switch
-    between the exact meta-game and the sampled one: the two have different layouts
-    (module docstring), and one run's rows and payoffs would mix them."""
-    saved = out / "config.yaml"
-    if not saved.is_file():
-        return  # no run there: loading its state says what is missing
-    was = exact_game(validate(load_yaml(saved))) is not None
-    if was != exact:
-        kinds = {True: "exact", False: "sampled"}
-        raise ConfigError(
-            f"cannot resume {out}: its meta-game is {kinds[was]} and the new config's "
-            f"would be {kinds[exact]} (train.exact, model.mode); start a new run instead"
-        )
-
-
-def check_game_fits(cfg: PsroConfig) -> None:
-    """Two players, one seat weight per seat, and a game with exact evaluation for an
-    oracle that needs one."""
-    game = cfg.run.game
-    spec = resolve_factory(game.name, game.params)().spec
-    if spec.num_players != 2:
-        raise ValueError(f"PSRO here supports 2-player games; {game.name!r} has {spec.num_players}")
-    check_weights(cfg.seat_weights, spec)
-    check_meta_solver(cfg.meta_solver, spec)
-    if ORACLES[cfg.oracle].needs_exact and exact_game(cfg.run) is None:
-        raise ValueError(
-            f"oracle={cfg.oracle} needs an exact meta-game: a turn-based OpenSpiel game "
-            f"with exact evaluation and choice-mode members; {game.name!r} with "
-            f"model.mode={cfg.run.model.mode} has none"
-        )
-
-
-@dataclass(frozen=True)
-class PsroStep:
-    """What one PSRO iteration measured (before its best response was added)."""
-
-    iteration: int
-    members: int
-    exploitability: float
-    """Of the mixture of each seat's marginal of the meta-strategy (the product of its
-    marginals, which a correlated joint is not); NaN for games without exact evaluation."""
-    nash_conv: float
-    """NashConv of the same mixture."""
-    response_value: float
-    """The new response's value against the meta-strategy (mean over seats); NaN on
-    the last iteration, which trains none."""
-    best_value: float
-    """The exact best response's value against it (NaN where not exact or none trained)."""
-    marginals: tuple[tuple[float, ...], ...]
-    meta_s: float
-    train_s: float
-    elapsed_s: float
-    cce_gap: float = float("nan")
-    """The CCE gap of the meta-strategy's joint in the full game, summed over seats
-    (``CceGap.gap``); NaN for games without exact evaluation, and in the steps of a run
-    saved before it was measured."""
-    cce_gaps: tuple[float, ...] = ()
-    """The same per seat."""
-    correlated: bool = False
-    """Whether the meta-solver chose a joint (JPSRO), not only marginals."""
-    ce_gap: float = float("nan")
-    """The CE gap of the joint (``CeGap.gap``), measured for the CE solvers in games with
-    exact evaluation; NaN otherwise, and in the steps of a run saved before it was."""
-    ce_gaps: tuple[float, ...] = ()
-    """The same per seat; empty where not measured."""
 
 
 @dataclass(frozen=True)
@@ -242,122 +93,6 @@ class PsroResult:
     payoffs: tuple[np.ndarray, np.ndarray]
     solution: MetaSolution
     steps: tuple[PsroStep, ...]
-
-
-# --- members -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InitialMember:
-    """How PSRO's first member is made for a new run, and made again on resume."""
-
-    build: Callable[[PsroConfig, Path], Policy]
-    """Member 0 of a run in ``out`` (saved under ``out/members/00`` where it has weights)."""
-    reload: Callable[[PsroConfig, Path], Policy]
-    """The same member again when the run in ``out`` resumes."""
-
-
-def _random_member(cfg: PsroConfig, out: Path) -> Policy:
-    return RandomPolicy(seed=cfg.run.train.seed, policy_id="psro:00")
-
-
-def _lm_member(cfg: PsroConfig, out: Path) -> Policy:
-    """The untrained tiny/local LM of ``cfg.run``, frozen under ``out/members/00``."""
-    seed, game = cfg.run.train.seed, cfg.run.game
-    text = game_text(resolve_factory(game.name, game.params), seed=seed)
-    policy = build_policy(cfg.run.model, corpus=text.texts, actions=text.actions, seed=seed)
-    return freeze(policy, member_folder(out, 0), "psro:00", seed=seed, game=game.played())
-
-
-def _reload_lm_member(cfg: PsroConfig, out: Path) -> Policy:
-    return _reload_frozen(
-        member_folder(out, 0), "psro:00", seed=cfg.run.train.seed, device=cfg.run.model.device
-    )
-
-
-INITIAL_MEMBERS: dict[str, InitialMember] = {
-    "lm": InitialMember(build=_lm_member, reload=_reload_lm_member),
-    "random": InitialMember(build=_random_member, reload=_random_member),
-}
-
-
-def initial_member(cfg: PsroConfig, out: Path) -> Policy:
-    """The first member, as ``cfg.initial`` names it."""
-    return INITIAL_MEMBERS[cfg.initial].build(cfg, out)
-
-
-# --- the outer state ---------------------------------------------------------------
-
-
-@dataclass
-class _Outer:
-    """What the PSRO loop holds between iterations: the population, its meta-game and
-    what each iteration measured. Saved after every iteration (``save_outer``)."""
-
-    members: list[Policy]
-    payoffs: tuple[np.ndarray, np.ndarray] | None
-    steps: list[PsroStep]
-
-
-def save_outer(out: Path, outer: _Outer) -> None:
-    """The population's ids and sampling generators, the meta-game and the steps, in
-    renames (``atomic_dir``): a kill leaves the previous iteration's state whole."""
-    tree = {
-        "members": [m.policy_id for m in outer.members],
-        "samplers": {m.policy_id: m.sampler_state() for m in outer.members},
-        "payoffs": list(outer.payoffs) if outer.payoffs is not None else None,
-        "steps": [asdict(s) for s in outer.steps],
-    }
-    with atomic.atomic_dir(out / STATE_DIR) as tmp:
-        save_tree(tree, tmp, PSRO_STATE, records={})
-
-
-def load_outer(cfg: PsroConfig, out: Path) -> _Outer:
-    """The state ``save_outer`` wrote, its members reloaded from their folders."""
-    atomic.recover_dir(out / STATE_DIR)  # a state a kill cut off while replacing it
-    tree = read_state(out, PSRO_STATE, ("members", "samplers", "payoffs", "steps"))
-    source = out / STATE_DIR / f"{PSRO_STATE}.json"
-    with restoring(source):
-        members = [_reload_member(cfg, out, i) for i in range(len(tree["members"]))]
-        if [m.policy_id for m in members] != list(tree["members"]):
-            raise StateError(f"{source} lists members {tree['members']}, which {out} lacks")
-        for m in members:
-            m.load_sampler_state(tree["samplers"][m.policy_id])
-        steps = [_step(d) for d in tree["steps"]]
-        payoffs = tree["payoffs"]
-    return _Outer(members, tuple(np.asarray(p) for p in payoffs) if payoffs else None, steps)
-
-
-def _step(d: dict) -> PsroStep:
-    marginals = tuple(tuple(float(x) for x in m) for m in d["marginals"])
-    gaps = {key: tuple(float(x) for x in d.get(key, ())) for key in ("cce_gaps", "ce_gaps")}
-    return PsroStep(**{**d, "marginals": marginals, **gaps})
-
-
-def _reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
-    """Member ``index`` as it joined: the first member as ``cfg.initial`` makes it
-    again, an exact oracle's table, or a frozen LM reloaded from its folder with the
-    seed ``freeze`` gave it."""
-    if index == 0:
-        return INITIAL_MEMBERS[cfg.initial].reload(cfg, out)
-    name, folder = f"psro:{index:02d}", member_folder(out, index)
-    if (folder / "table.json").is_file():
-        return TablePolicy(json.loads((folder / "table.json").read_text()), policy_id=name)
-    return _reload_frozen(
-        folder, name, seed=cfg.run.train.seed + index, device=cfg.run.model.device
-    )
-
-
-def _reload_frozen(folder: Path, name: str, *, seed: int, device: str) -> Policy:
-    # As ``freeze`` made it: in the dtype it was saved in (the learner's) on the
-    # run's device.
-    frozen = load_policy(folder, seed=seed, device=device)
-    frozen.model.requires_grad_(False)
-    frozen.policy_id = name
-    return frozen
-
-
-# --- the loop ----------------------------------------------------------------------
 
 
 def run_psro(
@@ -388,9 +123,9 @@ def run_psro(
     else:
         out.mkdir(parents=True, exist_ok=True)
         rundir.write_config(out, cfg.run)
-        atomic.write_text(out / "psro.yaml", _settings_yaml(cfg))
+        atomic.write_text(out / "psro.yaml", settings_yaml(cfg))
         (out / "psro.jsonl").write_text("")
-        outer = _Outer([initial_member(cfg, out)], None, [])
+        outer = Outer([initial_member(cfg, out)], None, [])
         save_outer(out, outer)  # a run stopped during its first response resumes too
     opening = Opening(out, "psro.jsonl", len(outer.steps), cfg.model_dump(mode="json"))
     loggers = open_loggers(cfg.run.train.loggers, opening)
@@ -400,10 +135,26 @@ def run_psro(
         loggers.close()
 
 
+def _check_same_metagame(cfg: RunConfig, out: Path, *, exact: bool) -> None:
+    """Refuse a resume whose overrides (``train.exact``, ``model.mode``) would switch
+    between the exact meta-game and the sampled one: the two have different layouts
+    (module docstring), and one run's rows and payoffs would mix them."""
+    saved = out / "config.yaml"
+    if not saved.is_file():
+        return  # no run there: loading its state says what is missing
+    was = exact_game(validate(load_yaml(saved))) is not None
+    if was != exact:
+        kinds = {True: "exact", False: "sampled"}
+        raise ConfigError(
+            f"cannot resume {out}: its meta-game is {kinds[was]} and the new config's "
+            f"would be {kinds[exact]} (train.exact, model.mode); start a new run instead"
+        )
+
+
 def _outer_loop(
     cfg: PsroConfig,
     out: Path,
-    outer: _Outer,
+    outer: Outer,
     game: pyspiel.Game | None,
     loggers: Loggers,
     progress: Callable[[PsroStep], None] | None,
@@ -474,7 +225,7 @@ def _outer_loop(
         # The members the payoffs cover: the response just added joins the next ones.
         solved = [m.policy_id for m in members[: step.members]]
         sinks.write_metagame(out / "metagame.json", solved, payoffs)
-        save_outer(out, _Outer(members, payoffs, steps))
+        save_outer(out, Outer(members, payoffs, steps))
         if progress:
             progress(step)
     result = PsroResult(tuple(m.policy_id for m in members), payoffs, solution, tuple(steps))
@@ -522,11 +273,6 @@ def _ce_gap(
     if game is None or cfg.meta_solver not in CONDITIONAL_SOLVERS:
         return None
     return joint_ce_gap(game, tables, solution.joint, payoffs=payoffs)
-
-
-def _settings_yaml(cfg: PsroConfig) -> str:
-    """The outer loop's settings (``psro.yaml``); the trainer's are in ``config.yaml``."""
-    return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"run"}), sort_keys=False)
 
 
 def _respond(

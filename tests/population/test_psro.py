@@ -18,39 +18,25 @@ from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError,
 from coplay.eval.mixture import aggregate_tables
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
 from coplay.population import metagame, oracles
-from coplay.population.oracles import ORACLES, Oracle, SeatedPool, Target
-from coplay.population.psro import (
-    INITIAL_MEMBERS,
-    PsroConfig,
+from coplay.population.metagame import (
     exact_best_response,
     exact_payoffs,
     freeze,
     meta_opponent,
     opponent_distributions,
-    run_psro,
     sampled_payoffs,
 )
+from coplay.population.oracles import ORACLES, Oracle, SeatedPool, Target
+from coplay.population.psro import run_psro
+from coplay.population.psro_config import PsroConfig
 from coplay.report import sinks
 from coplay.rollout.source import LocalSource
-from coplay.train.checkpoints.rundir import RunRepaired
 from coplay.train.config import ConfigError
 from coplay.train.parts.seating import FromPool
 from coplay.train.settings import build_config
+from tests.population.psro_runs import TINY, tiny_psro
 
 KUHN = GameRef("kuhn_poker")
-TINY = [
-    "model.tiny.hidden_size=32",
-    "model.tiny.intermediate_size=64",
-    "model.tiny.num_layers=1",
-    "rollout.games_per_iter=16",
-    "optim.minibatch_size=64",
-    "train.iterations=2",
-    "train.eval_opponents=[]",
-]
-
-
-def tiny_psro(**kwargs) -> PsroConfig:
-    return PsroConfig(run=build_config(preset="kuhn-selfplay", overrides=TINY), **kwargs)
 
 
 def weights_digest(folder) -> str:
@@ -167,33 +153,6 @@ def test_seat_weights_draw_each_opponent_for_the_seat_it_faces():
     assert rows.count(("learner", "a")) == 100 and rows.count(("b", "learner")) == 300
 
 
-@pytest.mark.parametrize(
-    "kwargs,match",
-    [
-        ({"meta_solver": "best"}, "unknown meta_solver 'best'"),
-        ({"iterations": 0}, "greater than 0"),
-        ({"oracle": "best"}, "unknown oracle 'best'; available: lm, exact"),
-        ({"initial": "nash"}, "unknown initial 'nash'; available: lm, random"),
-        ({"seat_weights": [-1, 3]}, r"seat_weights must be >= 0 and not all 0, got \[-1.0, 3.0\]"),
-        ({"seat_weights": [0, 0]}, "seat_weights must be >= 0 and not all 0"),
-        ({"seat_weights": [1, 1, 1]}, "seat_weights has 3 weights; kuhn_poker has 2 seats"),
-        # The exact oracle trains no LM: these were accepted and silently ignored.
-        ({"oracle": "exact", "restarts": 2}, "oracle=exact trains no language model: restarts=2"),
-        (
-            {"oracle": "exact", "warm_start": False},
-            "oracle=exact trains no language model: warm_start=False",
-        ),
-        (
-            {"oracle": "exact", "seat_weights": [1, 3]},
-            r"oracle=exact trains no language model: seat_weights=\[1.0, 3.0\]",
-        ),
-    ],
-)
-def test_bad_psro_settings_are_refused(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        tiny_psro(**kwargs)
-
-
 def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path, monkeypatch):
     seen: list[tuple[str, ...]] = []
 
@@ -213,11 +172,6 @@ def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path,
     assert all("psro:00" in r for r in seen)
     rows = (tmp_path / "responses" / "01" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(r)["iteration"] for r in rows] == [1, 2]
-
-
-def test_psro_refuses_games_that_are_not_two_player():
-    with pytest.raises(ValueError, match="2-player games"):
-        PsroConfig(run=build_config(overrides=["game.params={players: 3}"]))
 
 
 def test_jpsro_with_a_correlated_solver_runs_end_to_end(tmp_path):
@@ -318,37 +272,6 @@ def test_jpsro_ce_logs_the_ce_gap_of_its_joint(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["final/ce_gap"] == pytest.approx(rows[-1]["psro/ce_gap"])
     assert summary["ce_gap"] == pytest.approx([r["psro/ce_gap"] for r in rows])
-
-
-def test_a_run_saved_before_the_ce_gap_was_logged_resumes(tmp_path):
-    cfg = tiny_psro(iterations=2, initial="random", oracle="exact", meta_solver="ce")
-    run_psro(cfg, tmp_path, stop_after=0)
-    state = tmp_path / "state" / "psro.json"
-    saved = json.loads(state.read_text())
-    for step in saved["tree"]["steps"]:
-        del step["ce_gap"], step["ce_gaps"]
-    state.write_text(json.dumps(saved))
-    res = run_psro(cfg, tmp_path, resume=True)
-    assert np.isnan(res.steps[0].ce_gap) and res.steps[0].ce_gaps == ()
-    assert all(np.isfinite(s.ce_gap) and len(s.ce_gaps) == 2 for s in res.steps[1:])
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["ce_gap"][0] is None and summary["ce_gap"][1:] == pytest.approx(
-        [s.ce_gap for s in res.steps[1:]]
-    )
-
-
-def test_a_run_saved_before_the_cce_gap_was_logged_resumes(tmp_path):
-    # Its steps have no gap: they read NaN (not measured), the new steps measure it.
-    cfg = tiny_psro(iterations=2, initial="random", oracle="exact")
-    run_psro(cfg, tmp_path, stop_after=0)
-    state = tmp_path / "state" / "psro.json"
-    saved = json.loads(state.read_text())
-    for step in saved["tree"]["steps"]:
-        del step["cce_gap"], step["cce_gaps"]
-    state.write_text(json.dumps(saved))
-    res = run_psro(cfg, tmp_path, resume=True)
-    assert np.isnan(res.steps[0].cce_gap) and res.steps[0].cce_gaps == ()
-    assert [s.cce_gap for s in res.steps[1:]] == pytest.approx([s.nash_conv for s in res.steps[1:]])
 
 
 def test_a_two_seat_joints_gap_walks_the_game_no_second_time(tmp_path, monkeypatch):
@@ -462,23 +385,6 @@ def test_restarts_keep_the_response_with_the_highest_value(tmp_path):
     assert len(set(values)) == 3  # seeds differ, so the tries differ
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        ["--preset", "tictactoe-selfplay"],
-        ["game.name=openspiel:matrix_rps"],  # simultaneous: its tables were read on the
-        ["model.mode=text"],  # transform; a text member has no exact choice distribution
-    ],
-)
-def test_exact_oracle_needs_an_exact_meta_game(overrides):
-    # Both failed with a traceback only after a first response was trained.
-    assert ORACLES["exact"].needs_exact and not ORACLES["lm"].needs_exact
-    preset = overrides[1] if overrides[0] == "--preset" else "kuhn-selfplay"
-    over = [*TINY, *(o for o in overrides if "=" in o), "train.eval_opponents=[]"]
-    with pytest.raises(ValueError, match="oracle=exact needs an exact meta-game"):
-        PsroConfig(run=build_config(preset=preset, overrides=over), oracle="exact")
-
-
 def test_lm_psro_on_a_simultaneous_game_samples_its_meta_game(tmp_path):
     over = [*TINY, "game.name=openspiel:matrix_rps", "train.eval_opponents=[]"]
     cfg = PsroConfig(run=build_config(preset="kuhn-selfplay", overrides=over), iterations=1)
@@ -506,75 +412,6 @@ def test_a_registered_oracle_answers_every_iteration(tmp_path, monkeypatch):
     assert targets[0].best == pytest.approx(11 / 24) == res.steps[0].best_value
     np.testing.assert_allclose(targets[0].by_seat, [[1.0], [1.0]])
     assert [m.policy_id for m in targets[1].members] == ["psro:00", "psro:01"]
-
-
-def test_psro_with_exact_oracle_and_random_first_member_resumes(tmp_path):
-    # The random first member is built again and the exact responses reload from their
-    # tables: the resumed run ends where the uninterrupted one does.
-    assert set(INITIAL_MEMBERS) == {"lm", "random"}
-    cfg = tiny_psro(iterations=3, initial="random", oracle="exact")
-    whole = run_psro(cfg, tmp_path / "whole")
-    run_psro(cfg, tmp_path / "split", stop_after=1)
-    with (tmp_path / "split" / "psro.jsonl").open("a") as f:
-        f.write('{"iteration": 2, "psro/expl')  # torn by a kill during the next append
-    with pytest.warns(RunRepaired, match="dropped a half-written last line"):
-        split = run_psro(cfg, tmp_path / "split", resume=True)
-    assert split.members == whole.members
-    assert [s.exploitability for s in split.steps] == [s.exploitability for s in whole.steps]
-    assert _psro_rows(tmp_path / "split") == _psro_rows(tmp_path / "whole")
-
-
-def _psro_rows(out):
-    skip = ("perf/",)
-    files = sorted(out.rglob("*.jsonl"))
-    return {
-        str(f.relative_to(out)): [
-            {k: v for k, v in json.loads(x).items() if not k.startswith(skip)}
-            for x in f.read_text().splitlines()
-        ]
-        for f in files
-    }
-
-
-def _member_digests(out):
-    return {
-        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted((out / "members").rglob("*.safetensors"))
-    }
-
-
-@pytest.mark.parametrize("kill_at", [2, 1], ids=["after its first save", "before it"])
-def test_psro_killed_and_resumed_equals_the_uninterrupted_run(tmp_path, monkeypatch, kill_at):
-    from coplay.train import hooks
-
-    cfg = tiny_psro(iterations=2)
-    cfg = cfg.model_copy(
-        update={
-            "run": build_config(preset="kuhn-selfplay", overrides=[*TINY, "train.save_every=1"])
-        }
-    )
-    whole = run_psro(cfg, tmp_path / "whole")
-    # Stop after the first PSRO iteration, then kill the next response after its first
-    # update (its state saved), or during it (no state: the response starts again), as
-    # a job's time limit or Ctrl-C would.
-    run_psro(cfg, tmp_path / "split", stop_after=0)
-    assert len((tmp_path / "split" / "psro.jsonl").read_text().splitlines()) == 1
-    real = hooks.Log.after
-
-    def killed(self, run, it, batch, metrics):
-        if run.out.name == "02" and it == kill_at:
-            raise KeyboardInterrupt
-        return real(self, run, it, batch, metrics)
-
-    monkeypatch.setattr(hooks.Log, "after", killed)
-    with pytest.raises(KeyboardInterrupt):
-        run_psro(cfg, tmp_path / "split", resume=True)
-    monkeypatch.setattr(hooks.Log, "after", real)
-    split = run_psro(cfg, tmp_path / "split", resume=True)
-    assert split.members == whole.members
-    assert [s.exploitability for s in split.steps] == [s.exploitability for s in whole.steps]
-    assert _psro_rows(tmp_path / "split") == _psro_rows(tmp_path / "whole")
-    assert _member_digests(tmp_path / "split") == _member_digests(tmp_path / "whole")
 
 
 @pytest.mark.parametrize(
@@ -630,11 +467,6 @@ def test_psro_resume_records_its_trainer_overrides_in_config_yaml(tmp_path):
     assert len(rows) == 3
 
 
-def test_psro_resume_without_state_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no saved state to resume from"):
-        run_psro(tiny_psro(iterations=1), tmp_path / "none", resume=True)
-
-
 def test_psro_without_exact_evaluation_starts_from_a_one_member_meta_game(tmp_path):
     # The first meta-game has one member, which cross-play refused: every game without
     # exact evaluation failed at iteration 0.
@@ -647,15 +479,6 @@ def test_psro_without_exact_evaluation_starts_from_a_one_member_meta_game(tmp_pa
     assert res.members == ("psro:00", "psro:01")
     meta = json.loads((tmp_path / "metagame.json").read_text())
     assert len(meta["members"]) == 2
-
-
-def test_nash_is_refused_for_a_general_sum_game_before_anything_trains():
-    # The meta-solver refused the meta-game only after the first response was trained.
-    over = [*TINY, "game.name=dilemma", "train.eval_opponents=[]"]
-    run = build_config(preset="kuhn-selfplay", overrides=over)
-    with pytest.raises(ValueError, match="meta_solver=nash needs a zero-sum game, but 'dilemma'"):
-        PsroConfig(run=run)
-    assert PsroConfig(run=run, meta_solver="ce").meta_solver == "ce"
 
 
 def test_resuming_a_finished_run_counts_the_responses_iterations_asked_for(tmp_path):
