@@ -22,11 +22,16 @@ from pathlib import Path
 import numpy as np
 
 from coplay.eval.exact import to_openspiel_policy
-from coplay.models.loading import load_policy
 from coplay.population.league_config import LeagueConfig, league_seats, settings_yaml
 from coplay.population.league_samplers import SAMPLERS, PoolView
 from coplay.population.league_tally import Tally, league_elo, tally_games
-from coplay.population.metagame import exact_game, exact_payoffs, freeze, sampled_payoffs
+from coplay.population.metagame import (
+    exact_game,
+    exact_payoffs,
+    freeze,
+    reload_frozen,
+    sampled_payoffs,
+)
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.report import atomic, sinks
 from coplay.train.checkpoints import rundir
@@ -169,11 +174,10 @@ def _snapshot_folder(out: Path, it: int) -> Path:
 def _reload(cfg: LeagueConfig, out: Path, it: int) -> Policy:
     """A snapshot member as ``freeze`` made it, from its folder (in the dtype it was
     saved in, the learner's, on the run's device)."""
-    folder, seed = _snapshot_folder(out, it), cfg.run.train.seed + it
-    frozen = load_policy(folder, seed=seed, device=cfg.run.model.device)
-    frozen.model.requires_grad_(False)
-    frozen.policy_id = f"snap:{it}"
-    return frozen
+    seed = cfg.run.train.seed + it
+    return reload_frozen(
+        _snapshot_folder(out, it), f"snap:{it}", seed=seed, device=cfg.run.model.device
+    )
 
 
 def run_league(

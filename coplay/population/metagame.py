@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyspiel
+import torch
 from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import best_response, expected_game_score
 
@@ -218,7 +219,20 @@ def freeze(
     """
     save_checkpoint(policy, folder, game=game)
     weight = next(policy.model.parameters())
-    frozen = load_policy(folder, seed=seed, device=weight.device, dtype=weight.dtype)
+    return reload_frozen(folder, policy_id, seed=seed, device=weight.device, dtype=weight.dtype)
+
+
+def reload_frozen(
+    folder: Path,
+    policy_id: str,
+    *,
+    seed: int,
+    device: str | torch.device,
+    dtype: torch.dtype | None = None,
+) -> Policy:
+    """The frozen copy in ``folder`` named ``policy_id``: ``freeze``'s, or one a resumed
+    run reloads, in the dtype it was saved in (the learner's) unless ``dtype`` says."""
+    frozen = load_policy(folder, seed=seed, device=device, dtype=dtype)
     frozen.model.requires_grad_(False)
     frozen.policy_id = policy_id
     return frozen

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coplay.envs.probe import resolve_factory
-from coplay.models.loading import build_policy, load_policy
+from coplay.models.loading import build_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
-from coplay.population.metagame import freeze
+from coplay.population.metagame import freeze, reload_frozen
 from coplay.population.oracles import member_folder
 from coplay.train.trainer import game_text
 from coplay.types import Policy
@@ -43,7 +43,7 @@ def _lm_member(cfg: PsroConfig, out: Path) -> Policy:
 
 
 def _reload_lm_member(cfg: PsroConfig, out: Path) -> Policy:
-    return _reload_frozen(
+    return reload_frozen(
         member_folder(out, 0), "psro:00", seed=cfg.run.train.seed, device=cfg.run.model.device
     )
 
@@ -68,15 +68,4 @@ def reload_member(cfg: PsroConfig, out: Path, index: int) -> Policy:
     name, folder = f"psro:{index:02d}", member_folder(out, index)
     if (folder / "table.json").is_file():
         return TablePolicy(json.loads((folder / "table.json").read_text()), policy_id=name)
-    return _reload_frozen(
-        folder, name, seed=cfg.run.train.seed + index, device=cfg.run.model.device
-    )
-
-
-def _reload_frozen(folder: Path, name: str, *, seed: int, device: str) -> Policy:
-    # As ``freeze`` made it: in the dtype it was saved in (the learner's) on the
-    # run's device.
-    frozen = load_policy(folder, seed=seed, device=device)
-    frozen.model.requires_grad_(False)
-    frozen.policy_id = name
-    return frozen
+    return reload_frozen(folder, name, seed=cfg.run.train.seed + index, device=cfg.run.model.device)
