@@ -59,7 +59,7 @@ ENGINE = {
         "_end",
         "_credit",
     ],
-    "coplay.policies.lm": ["sample_rows_streamed", "_flat"],
+    "coplay.policies.lm_choice": ["sample_rows_streamed", "_flat"],
     "coplay.policies.choices": [
         "distinct_items",
         "canonical_order",

@@ -34,7 +34,7 @@ from transformers import AutoConfig, AutoTokenizer
 from coplay.backends.vllm import INSTALL_HINT, MIN_CPU_HEAD_DIM
 from coplay.models.loading import read_meta, resolve_checkpoint
 from coplay.policies.chat import ANSWER_CUE
-from coplay.policies.lm import ACTION_CUE
+from coplay.policies.lm_prompts import ACTION_CUE
 from coplay.policies.text import TextConfig
 
 BOS = "{{ bos_token if bos_token else '' }}"
