@@ -37,12 +37,12 @@ from coplay.policies.chat import Prompter, turn_ends
 from coplay.policies.lm_choice import ChoiceMixin
 from coplay.policies.lm_prompts import PromptMixin
 from coplay.policies.lm_text import TextMixin
-from coplay.policies.scorer import Scored, Scorer
+from coplay.policies.scorer import Scorer
 from coplay.policies.text import TextConfig
 from coplay.rollout.streams import SeatStream
 from coplay.types import Decision, Observation
 
-__all__ = ["LMPolicy", "Mode", "Scored"]
+__all__ = ["LMPolicy", "Mode"]
 
 Mode = Literal["choice", "text"]
 

@@ -26,7 +26,8 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 from torch import Tensor
 
-from coplay.policies.lm import LMPolicy, Scored
+from coplay.policies.lm import LMPolicy
+from coplay.policies.scorer import Scored
 from coplay.train.micro import learner_passes
 from coplay.types import Decision
 

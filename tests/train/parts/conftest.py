@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from coplay.algos.losses.aggregation import token_mean
-from coplay.policies.lm import Scored
+from coplay.policies.scorer import Scored
 from coplay.train.parts.term import Micro, Sample
 from coplay.types import Decision
 
