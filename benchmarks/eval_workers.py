@@ -27,7 +27,7 @@ from pathlib import Path
 def text_policy(max_new_tokens: int):
     """The kuhn-text preset's model, untrained, writing up to ``max_new_tokens``."""
     from coplay.envs.gameref import GameRef
-    from coplay.models.loading import build_policy
+    from coplay.models.build import build_policy
     from coplay.train.settings import build_config
     from coplay.train.trainer import game_text
 

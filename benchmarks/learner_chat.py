@@ -40,7 +40,8 @@ from learner_throughput import samples_of
 
 from coplay.policies.chains import _full, conversations
 from coplay.policies.prefixes import left_pad
-from coplay.train.learner import Learner, shuffled
+from coplay.train.learner import Learner
+from coplay.train.learner_update import shuffled
 from coplay.train.loop import make_plan
 from coplay.train.micro import learner_micro_batches
 from coplay.train.settings import build_config

@@ -64,7 +64,8 @@ from coplay.algos.losses.regularizers import KLConfig, kl_penalty
 from coplay.policies.choices import distinct_items
 from coplay.policies.prefixes import prefix_groups
 from coplay.train.config import ConfigError
-from coplay.train.learner import Learner, Sample, collect_samples
+from coplay.train.learner import Learner, Sample
+from coplay.train.learner_update import collect_samples
 from coplay.train.loop import heap_frozen, make_plan
 from coplay.train.micro import learner_micro_batches, learner_passes, together
 from coplay.train.parts.kl import move_magnet

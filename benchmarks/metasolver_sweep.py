@@ -36,7 +36,9 @@ import numpy as np
 import pyspiel
 from open_spiel.python.algorithms import lp_solver
 
-from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, max_deviation_gain
+from coplay.eval.meta_programs import max_deviation_gain
+from coplay.eval.meta_solution import MetaSolution
+from coplay.eval.metasolvers import META_SOLVERS
 
 SHAPES = [(k, k) for k in range(2, 11)] + [(2, 5), (7, 3), (4, 9), (2, 2, 2), (3, 3, 3)]
 SHAPES += [(2, 2, 2, 2)]

@@ -41,24 +41,16 @@ from timers import Clock, patched
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_games import UnknownGameError
-from coplay.models.loading import build_policy
+from coplay.models.build import build_policy
 from coplay.train.config import ConfigError
 from coplay.train.loop import heap_frozen
 from coplay.train.settings import build_config
 from coplay.train.trainer import game_text
 
 ENGINE = {
-    "coplay.rollout.engine": [
-        "play_episodes",
-        "_gather",
-        "ask",
-        "_resolve",
-        "_advance",
-        "_start",
-        "_finish",
-        "_end",
-        "_credit",
-    ],
+    "coplay.rollout.engine": ["play_episodes", "_gather"],
+    "coplay.rollout.request": ["ask"],
+    "coplay.rollout.live": ["resolve", "advance", "start", "finish", "_end", "_credit"],
     "coplay.policies.lm_choice": ["sample_rows_streamed", "_flat"],
     "coplay.policies.choices": [
         "distinct_items",
@@ -78,22 +70,19 @@ ENGINE_POLICY = [
 ENGINE_ENV = ["step", "observe", "players_to_act", "is_terminal", "reset", "sibling", "returns"]
 
 LEARNER = {
-    "coplay.train.learner": [
+    "coplay.train.learner_update": [
         "update",
         "_minibatch_step",
         "_micro_step",
-        "_own_loss",
-        "_pad",
-        "_column",
         "collect_samples",
         "learner_micro_batches",
         "together",
         "global_denom",
-        "policy_loss",
         "rebase_on_learner",
         "shuffled",
-        "_combine",
     ],
+    "coplay.train.learner_objective": ["own_loss", "_pad", "_column", "policy_loss"],
+    "coplay.train.learner_metrics": ["combine"],
     "coplay.train.micro": ["learner_passes"],
     "coplay.policies.choices": ["distinct_items", "choice_inputs", "_choice_group"],
 }

@@ -74,7 +74,7 @@ import torch.nn.functional as F
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_games import UnknownGameError
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.policies.choices import distinct_items
 from coplay.policies.lm import LMPolicy
 from coplay.policies.prefixes import left_pad, prefix_plan, shared_prefix_len

@@ -30,7 +30,7 @@ import torch
 from transformers import PreTrainedModel, Qwen2Config, Qwen2ForCausalLM
 
 from coplay.envs.registry import make_env
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.prefixes import left_pad
 from coplay.policies.sampling import sample_text

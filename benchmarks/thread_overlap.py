@@ -25,7 +25,7 @@ from rollout_throughput import build_groups, engine_run, game_run, raw_run
 
 from coplay.envs.gameref import GameRef
 from coplay.envs.openspiel_games import UnknownGameError
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.train.trainer import game_text
 
 

@@ -33,7 +33,7 @@ import torch
 from rollout_throughput import game_run
 
 from coplay.envs.gameref import GameRef
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.train.trainer import game_text
 
 

@@ -9,7 +9,7 @@ Each setting runs in a fresh process: it builds the model from a config (no down
 Qwen2's vocabulary of 151,936 tokens, hidden size 512, 8 layers: 0.1B parameters),
 with the tiny model's tokenizer trained on the game's text (so prompts are as long as
 the game's), plays ``--games`` games of the game in choice mode, and takes one update
-(``coplay.train.learner.update``) on every decision with random advantages and the
+(``coplay.train.learner_update.update``) on every decision with random advantages and the
 default ``OptimConfig`` and ``LossConfig``, except the micro-batch token budget
 (``auto``: the default; a large number: one pass per minibatch, as before budgets);
 suffixes turn on ``optim.activation_checkpointing`` (``+ckpt``, as in ``auto+ckpt``) or
@@ -90,9 +90,10 @@ def child(game: str, games: int, budget: str, kl: bool, updates: int) -> dict:
     from coplay.models.tokenizer import train_tokenizer
     from coplay.policies.lm import LMPolicy
     from coplay.rollout.engine import play_episodes
-    from coplay.train import learner as learner_module
+    from coplay.train import learner_update as update_module
     from coplay.train.config import OptimConfig
-    from coplay.train.learner import Sample, make_learner, update
+    from coplay.train.learner import Sample, make_learner
+    from coplay.train.learner_update import update
     from coplay.train.trainer import game_text
 
     torch.manual_seed(0)
@@ -119,8 +120,8 @@ def child(game: str, games: int, budget: str, kl: bool, updates: int) -> dict:
     learner = make_learner(policy, loss, optim)
     fused = learner.optimizer.defaults.get("fused")
     passes = []
-    step = learner_module._micro_step
-    learner_module._micro_step = lambda *a, **k: passes.append(1) or step(*a, **k)
+    step = update_module._micro_step
+    update_module._micro_step = lambda *a, **k: passes.append(1) or step(*a, **k)
     before = _rss_bytes()
     peaks, seconds = [], []
     for _ in range(updates):

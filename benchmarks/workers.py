@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         result["equal_time"] = at_equal_time(result["modes"])
         print("at equal wall time", json.dumps(result["equal_time"]), flush=True)
 
-    from coplay.models.loading import ModelConfig, build_policy
+    from coplay.models.build import ModelConfig, build_policy
     from coplay.train.trainer import game_text
 
     text = game_text(GameRef("kuhn_poker").make)

@@ -32,7 +32,8 @@ from jinja2 import TemplateError
 from transformers import AutoConfig, AutoTokenizer
 
 from coplay.backends.vllm import INSTALL_HINT, MIN_CPU_HEAD_DIM
-from coplay.models.loading import read_meta, resolve_checkpoint
+from coplay.models.hf_folder import resolve_checkpoint
+from coplay.models.loading import read_meta
 from coplay.policies.chat import ANSWER_CUE
 from coplay.policies.lm_prompts import ACTION_CUE
 from coplay.policies.text import TextConfig

@@ -1192,7 +1192,8 @@ def three_player_run(tmp_path_factory) -> Path:
     """A run of a tiny choice-mode policy trained on three-player Kuhn with penalties:
     its checkpoint and config.yaml record both."""
     from coplay.envs.registry import make_env
-    from coplay.models.loading import ModelConfig, PlayedGame, build_policy, save_policy
+    from coplay.models.build import ModelConfig, build_policy
+    from coplay.models.loading import PlayedGame, save_policy
     from coplay.train.trainer import game_text
 
     text = game_text(lambda: make_env("kuhn_poker", players=3), episodes=20)

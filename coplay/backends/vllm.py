@@ -97,7 +97,7 @@ class VLLMBackend(HFBackend):
 
     exact_logprobs = False
     """The engine's kernels are not the learner's: its log-probs differ by float error,
-    which the learner measures and corrects (``coplay.train.learner``)."""
+    which the learner measures and corrects (``coplay.train.learner_update``)."""
 
     def __init__(
         self,

@@ -291,7 +291,7 @@ def check_opponents(names: Iterable[str], game: str, params: Mapping[str, object
 def check_model_path(path: str | None) -> None:
     """Check the checkpoint ``model.path`` names, when it is a local folder (else it is a
     Hugging Face Hub name, found only when loaded), before ``--force`` moves anything."""
-    from coplay.models.loading import check_checkpoint
+    from coplay.models.hf_folder import check_checkpoint
 
     if path and Path(path).exists():
         check_checkpoint(Path(path))

@@ -11,7 +11,7 @@ optional symmetric draw matrix, or as a list of ``PairOutcome`` records, which
 - OpenSkill: the ``openskill`` Plackett–Luce model (Weng & Lin 2011), updated game by
   game; ``ordinal = mu - 3 sigma`` is a conservative skill estimate.
 - α-rank: the stationary mass of each player under α-rank of the empirical payoff
-  matrix of a two-player game (``coplay.eval.metasolvers.alpharank``). Without that
+  matrix of a two-player game (``coplay.eval.meta_openspiel.alpharank``). Without that
   matrix (``payoff`` None: cross-play of more players, which is not the whole
   meta-game) every player's α-rank is NaN, no rating rather than a wrong one.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from open_spiel.python.algorithms import elo as os_elo
 from openskill.models import PlackettLuce
 
-from coplay.eval.metasolvers import alpharank
+from coplay.eval.meta_openspiel import alpharank
 
 
 @dataclass(frozen=True)

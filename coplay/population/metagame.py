@@ -21,13 +21,8 @@ from coplay.distributed import evaluation_source
 from coplay.envs.gameref import GameRef
 from coplay.envs.probe import resolve_factory
 from coplay.eval.crossplay import cross_play
-from coplay.eval.metasolvers import (
-    FALLBACKS,
-    FallbackSolution,
-    MetaSolution,
-    NotConstantSumError,
-    solve_with_fallback,
-)
+from coplay.eval.meta_solution import MetaSolution, NotConstantSumError
+from coplay.eval.metasolvers import FALLBACKS, FallbackSolution, solve_with_fallback
 from coplay.eval.mixture import aggregate_tables
 from coplay.models.loading import PlayedGame, load_policy
 from coplay.policies.solvers import named_table
@@ -119,7 +114,7 @@ def sampled_payoffs(
 
 def check_meta_solver(name: str, spec: GameSpec) -> None:
     """Refuse Nash's LP for a game that is not zero-sum before anything is trained: its
-    meta-game would not be either, and the solver refuses one (``metasolvers.nash``)
+    meta-game would not be either, and the solver refuses one (``meta_programs.nash``)
     only once the first response is in."""
     if name == "nash" and spec.kind is not GameKind.ZERO_SUM:
         raise ValueError(

@@ -56,7 +56,7 @@ import pyspiel
 from open_spiel.python import policy as os_policy
 
 from coplay.eval.exact import ExploitabilityResult, to_openspiel_policy
-from coplay.eval.metasolvers import MetaSolution
+from coplay.eval.meta_solution import MetaSolution
 from coplay.eval.mixture import CceGap, CeGap, joint_cce_gap, joint_ce_gap, tables_exploitability
 from coplay.population.metagame import (
     exact_best_response,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coplay.envs.probe import resolve_factory
-from coplay.models.loading import build_policy
+from coplay.models.build import build_policy
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population.metagame import freeze, reload_frozen
 from coplay.population.oracles import member_folder

@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coplay.envs.gameref import GameRef
-from coplay.models.loading import build_policy
+from coplay.models.build import build_policy
 from coplay.models.lora import LoraSettings
 from coplay.policies.lm import LMPolicy, learned_positions
 from coplay.report import sinks

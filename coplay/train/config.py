@@ -24,7 +24,8 @@ from coplay.algos.advantages import make_estimator
 from coplay.algos.losses.compose import LossConfig
 from coplay.backends import ENGINE_SETTINGS
 from coplay.distributed.config import RayConfig, check_room, require_ray
-from coplay.models.loading import ModelConfig, PlayedGame
+from coplay.models.build import ModelConfig
+from coplay.models.loading import PlayedGame
 from coplay.report.loggers import check_logger
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig

@@ -6,7 +6,7 @@ model fit in a few megabytes, 512 of a 0.1B model do not. So a minibatch is cut 
 consecutive runs of decisions whose estimated padded tokens stay within a budget;
 ``optim.micro_batch_tokens`` sets it, or by default it is what fits ``ACTIVATION_BYTES``
 by the model's width and depth. Gradients accumulate exactly over micro-batches
-(``coplay.train.learner``), so where the cuts fall changes no result beyond float
+(``coplay.train.learner_update``), so where the cuts fall changes no result beyond float
 rounding.
 
 Choices are counted as the scorer runs them: a choice met again in a micro-batch (the

@@ -30,7 +30,8 @@ import torch
 import yaml
 
 from coplay.envs.gameref import GameRef
-from coplay.models.loading import build_policy, load_policy, save_policy
+from coplay.models.build import build_policy
+from coplay.models.loading import load_policy, save_policy
 from coplay.models.lora import attach_roles, save_roles
 from coplay.policies.lm import LMPolicy
 from coplay.population.opponents import build_opponent

@@ -3,7 +3,7 @@
 A run holds one ``Trainee`` per learning policy (a roster several). ``learn`` turns a
 played batch into that policy's update: values from its critic where the estimator
 reads them, advantages (with the estimator's own small state), the samples of its
-own decisions, the filters, the policy update (``learner.update``) and the critic's
+own decisions, the filters, the policy update (``learner_update.update``) and the critic's
 regression. ``state`` / ``load`` give what a resumed run needs of it.
 """
 
@@ -29,14 +29,13 @@ from coplay.train.format_reward import add_format_rewards
 from coplay.train.learner import (
     Learner,
     Sample,
-    collect_samples,
     load_optimizer,
     load_schedule,
     load_terms_state,
     recall,
     terms_state,
-    update,
 )
+from coplay.train.learner_update import collect_samples, update
 from coplay.types import Episode
 
 

@@ -22,7 +22,8 @@ from coplay.distributed import episode_source
 from coplay.envs.gameref import GameRef
 from coplay.eval.exact import decide_exact
 from coplay.eval.exact_match import exact_match_opponents
-from coplay.models.loading import PlayedGame, build_policy, save_policy
+from coplay.models.build import build_policy
+from coplay.models.loading import PlayedGame, save_policy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import build_opponent

@@ -14,7 +14,7 @@ from coplay.backends import memory
 _ROLLOUT = """
 import json, resource
 from coplay.envs.gameref import GameRef
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.rollout.engine import play_episodes
 from coplay.train.trainer import game_text
 from coplay.backends import memory

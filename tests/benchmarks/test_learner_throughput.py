@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from coplay.train import learner as learner_module
+from coplay.train import learner_update as update_module
 from coplay.train.settings import build_config
 
 BENCHMARK = "learner_throughput"
@@ -56,11 +56,11 @@ def test_the_plain_arm_makes_the_learners_update(bench, monkeypatch, device):
         start = [copy.deepcopy(x.state_dict()) for x in (model, magnet, opt)]
         version = learner.policy.version
         steps = []
-        step = learner_module._minibatch_step
+        step = update_module._minibatch_step
         monkeypatch.setattr(
-            learner_module, "_minibatch_step", lambda *a: steps.append(step(*a)) or steps[-1]
+            update_module, "_minibatch_step", lambda *a: steps.append(step(*a)) or steps[-1]
         )
-        learner_module.update(learner, samples, np.random.default_rng(3))
+        update_module.update(learner, samples, np.random.default_rng(3))
         after = [copy.deepcopy(x.state_dict()) for x in (model, magnet)]
         for x, state in zip((model, magnet, opt), start, strict=True):
             x.load_state_dict(state)

@@ -10,11 +10,11 @@ BENCHMARK = "own_time"
 
 
 def _originals():
-    engine = importlib.import_module("coplay.rollout.engine")
-    learner = importlib.import_module("coplay.train.learner")
+    live = importlib.import_module("coplay.rollout.live")
+    update = importlib.import_module("coplay.train.learner_update")
     return (
-        engine._advance,
-        learner._micro_step,
+        live.advance,
+        update._micro_step,
         torch.Tensor.backward,
         torch.nn.utils.clip_grad_norm_,
     )
@@ -25,7 +25,7 @@ def test_the_engine_parts_add_up_to_at_most_the_total(bench, capsys):
     result = bench.main(["--arm", "engine", "--game", "kuhn_poker", "--games", "8", "--runs", "2"])
     parts = {row["name"]: row for row in result["parts"]}
     # The env is stepped once a decision in Kuhn (one player acts at a time).
-    assert parts["_advance"]["calls_per_unit"] == pytest.approx(1.0)
+    assert parts["advance"]["calls_per_unit"] == pytest.approx(1.0)
     assert parts["MODEL forward"]["per_unit"] > 0
     # Exclusive times never count a callee twice: their sum is within the total.
     assert sum(row["per_unit"] for row in result["parts"]) <= result["total"] * 1.001

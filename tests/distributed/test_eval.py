@@ -19,7 +19,7 @@ from coplay.envs.gameref import GameRef
 from coplay.envs.probe import resolve_factory
 from coplay.eval.crossplay import cross_play, to_json
 from coplay.eval.sampled import SampledPolicy, forfeiting_exploitability, sample_tallies
-from coplay.models.loading import build_policy
+from coplay.models.build import build_policy
 from coplay.rollout.source import LocalSource
 from coplay.train.evaluate import evaluate
 from coplay.train.settings import build_config

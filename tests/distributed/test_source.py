@@ -27,7 +27,7 @@ from safetensors.torch import load_file
 from coplay.cli import main
 from coplay.distributed.config import RayConfig
 from coplay.envs.gameref import GameRef
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.source import LocalSource, Plan
 from coplay.train.config import ConfigError

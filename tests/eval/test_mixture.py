@@ -10,7 +10,7 @@ from open_spiel.python.algorithms import exploitability as os_exploitability
 from open_spiel.python.algorithms.policy_aggregator import PolicyAggregator
 
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.metasolvers import _openspiel_alpharank
+from coplay.eval.meta_openspiel import _openspiel_alpharank
 from coplay.eval.mixture import (
     MixturePolicy,
     aggregate_tables,

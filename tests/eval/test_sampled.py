@@ -17,7 +17,7 @@ from coplay.eval.sampled import (
     sampled_exploitability,
     treat,
 )
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.policies.scripted import NashPolicy, RandomPolicy
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.trainer import game_text

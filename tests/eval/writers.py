@@ -8,7 +8,7 @@ import torch
 
 from coplay.envs.probe import resolve_factory
 from coplay.eval.exact import to_table
-from coplay.models.loading import build_policy
+from coplay.models.build import build_policy
 from coplay.policies.lm import LMPolicy
 from coplay.train.settings import build_config
 from coplay.train.trainer import game_text

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 import coplay
 from coplay.envs.registry import make_env
 from coplay.models import devices
+from coplay.models.build import ModelConfig, build_policy
 from coplay.models.devices import HostCopy, set_host_threads, to_device
-from coplay.models.loading import ModelConfig, build_policy
 from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy

@@ -25,7 +25,8 @@ from coplay.policies.text import TextConfig
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.config import OptimConfig
-from coplay.train.learner import Sample, make_adapter_learner, update
+from coplay.train.learner import Sample, make_adapter_learner
+from coplay.train.learner_update import update
 
 ROLES = ("first", "second")
 

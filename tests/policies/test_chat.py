@@ -10,7 +10,7 @@ import pytest
 
 from coplay.backends.base import Generation
 from coplay.envs.registry import list_games, make_env
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.policies.answer import THINK_CLOSE, THINK_OPEN
 from coplay.policies.chains import conversations
 from coplay.policies.chat import omitted_marker

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from coplay.eval.metasolvers import META_SOLVERS, MetaSolverError
+from coplay.eval.meta_solution import MetaSolverError
+from coplay.eval.metasolvers import META_SOLVERS
 from coplay.population.league_samplers import SAMPLERS, PoolView
 from coplay.population.opponents import OpponentPool
 from tests.population.league_runs import league_cfg

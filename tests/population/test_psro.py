@@ -14,7 +14,8 @@ from open_spiel.python.algorithms import best_response
 from coplay.envs.gameref import GameRef
 from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
-from coplay.eval.metasolvers import META_SOLVERS, MetaSolution, MetaSolverError, solve_meta_game
+from coplay.eval.meta_solution import MetaSolution, MetaSolverError
+from coplay.eval.metasolvers import META_SOLVERS, solve_meta_game
 from coplay.eval.mixture import aggregate_tables
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
 from coplay.population import metagame, oracles

@@ -8,7 +8,8 @@ import pytest
 
 from coplay.envs.registry import list_games, make_env
 from coplay.policies.scripted import RandomPolicy
-from coplay.rollout.engine import play_episodes, replay
+from coplay.rollout.engine import play_episodes
+from coplay.rollout.live import replay
 from coplay.rollout.restarts import (
     Start,
     draw,

@@ -3,7 +3,7 @@
 import pytest
 
 from coplay.envs.registry import make_env
-from coplay.models.loading import ModelConfig, build_policy
+from coplay.models.build import ModelConfig, build_policy
 from coplay.train.trainer import game_text
 
 

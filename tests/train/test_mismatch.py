@@ -18,7 +18,8 @@ from coplay.models.tiny import TinyModelConfig, build_tiny_model
 from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.train.config import OptimConfig
-from coplay.train.learner import Sample, make_learner, recall, update
+from coplay.train.learner import Sample, make_learner, recall
+from coplay.train.learner_update import update
 from coplay.train.mismatch import measure, rebase_on_learner
 from coplay.types import Observation
 

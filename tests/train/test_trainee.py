@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from coplay.train import trainee as trainee_module
-from coplay.train.learner import update
+from coplay.train.learner_update import update
 from coplay.train.parts.term import Sample
 from coplay.train.settings import build_config
 from coplay.train.trainee import filter_samples, informative_seats, learner_turns

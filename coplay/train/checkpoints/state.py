@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from coplay.algos.advantages.base import EmptyState
-from coplay.models.loading import CheckpointError
+from coplay.models.hf_folder import CheckpointError
 from coplay.report.atomic import atomic_dir
 from coplay.rollout.source import Plan
 from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree

@@ -14,7 +14,8 @@ from coplay.models.tokenizer import train_tokenizer
 from coplay.policies.lm import LMPolicy
 from coplay.rollout.engine import play_episodes
 from coplay.train.config import OptimConfig
-from coplay.train.learner import make_learner, update
+from coplay.train.learner import make_learner
+from coplay.train.learner_update import update
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import Sample, Setup, Term
 from coplay.train.parts.terms import TERMS, build_terms
