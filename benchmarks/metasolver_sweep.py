@@ -122,7 +122,8 @@ def run_one(name: str, solver: Callable, game: Game, tally: Tally, reference: di
 
 
 def old_module(rev: str) -> types.ModuleType:
-    """coplay/eval/metasolvers.py as it was at git revision ``rev``."""
+    """coplay/eval/metasolvers.py as it was at git revision ``rev``, from before the
+    solvers were split into modules of their own (a later one: its own checkout)."""
     repo = Path(__file__).resolve().parents[1]
     src = subprocess.run(
         ["git", "show", f"{rev}:coplay/eval/metasolvers.py"],
@@ -131,6 +132,11 @@ def old_module(rev: str) -> types.ModuleType:
         capture_output=True,
         text=True,
     ).stdout
+    if "meta_programs" in src:  # its solvers live in modules that import this tree's coplay
+        raise SystemExit(
+            f"--old {rev}: the meta-solvers were split into several modules there; "
+            "run this benchmark in a checkout of that revision instead"
+        )
     path = Path(tempfile.mkdtemp()) / "old_metasolvers.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("old_metasolvers", path)

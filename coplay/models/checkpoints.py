@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from coplay.models.hf_folder import INTERMEDIATE
+from coplay.models.hf_folder import INTERMEDIATE, resolve_checkpoint
 from coplay.models.loading import PlayedGame, checkpoint_game, load_policy, read_meta
 from coplay.policies.lm import LMPolicy
 from coplay.report.runfiles import read_yaml
@@ -104,8 +104,6 @@ def find_policy(path: str | Path, role: str | None = None) -> SavedPolicy:
             f"{path} is a roster run with policies {', '.join(roles)}: pick one with "
             f"--role NAME (or pass its folder, {holder / roles[0]})"
         )
-    from coplay.models.hf_folder import resolve_checkpoint
-
     return SavedPolicy(resolve_checkpoint(path), adapter=False)  # an intermediate checkpoint
 
 
