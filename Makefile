@@ -7,7 +7,12 @@ VENV ?= .venv
 # --no-deps: the CPU build's dependencies are all in the lock, installed next with their
 # hashes, and only torch itself is looked up on that index (a CUDA spec keeps its deps).
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+ifeq ($(shell uname -s),Darwin)
+# macOS has no +cpu build: PyPI's wheel is the CPU one there.
+TORCH_SPEC ?= --no-deps torch==2.13.0
+else
 TORCH_SPEC ?= --no-deps torch==2.13.0+cpu --extra-index-url $(TORCH_CPU_INDEX)
+endif
 PRESET ?= kuhn-selfplay
 OUT ?= runs/demo
 BIN := $(VENV)/bin

@@ -17,7 +17,7 @@ class RayConfig(BaseModel):
     num_cpus: int | None = Field(None, gt=0)
     """CPUs a private local Ray may use (default: one per rollout worker); ignored
     when joining a cluster, whose nodes declare their own."""
-    worker_cpus: float = Field(1.0, gt=0)
+    worker_cpus: float = Field(1.0, gt=0, allow_inf_nan=False)
     """CPUs each rollout worker reserves (Ray's ``num_cpus`` of the actor)."""
     max_restarts: int = Field(3, ge=-1)
     """Times Ray restarts a worker that died (-1: always); its unfinished groups are

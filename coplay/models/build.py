@@ -38,7 +38,9 @@ class ModelConfig(BaseModel):
     mode: Literal["choice", "text"] = Field(
         "choice", description="'choice' scores legal actions; 'text' generates and parses."
     )
-    temperature: float = Field(1.0, gt=0.0, description="Sampling temperature.")
+    temperature: float = Field(
+        1.0, gt=0.0, allow_inf_nan=False, description="Sampling temperature."
+    )
     max_new_tokens: int = Field(24, gt=0, description="Free-text mode: longest answer.")
     dtype: Dtype = Field(
         "float32", description="Weights dtype when loading model.path (bfloat16 on GPUs)."

@@ -23,7 +23,9 @@ class TinyModelConfig(BaseModel):
     intermediate_size: int = Field(128, gt=0, description="MLP width.")
     vocab_size: int = Field(512, ge=300, description="Tokenizer vocabulary trained on game text.")
     max_positions: int = Field(512, gt=16, description="Longest prompt + response in tokens.")
-    init_std: float = Field(0.02, gt=0.0, description="Std of the initial weights.")
+    init_std: float = Field(
+        0.02, gt=0.0, allow_inf_nan=False, description="Std of the initial weights."
+    )
 
 
 def build_tiny_model(cfg: TinyModelConfig, *, vocab_size: int, seed: int) -> PreTrainedModel:

@@ -47,10 +47,12 @@ class TextConfig(BaseModel):
     """Strings that end an answer (kept in it), besides the end-of-sequence token. One
     that ends inside a token (``\n`` of a ``\n\n`` token) ends the answer with that
     token, whole: an answer is always whole tokens (``cut_at_stop_text``)."""
-    format_reward: float = 0.0
+    # Both finite: they join the returns after the engine has checked the game's, so a
+    # NaN or inf here would reach every advantage of the batch, and the weights.
+    format_reward: float = Field(0.0, allow_inf_nan=False)
     """Added to the return of a trajectory for each well-formed answer (logged as
     rollout/format_reward, apart from the game's return)."""
-    format_penalty: float = Field(0.0, le=0.0)
+    format_penalty: float = Field(0.0, le=0.0, allow_inf_nan=False)
     """Added for each answer that is not well formed (invalid ones included)."""
     tis_cap: float | None = Field(None, gt=0.0)
     """Cap of the truncated importance weights min(pi_old / behaviour, cap) on answers

@@ -26,8 +26,13 @@ class InvalidActionConfig(BaseModel):
     on_fail: Literal["penalty", "forfeit"] = Field(
         "forfeit", description="After retries: 'penalty' (random legal move) or 'forfeit'."
     )
+    # Finite: -inf passes ``le`` and would make the offender's return, and through it
+    # every advantage of its group, NaN; the engine checks only the game's own returns.
     penalty: float = Field(
-        -1.0, le=0.0, description="Reward added to the offender's turn when on_fail='penalty'."
+        -1.0,
+        le=0.0,
+        allow_inf_nan=False,
+        description="Reward added to the offender's turn when on_fail='penalty'.",
     )
 
 

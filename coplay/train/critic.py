@@ -37,7 +37,7 @@ class CriticConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    lr: float = Field(1e-3, gt=0.0)
+    lr: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
     """Adam learning rate of the value model."""
     clip: float | None = Field(None, gt=0.0)
     """PPO value clipping: the new value may move at most this far from the value

@@ -21,6 +21,23 @@ def test_bad_settings_are_refused(bad):
         TextConfig(**bad)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"format_reward": float("nan")},
+        {"format_reward": float("inf")},
+        {"format_reward": float("-inf")},
+        {"format_penalty": float("-inf")},
+    ],
+)
+def test_a_format_reward_that_is_not_a_number_is_refused(bad):
+    # Added to the returns after the engine checked the game's: every return of the
+    # policy, and every advantage, became NaN or infinite.
+    (name,) = bad
+    with pytest.raises(ValidationError, match=f"{name}\n  Input should be a finite number"):
+        TextConfig(**bad)
+
+
 def test_an_empty_stop_string_is_refused_when_the_config_is_built():
     # It would end every answer at once: sampling refused it only after the model was built.
     with pytest.raises(ValidationError, match="empty stop string would end every answer"):

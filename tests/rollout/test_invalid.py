@@ -53,6 +53,13 @@ def test_bad_treatments_are_rejected(bad):
         InvalidActionConfig(**bad)
 
 
+def test_an_infinite_penalty_is_refused():
+    # -inf passed le=0: the offender's return was -inf, which the engine's check of the
+    # game's own returns does not see, and every advantage of its group NaN.
+    with pytest.raises(ValidationError, match="penalty\n  Input should be a finite number"):
+        InvalidActionConfig(on_fail="penalty", penalty=float("-inf"))
+
+
 def test_a_forfeit_pays_the_others_within_the_games_bounds():
     # A dilemma whose worst outcome still pays 2 a round: the others' 0 was below
     # anything the game gives, and below the offender's own minimum.

@@ -1,8 +1,13 @@
 """The run config's rules: one-line errors for bad values, renamed keys, documented keys."""
 
-import pytest
+import re
+import typing
+from collections.abc import Iterator
 
-from coplay.train.config import RENAMED, ConfigError
+import pytest
+from pydantic import BaseModel
+
+from coplay.train.config import RENAMED, ConfigError, RunConfig
 from coplay.train.settings import (
     build_config,
     to_yaml,
@@ -172,3 +177,27 @@ def test_a_seed_out_of_range_names_the_key(seed):
 
 
 # --- settings given but not used -----------------------------------------------------------
+
+
+def _float_keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    for name, field in model.model_fields.items():
+        args = typing.get_args(field.annotation) or (field.annotation,)
+        for arg in args:
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                yield from _float_keys(arg, f"{prefix}{name}.")
+        if float in args:
+            yield f"{prefix}{name}"
+
+
+UNBOUNDED = {"model.text.tis_cap", "rollout.explore.tis_cap", "loss.clip_high", "loss.dual_clip"}
+UNBOUNDED |= {"critic.clip", "critic.max_grad_norm"}
+"""Settings where infinity means no limit: no cap, no clip."""
+
+
+@pytest.mark.parametrize("key", sorted(set(_float_keys(RunConfig)) - UNBOUNDED))
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_setting_that_is_not_a_finite_number_is_refused(key, value):
+    # An infinite KL coefficient was accepted and the run died blaming optim.lr.
+    text = ["model.mode=text"] if key.startswith("model.text.") else []
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        build_config(overrides=[*text, f"{key}={value}"])

@@ -90,7 +90,7 @@ class KLConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    coef: float = Field(gt=0.0)
+    coef: float = Field(gt=0.0, allow_inf_nan=False)
     """Weight of the KL penalty (leave the section out, loss.kl=null, to turn it off)."""
     estimator: str = "k3"
     """Per-unit KL estimator: k1, k2 or k3. Each value estimates KL(new || ref), but as a
@@ -112,10 +112,10 @@ class EntropyConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    coef: float = Field(gt=0.0)
+    coef: float = Field(gt=0.0, allow_inf_nan=False)
     """Weight of the entropy bonus at the first iteration (leave the section out,
     loss.entropy=null, to turn it off)."""
-    final_frac: float = Field(1.0, ge=0.0)
+    final_frac: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     """The weight decays linearly from coef to coef times this over the run's
     iterations (1 keeps it constant): explore early, sharpen late, as a best response
     must end near-deterministic."""

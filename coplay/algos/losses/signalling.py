@@ -51,11 +51,11 @@ class SignallingConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    coef: float = Field(gt=0.0)
+    coef: float = Field(gt=0.0, allow_inf_nan=False)
     """Weight of the bonus H(pi_bar) - beta * H(pi | x) over the minibatch's choices
     among the same actions. For a speaker whose messages would otherwise collapse to
     one symbol for every observation."""
-    beta: float = Field(1.0, ge=0.0)
+    beta: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     """Weight of the conditional entropy: 1 makes the bonus the mutual information
     between observation and choice (use 1; the module's docstring says how other
     values fail)."""
@@ -70,7 +70,7 @@ class ListeningConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    coef: float = Field(gt=0.0)
+    coef: float = Field(gt=0.0, allow_inf_nan=False)
     """Weight of the L1 distance from a decision's choice distribution to its mean over
     every message it could have received (the observation's ``counterfactuals``), so
     a listener's answer depends on the message. Covers only decisions whose

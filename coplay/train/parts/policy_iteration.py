@@ -48,7 +48,7 @@ class TargetConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    coef: float = Field(gt=0.0)
+    coef: float = Field(gt=0.0, allow_inf_nan=False)
     """Weight of the cross-entropy from each restarted group's best first moves to the
     policy there."""
     memory: int = Field(0, ge=0)
