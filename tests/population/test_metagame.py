@@ -1,15 +1,34 @@
 """Meta-games of a population (coplay.population.metagame)."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pyspiel
 import pytest
 import torch
 from open_spiel.python import policy as os_policy
 
-from coplay.policies.scripted import RandomPolicy
-from coplay.population.metagame import exact_payoffs, freeze, sampled_payoffs, solve
-from coplay.train.settings import validate
+from coplay.envs.gameref import GameRef
+from coplay.eval.crossplay import cross_play
+from coplay.eval.exact import to_openspiel_policy
+from coplay.eval.meta_solution import MetaSolution
+from coplay.eval.metasolvers import solve_meta_game
+from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
+from coplay.population import metagame
+from coplay.population.metagame import (
+    exact_best_response,
+    exact_payoffs,
+    freeze,
+    meta_opponent,
+    opponent_distributions,
+    sampled_payoffs,
+    solve,
+)
+from coplay.rollout.source import LocalSource
+from coplay.train.settings import build_config, validate
 from coplay.types import Observation
+
+KUHN = GameRef("kuhn_poker")
 
 
 def test_exact_payoffs_refuse_a_game_that_is_not_two_player():
@@ -47,3 +66,99 @@ def test_sampled_payoffs_play_the_truncated_game_the_responses_train_on():
     row, col = sampled_payoffs(members, cfg, episodes=40, seed=0)
     np.testing.assert_array_equal(row, np.zeros((2, 2)))
     np.testing.assert_array_equal(col, np.zeros((2, 2)))
+
+
+def test_frozen_copy_ignores_later_training(tmp_path, tiny_policy):
+    frozen = freeze(tiny_policy, tmp_path / "m", "psro:07")
+    before = {k: v.clone() for k, v in frozen.model.state_dict().items()}
+    with torch.no_grad():
+        for p in tiny_policy.model.parameters():
+            p.add_(1.0)
+    assert frozen.policy_id == "psro:07"
+    assert not any(p.requires_grad for p in frozen.model.parameters())
+    for k, v in frozen.model.state_dict().items():
+        torch.testing.assert_close(v, before[k])
+
+
+def test_exact_payoffs_reuse_previous_entries_and_match_known_values():
+    game = pyspiel.load_game("kuhn_poker")
+    tables = [
+        to_openspiel_policy(p, "kuhn_poker") for p in (RandomPolicy(), NashPolicy("kuhn_poker"))
+    ]
+    full = exact_payoffs(game, tables)
+    grown = exact_payoffs(game, tables, exact_payoffs(game, tables[:1]))
+    np.testing.assert_allclose(full, grown)
+    # Nash in seat 0 against itself earns the game value -1/18.
+    assert full[0][1, 1] == pytest.approx(-1 / 18, abs=2e-3)
+    assert full[0][0, 0] == pytest.approx(1 / 8)  # uniform Kuhn favours seat 0 by 1/8
+    # The Nash mixture over {random, nash} puts all weight on Nash for both seats.
+    sol = solve_meta_game("nash", list(full))
+    assert sol.marginals[0][1] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_sampled_payoffs_form_a_two_population_meta_game():
+    cfg = build_config(preset="tictactoe-selfplay")
+    members = [RandomPolicy(seed=0, policy_id="a"), RandomPolicy(seed=1, policy_id="b")]
+    row, col = sampled_payoffs(members, cfg, episodes=20, seed=0)
+    assert row.shape == (2, 2)
+    np.testing.assert_allclose(col, row.T)
+
+
+def test_sampled_payoffs_play_on_the_rollout_workers_of_the_run_config(monkeypatch):
+    asked = []
+
+    @contextmanager
+    def workers(game, *, workers, ray, invalid, max_turns):  # stands in for Ray workers
+        asked.append((game, workers, invalid, max_turns))
+        yield LocalSource(game, invalid=invalid, max_turns=max_turns)
+
+    monkeypatch.setattr(metagame, "evaluation_source", workers)
+    cfg = build_config()
+    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"workers": 2})})
+    members = [RandomPolicy(seed=0, policy_id="a"), NashPolicy("kuhn_poker")]
+    row, col = sampled_payoffs(members, cfg, episodes=30, seed=4)
+    # The workers play the game the responses train on: its treatment and truncation.
+    assert asked == [(GameRef("kuhn_poker"), 2, cfg.game.invalid, cfg.game.max_turns)]
+    by_id = {m.policy_id: m for m in members}
+    local = cross_play("kuhn_poker", by_id, episodes=30, seed=4, source=LocalSource(KUHN))
+    np.testing.assert_array_equal(row, local.meta_game[0])
+    np.testing.assert_array_equal(col, local.meta_game[1])
+
+
+def test_opponents_face_the_other_players_marginal_or_conditional():
+    joint = np.array([[0.5, 0.1], [0.0, 0.4]])
+    sol = MetaSolution(marginals=(joint.sum(1), joint.sum(0)), joint=joint, correlated=True)
+    seat0, seat1 = opponent_distributions(sol, conditional=False)
+    np.testing.assert_allclose(seat0, [0.5, 0.5])  # player 1's marginal
+    np.testing.assert_allclose(seat1, [0.6, 0.4])  # player 0's marginal
+    # CE: player 0's most recommended strategy is 0 (0.6): row 0 renormalised.
+    seat0, seat1 = opponent_distributions(sol, conditional=True)
+    np.testing.assert_allclose(seat0, [5 / 6, 1 / 6])
+    # player 1's most recommended is 0 or 1 (0.5 each); argmax takes 0: column 0.
+    np.testing.assert_allclose(seat1, [1.0, 0.0])
+
+
+def test_exact_best_response_beats_always_bet_by_one_third():
+    game = pyspiel.load_game("kuhn_poker")
+    bet = RandomPolicy()
+    tab = to_openspiel_policy(bet, "kuhn_poker")
+    tab.action_probability_array[:] = [0.0, 1.0]  # always bet / call
+    table, value = exact_best_response(game, tab)
+    assert value == pytest.approx(1 / 3)
+    assert table["0b"] == {"[Pass]": 1.0, "[Bet]": 0.0}  # jack folds to a bet
+    assert table["2b"] == {"[Pass]": 0.0, "[Bet]": 1.0}  # king calls
+    player = TablePolicy(table, policy_id="br")
+    assert to_openspiel_policy(player, "kuhn_poker").action_probability_array.sum() == 12
+
+
+def test_meta_opponent_plays_each_seats_distribution():
+    game = pyspiel.load_game("kuhn_poker")
+    a = to_openspiel_policy(RandomPolicy(), "kuhn_poker")
+    b = to_openspiel_policy(RandomPolicy(), "kuhn_poker")
+    a.action_probability_array[:] = [1.0, 0.0]
+    b.action_probability_array[:] = [0.0, 1.0]
+    mix = meta_opponent(game, [a, b], (np.array([1.0, 0.0]), np.array([0.0, 1.0])))
+    seat1 = game.new_initial_state().child(0).child(1).child(0)  # player 1 after a pass
+    seat0 = game.new_initial_state().child(0).child(1)
+    assert mix.action_probabilities(seat1) == {0: 1.0, 1: 0.0}  # learner in seat 0 faces a
+    assert mix.action_probabilities(seat0) == {0: 0.0, 1: 1.0}  # learner in seat 1 faces b

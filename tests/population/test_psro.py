@@ -2,36 +2,24 @@
 
 import hashlib
 import json
-from contextlib import contextmanager
 
 import numpy as np
 import pyspiel
 import pytest
-import torch
 import yaml
 from open_spiel.python.algorithms import best_response
 
 from coplay.envs.gameref import GameRef
-from coplay.eval.crossplay import cross_play
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.meta_solution import MetaSolution, MetaSolverError
-from coplay.eval.metasolvers import META_SOLVERS, solve_meta_game
+from coplay.eval.metasolvers import META_SOLVERS
 from coplay.eval.mixture import aggregate_tables
-from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
-from coplay.population import metagame, oracles
-from coplay.population.metagame import (
-    exact_best_response,
-    exact_payoffs,
-    freeze,
-    meta_opponent,
-    opponent_distributions,
-    sampled_payoffs,
-)
-from coplay.population.oracles import ORACLES, Oracle, SeatedPool, Target
+from coplay.policies.scripted import RandomPolicy, TablePolicy
+from coplay.population import oracles
+from coplay.population.oracles import ORACLES, Oracle, Target
 from coplay.population.psro import run_psro
 from coplay.population.psro_config import PsroConfig
 from coplay.report import sinks
-from coplay.rollout.source import LocalSource
 from coplay.train.config import ConfigError
 from coplay.train.parts.seating import FromPool
 from coplay.train.settings import build_config
@@ -62,96 +50,6 @@ def test_psro_grows_population_logs_and_never_changes_frozen_members(tmp_path):
     assert weights_digest(tmp_path / "members" / "01") == digests["01"]
     assert len((tmp_path / "psro.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "responses" / "02" / "metrics.jsonl").read_text().count("\n") == 2
-
-
-def test_frozen_copy_ignores_later_training(tmp_path, tiny_policy):
-    frozen = freeze(tiny_policy, tmp_path / "m", "psro:07")
-    before = {k: v.clone() for k, v in frozen.model.state_dict().items()}
-    with torch.no_grad():
-        for p in tiny_policy.model.parameters():
-            p.add_(1.0)
-    assert frozen.policy_id == "psro:07"
-    assert not any(p.requires_grad for p in frozen.model.parameters())
-    for k, v in frozen.model.state_dict().items():
-        torch.testing.assert_close(v, before[k])
-
-
-def test_exact_payoffs_reuse_previous_entries_and_match_known_values():
-    game = pyspiel.load_game("kuhn_poker")
-    tables = [
-        to_openspiel_policy(p, "kuhn_poker") for p in (RandomPolicy(), NashPolicy("kuhn_poker"))
-    ]
-    full = exact_payoffs(game, tables)
-    grown = exact_payoffs(game, tables, exact_payoffs(game, tables[:1]))
-    np.testing.assert_allclose(full, grown)
-    # Nash in seat 0 against itself earns the game value -1/18.
-    assert full[0][1, 1] == pytest.approx(-1 / 18, abs=2e-3)
-    assert full[0][0, 0] == pytest.approx(1 / 8)  # uniform Kuhn favours seat 0 by 1/8
-    # The Nash mixture over {random, nash} puts all weight on Nash for both seats.
-    sol = solve_meta_game("nash", list(full))
-    assert sol.marginals[0][1] == pytest.approx(1.0, abs=1e-6)
-
-
-def test_sampled_payoffs_form_a_two_population_meta_game():
-    cfg = build_config(preset="tictactoe-selfplay")
-    members = [RandomPolicy(seed=0, policy_id="a"), RandomPolicy(seed=1, policy_id="b")]
-    row, col = sampled_payoffs(members, cfg, episodes=20, seed=0)
-    assert row.shape == (2, 2)
-    np.testing.assert_allclose(col, row.T)
-
-
-def test_sampled_payoffs_play_on_the_rollout_workers_of_the_run_config(monkeypatch):
-    asked = []
-
-    @contextmanager
-    def workers(game, *, workers, ray, invalid, max_turns):  # stands in for Ray workers
-        asked.append((game, workers, invalid, max_turns))
-        yield LocalSource(game, invalid=invalid, max_turns=max_turns)
-
-    monkeypatch.setattr(metagame, "evaluation_source", workers)
-    cfg = build_config()
-    cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"workers": 2})})
-    members = [RandomPolicy(seed=0, policy_id="a"), NashPolicy("kuhn_poker")]
-    row, col = sampled_payoffs(members, cfg, episodes=30, seed=4)
-    # The workers play the game the responses train on: its treatment and truncation.
-    assert asked == [(GameRef("kuhn_poker"), 2, cfg.game.invalid, cfg.game.max_turns)]
-    by_id = {m.policy_id: m for m in members}
-    local = cross_play("kuhn_poker", by_id, episodes=30, seed=4, source=LocalSource(KUHN))
-    np.testing.assert_array_equal(row, local.meta_game[0])
-    np.testing.assert_array_equal(col, local.meta_game[1])
-
-
-def test_opponents_face_the_other_players_marginal_or_conditional():
-    joint = np.array([[0.5, 0.1], [0.0, 0.4]])
-    sol = MetaSolution(marginals=(joint.sum(1), joint.sum(0)), joint=joint, correlated=True)
-    seat0, seat1 = opponent_distributions(sol, conditional=False)
-    np.testing.assert_allclose(seat0, [0.5, 0.5])  # player 1's marginal
-    np.testing.assert_allclose(seat1, [0.6, 0.4])  # player 0's marginal
-    # CE: player 0's most recommended strategy is 0 (0.6): row 0 renormalised.
-    seat0, seat1 = opponent_distributions(sol, conditional=True)
-    np.testing.assert_allclose(seat0, [5 / 6, 1 / 6])
-    # player 1's most recommended is 0 or 1 (0.5 each); argmax takes 0: column 0.
-    np.testing.assert_allclose(seat1, [1.0, 0.0])
-
-
-def test_seated_pool_draws_the_opponent_of_the_learners_seat():
-    a, b = RandomPolicy(policy_id="a"), RandomPolicy(policy_id="b")
-    pool = SeatedPool(members=[a, b], by_seat=(np.array([1.0, 0.0]), np.array([0.25, 0.75])))
-    seating = FromPool("learner", pool, players=2)
-    rows = seating.rows(4000, np.random.default_rng(0))
-    seat0 = [r[1] for r in rows if r[0] == "learner"]
-    seat1 = [r[0] for r in rows if r[1] == "learner"]
-    assert len(seat0) == len(seat1) == 2000
-    assert set(seat0) == {"a"}
-    assert seat1.count("b") / len(seat1) == pytest.approx(0.75, abs=0.03)
-
-
-def test_seat_weights_draw_each_opponent_for_the_seat_it_faces():
-    # Refused before the loop was one: the pool now draws after the seat is decided.
-    a, b = RandomPolicy(policy_id="a"), RandomPolicy(policy_id="b")
-    pool = SeatedPool(members=[a, b], by_seat=(np.array([1.0, 0.0]), np.array([0.0, 1.0])))
-    rows = FromPool("learner", pool, 2, seat_weights=(1.0, 3.0)).rows(400, np.random.default_rng(0))
-    assert rows.count(("learner", "a")) == 100 and rows.count(("b", "learner")) == 300
 
 
 def test_psro_with_seat_weights_trains_responses_in_the_weighted_seats(tmp_path, monkeypatch):
@@ -348,32 +246,6 @@ def test_the_metagame_file_names_the_members_its_payoffs_cover_at_every_step(tmp
 
     run_psro(tiny_psro(iterations=2, initial="random", oracle="exact"), tmp_path, progress=check)
     assert seen == [(n, (2, n, n)) for n in (1, 2, 3)]
-
-
-def test_exact_best_response_beats_always_bet_by_one_third():
-    game = pyspiel.load_game("kuhn_poker")
-    bet = RandomPolicy()
-    tab = to_openspiel_policy(bet, "kuhn_poker")
-    tab.action_probability_array[:] = [0.0, 1.0]  # always bet / call
-    table, value = exact_best_response(game, tab)
-    assert value == pytest.approx(1 / 3)
-    assert table["0b"] == {"[Pass]": 1.0, "[Bet]": 0.0}  # jack folds to a bet
-    assert table["2b"] == {"[Pass]": 0.0, "[Bet]": 1.0}  # king calls
-    player = TablePolicy(table, policy_id="br")
-    assert to_openspiel_policy(player, "kuhn_poker").action_probability_array.sum() == 12
-
-
-def test_meta_opponent_plays_each_seats_distribution():
-    game = pyspiel.load_game("kuhn_poker")
-    a = to_openspiel_policy(RandomPolicy(), "kuhn_poker")
-    b = to_openspiel_policy(RandomPolicy(), "kuhn_poker")
-    a.action_probability_array[:] = [1.0, 0.0]
-    b.action_probability_array[:] = [0.0, 1.0]
-    mix = meta_opponent(game, [a, b], (np.array([1.0, 0.0]), np.array([0.0, 1.0])))
-    seat1 = game.new_initial_state().child(0).child(1).child(0)  # player 1 after a pass
-    seat0 = game.new_initial_state().child(0).child(1)
-    assert mix.action_probabilities(seat1) == {0: 1.0, 1: 0.0}  # learner in seat 0 faces a
-    assert mix.action_probabilities(seat0) == {0: 0.0, 1: 1.0}  # learner in seat 1 faces b
 
 
 def test_restarts_keep_the_response_with_the_highest_value(tmp_path):
