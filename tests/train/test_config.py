@@ -189,8 +189,14 @@ def _float_keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
             yield f"{prefix}{name}"
 
 
-UNBOUNDED = {"model.text.tis_cap", "rollout.explore.tis_cap", "loss.clip_high", "loss.dual_clip"}
-UNBOUNDED |= {"critic.clip", "critic.max_grad_norm"}
+UNBOUNDED = {
+    "model.text.tis_cap",
+    "rollout.explore.tis_cap",
+    "loss.clip_high",
+    "loss.dual_clip",
+    "critic.clip",
+    "critic.max_grad_norm",
+}
 """Settings where infinity means no limit: no cap, no clip."""
 
 
