@@ -116,66 +116,6 @@ def test_bad_input(game, policies, episodes, message):
         cross_play(game, policies, episodes=episodes)
 
 
-KUHN = GameRef("kuhn_poker")
-
-
-def test_a_source_plays_the_matches_by_id_and_any_chunking_plays_the_same(monkeypatch):
-    policies = {"random": RandomPolicy(1), "nash": NashPolicy("kuhn_poker", 2)}
-    whole = cross_play("kuhn_poker", policies, episodes=60, seed=3, source=LocalSource(KUHN))
-    monkeypatch.setattr("coplay.eval.crossplay.MAX_GAMES_PER_CALL", 7)
-    told = []
-    chunked = cross_play(
-        "kuhn_poker",
-        policies,
-        episodes=60,
-        seed=3,
-        source=LocalSource(KUHN),
-        on_progress=lambda done, total: told.append((done, total)),
-    )
-    # Each game draws from its own stream: plans of 7 games play the same games.
-    np.testing.assert_array_equal(whole.payoff, chunked.payoff)
-    np.testing.assert_array_equal(whole.wins, chunked.wins)
-    assert told[:2] == [(7, 180), (14, 180)] and told[-1] == (180, 180)
-    np.testing.assert_allclose(whole.payoff + whole.payoff.T, 0.0, atol=1e-12)
-    assert whole.wins[0, 1] + whole.wins[1, 0] + whole.draws[0, 1] == 60
-
-
-def test_distinct_policies_sharing_an_id_are_played_apart_by_a_source():
-    bet, check = Always("[Bet]"), Always("[Pass]")
-    bet.policy_id = check.policy_id = "learner"  # two checkpoints saved under one id
-    res = cross_play(
-        "kuhn_poker", {"bet": bet, "pass": check}, episodes=20, source=LocalSource(KUHN)
-    )
-    assert res.payoff[0, 1] == 1.0 and res.wins[0, 1] == 20  # as when their ids differ
-    assert bet.policy_id == check.policy_id == "learner"  # played by renamed copies
-
-
-def test_a_name_that_is_another_players_id_is_one_clear_error():
-    a, b, c = RandomPolicy(0), RandomPolicy(1), NashPolicy("kuhn_poker")
-    a.policy_id = b.policy_id = "learner"
-    # a would play under its name, nash:kuhn_poker, which c plays under.
-    policies = {"nash:kuhn_poker": a, "b": b, "c": c}
-    with pytest.raises(ValueError, match="'nash:kuhn_poker' and 'c' would both play as"):
-        cross_play("kuhn_poker", policies, episodes=2, source=LocalSource(KUHN))
-
-
-@pytest.mark.parametrize(
-    ("source", "message"),
-    [
-        (LocalSource(GameRef("leduc_poker")), "given a source that plays 'leduc_poker'"),
-        (
-            LocalSource(KUHN, invalid=InvalidActionConfig(retries=2)),
-            "differs from its episode source's",
-        ),
-        (LocalSource(KUHN, max_turns=1), "max_turns=None, its episode source at 1"),
-    ],
-)
-def test_a_source_of_another_game_or_treatment_is_refused(source, message):
-    policies = {"a": RandomPolicy(), "b": NashPolicy("kuhn_poker")}
-    with pytest.raises(ValueError, match=message):
-        cross_play("kuhn_poker", policies, episodes=2, source=source)
-
-
 def test_one_policy_is_its_self_play_cell_the_first_meta_game_of_a_population():
     res = cross_play("tic_tac_toe", {"r": RandomPolicy(seed=1)}, episodes=20, seed=0)
     assert res.names == ("r",) and res.meta_game[0].shape == (1, 1)
@@ -184,16 +124,16 @@ def test_one_policy_is_its_self_play_cell_the_first_meta_game_of_a_population():
 
 def _recording(monkeypatch) -> list:
     """Every game cross-play plays in this process from now on, in order."""
-    from coplay.eval import crossplay
+    from coplay.eval import crossplay_play
 
-    games, real = [], crossplay.play_episodes
+    games, real = [], crossplay_play.play_episodes
 
     def play(*args, **kwargs):
         played = real(*args, **kwargs)
         games.extend(played)
         return played
 
-    monkeypatch.setattr(crossplay, "play_episodes", play)
+    monkeypatch.setattr(crossplay_play, "play_episodes", play)
     return games
 
 
