@@ -6,24 +6,19 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from coplay.cli.common import (
     FORCE_HELP,
     OVERRIDES_HELP,
-    POPULATIONS,
     PRESET_HELP,
     Command,
-    check_model_path,
-    check_opponents,
-    claimed_run,
     console,
     heading,
     path_arg,
-    resume_advice,
     train_status,
 )
+from coplay.cli.population_run import Options, claimed, population_run, run_report
 from coplay.report.progress import track
 
 POPULATION_RESUME_HELP = (
@@ -31,8 +26,6 @@ POPULATION_RESUME_HELP = (
     "that would change them are refused; key=value overrides still apply to the trainer, "
     "and --report writes the report)"
 )
-Options = dict[str, tuple[str, object]]
-"""A command's settings options: ``--option`` -> (config field, value; None: not given)."""
 SEAT_WEIGHTS_HELP = (
     "share of the learner's game groups per seat, one weight per seat, e.g. 1 3: a "
     "quarter in seat 0, three quarters in seat 1 (default: seats rotate evenly)"
@@ -154,9 +147,9 @@ def cmd_psro(args: argparse.Namespace) -> int:
     }
     if args.resume is None:  # a resume refuses these options anyway
         _check_oracle_options(options)
-    cfg, out = _population_run(PsroConfig, "psro", args, options)
+    cfg, out = population_run(PsroConfig, "psro", args, options)
     report_to = out if args.report else None
-    with _claimed(args, cfg, out, bots=()):
+    with claimed(args, cfg, out, bots=()):
         console.print(heading("psro", f"{cfg.run.game.name} -> {out}"))
         # Iterations 0..N: each solves the meta-game and, but for the last, adds a response.
         with track("psro", cfg.iterations + 1, "meta-games", console=console) as advance:
@@ -168,7 +161,7 @@ def cmd_psro(args: argparse.Namespace) -> int:
             )
     console.print(f"members: {' '.join(res.members)}; run directory: {out}")
     if args.report:
-        console.print(f"report: {_run_report(out)}")
+        console.print(f"report: {run_report(out)}")
     return 0
 
 
@@ -194,7 +187,7 @@ def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
         parts.append(f"response value {s.response_value:.4f}{best}")
     console.print(f"iteration {s.iteration}: {', '.join(parts)}, {s.elapsed_s:.0f} s")
     if report_to is not None:
-        _run_report(report_to)
+        run_report(report_to)
     advance(s.iteration + 1)
 
 
@@ -318,8 +311,8 @@ def cmd_league(args: argparse.Namespace) -> int:
         "--bots": ("bots", args.bots),
         "--seat-weights": ("seat_weights", args.seat_weights),
     }
-    cfg, out = _population_run(LeagueConfig, "league", args, options)
-    with _claimed(args, cfg, out, bots=cfg.bots):
+    cfg, out = population_run(LeagueConfig, "league", args, options)
+    with claimed(args, cfg, out, bots=cfg.bots):
         console.print(heading("league", f"{cfg.run.game.name} -> {out}"))
         with track("league", cfg.run.train.iterations, "iterations", console=console) as advance:
             res = run_league(
@@ -333,102 +326,9 @@ def cmd_league(args: argparse.Namespace) -> int:
         rating = "not rated (no games)" if elo is None else f"Elo {elo:7.1f}"
         console.print(f"  {name:>12}  {rating}")
     if args.report:
-        console.print(f"report: {_run_report(out)}")
+        console.print(f"report: {run_report(out)}")
     console.print(f"run directory: {out}")
     return 0
-
-
-def _run_report(out: Path) -> Path:
-    """``<out>/report.html`` of the run in ``out``, written atomically."""
-    from coplay.train.report import write_report
-
-    return write_report([out], out / "report.html")
-
-
-def _population_run(kind, name: str, args: argparse.Namespace, options: Options):
-    """A league's or PSRO's config and run directory: from the options for a new run,
-    or from what a stopped run saved (``--resume``, which refuses options that would
-    change its settings rather than ignore them)."""
-    from coplay.train.settings import build_config, load_yaml
-
-    if args.resume is None:
-        fields = {field: value for field, value in options.values() if value is not None}
-        cfg = _population_config(kind, args, **fields)
-        return cfg, Path(args.out if args.out is not None else f"runs/{name}")
-    if args.force:
-        raise ValueError("--force starts a new run; it cannot go with --resume")
-    out = Path(args.resume)
-    given = [f"--{o}" for o in ("preset", "config", "out") if getattr(args, o) is not None]
-    given += [option for option, (_, value) in options.items() if value is not None]
-    if given:
-        raise ValueError(
-            f"{given[0]} cannot go with --resume: a resumed {name} run keeps the settings "
-            f"and directory it saved (key=value overrides still change its trainer)"
-        )
-    _check_resumable(out, name)
-    load_yaml(out / "config.yaml", "the run's config", empty_ok=False)
-    run = build_config(file=out / "config.yaml", overrides=args.overrides, recorded=True)
-    settings = load_yaml(out / f"{name}.yaml", f"the {name}'s settings", empty_ok=False)
-    return _validated(kind, run=run, **settings), out
-
-
-def _check_resumable(out: Path, name: str) -> None:
-    """Refuse in one line a ``--resume`` of a folder that is no ``name`` run, naming
-    what it is and the command that continues it."""
-    from coplay.report.runfiles import run_kind
-    from coplay.train.config import ConfigError
-
-    settings, config = out / f"{name}.yaml", out / "config.yaml"
-    if settings.is_file() and config.is_file():
-        return
-    if settings.is_file():
-        raise ConfigError(f"{out} holds no {name} run to resume (its config.yaml is missing)")
-    kind = run_kind(out)
-    if kind == name:  # its logs or folders say so
-        raise ConfigError(f"{out} is a {name} run, but {resume_advice(out, name)}")
-    if not config.is_file():
-        raise ConfigError(
-            f"{out} holds no {name} run to resume (it has no {settings.name} and "
-            f"config.yaml); start one with --out {out}"
-        )
-    what = f"a {kind} run" if kind in POPULATIONS else "a training run"
-    raise ConfigError(
-        f"{out} is {what}, not a {name} run (it has no {settings.name}); {resume_advice(out, kind)}"
-    )
-
-
-def _claimed(
-    args: argparse.Namespace, cfg, out: Path, *, bots: list[str] | tuple[()]
-) -> AbstractContextManager[None]:
-    """``--out`` held for a new run (see ``claimed_run``); nothing to claim on resume."""
-    if args.resume is not None:
-        return nullcontext()
-    g = cfg.run.game
-    check_opponents(bots, g.name, g.params)  # before --force moves anything
-    check_model_path(cfg.run.model.path)
-    reads = [("--config", args.config), ("model.path", cfg.run.model.path)]
-    return claimed_run(out, args.force, reads=[*reads, *(("--bots", b) for b in bots)])
-
-
-def _population_config(kind, args: argparse.Namespace, **fields):
-    """A PSRO or league config from the trainer preset, file and overrides; one-line errors."""
-    from coplay.train.settings import base_preset, build_config
-
-    preset = base_preset(args.preset, args.config)
-    run = build_config(preset=preset, file=args.config, overrides=args.overrides)
-    return _validated(kind, run=run, **fields)
-
-
-def _validated(kind, **fields):
-    from pydantic import ValidationError
-
-    from coplay.train.config import ConfigError
-    from coplay.train.settings import format_validation_error
-
-    try:
-        return kind(**fields)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
 
 
 PSRO = Command(
