@@ -65,8 +65,9 @@ def child(batch: int, tokens: int, answer: float, steps: int) -> dict:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from coplay.models.tokenizer import train_tokenizer
+    from coplay.sft.config import SftSettings
     from coplay.sft.tokens import encode, ensure_chat_template
-    from coplay.sft.trainer import SftSettings, fine_tune
+    from coplay.sft.trainer import fine_tune
 
     torch.manual_seed(0)
     convs = conversations(batch, tokens, answer)

@@ -39,8 +39,9 @@ def _sft_arguments(sf: argparse.ArgumentParser) -> None:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from coplay.sft.config import build_sft_config
     from coplay.sft.data import read_conversations
-    from coplay.sft.trainer import build_sft_config, run_sft, steps_total
+    from coplay.sft.trainer import run_sft, steps_total
     from coplay.train.settings import base_preset
 
     preset = base_preset(args.preset, args.config)

@@ -11,7 +11,8 @@ from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.metasolvers import META_SOLVERS
 from coplay.population.league_samplers import SAMPLERS
 from coplay.population.metagame import check_meta_solver
-from coplay.train.config import RunConfig, check_seat_weights
+from coplay.train.config import RunConfig
+from coplay.train.train_config import check_seat_weights
 from coplay.train.trainer import check_weights
 
 

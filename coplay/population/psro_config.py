@@ -10,7 +10,8 @@ from coplay.eval.metasolvers import META_SOLVERS
 from coplay.population.metagame import check_meta_solver, exact_game
 from coplay.population.oracles import ORACLES
 from coplay.population.psro_members import INITIAL_MEMBERS
-from coplay.train.config import RunConfig, check_seat_weights
+from coplay.train.config import RunConfig
+from coplay.train.train_config import check_seat_weights
 from coplay.train.trainer import check_weights
 
 UNTRAINED_ORACLES = frozenset({"exact"})

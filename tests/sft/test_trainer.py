@@ -1,6 +1,6 @@
 """coplay sft: the masked loss, full and LoRA fine-tuning, the run directory, the round
 trip into ``coplay train model.path=...``, data that does not fit the checkpoint's
-answer format or length refused, and the ``optim`` settings it applies or refuses."""
+answer format or length refused, and the ``optim`` settings it applies."""
 
 import json
 
@@ -10,11 +10,10 @@ from transformers import AutoModelForCausalLM
 
 from coplay.cli import main
 from coplay.models.loading import load_policy
+from coplay.sft.config import SftSettings, build_sft_config
 from coplay.sft.data import read_conversations
 from coplay.sft.tokens import encode, ensure_chat_template
-from coplay.sft.trainer import SftSettings, base_policy, build_sft_config, fine_tune, masked_nll
-from coplay.train.config import ConfigError
-from coplay.train.settings import IgnoredSetting
+from coplay.sft.trainer import base_policy, fine_tune, masked_nll
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64"]
 LINES = [
@@ -328,25 +327,6 @@ def test_max_tokens_past_rotary_positions_is_allowed(setup):
     assert token_limit(SftSettings(max_tokens=100000), policy.model) == 100000
 
 
-@pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        # pydantic reads a bool as 0 or 1: sft.epochs=true ran one epoch.
-        ("sft.epochs=true", "sft.epochs: expected a number, got true"),
-        ("sft.lr=true", "sft.lr: expected a number, got true"),
-        ("sft.lora.alpha=on", "sft.lora.alpha: expected a number, got true"),
-        # gt=0 refused NaN but not inf, which trained on NaN.
-        ("sft.lr=.inf", "sft.lr: Input should be a finite number"),
-        ("sft.weight_decay=.inf", "sft.weight_decay: Input should be a finite number"),
-        ("sft.max_grad_norm=.inf", "sft.max_grad_norm: Input should be a finite number"),
-    ],
-)
-def test_bad_sft_settings_are_one_line_errors(override, message):
-    with pytest.raises(ConfigError) as err:
-        build_sft_config(preset=None, file=None, overrides=[override])
-    assert str(err.value).startswith(f"invalid config: {message}") and "\n" not in str(err.value)
-
-
 def _sft(data, out, *overrides):
     return main(["sft", "--quiet", "--data", str(data), "--out", str(out), *TINY, *overrides])
 
@@ -444,41 +424,6 @@ def test_answers_longer_than_max_new_tokens_are_refused_before_the_run(data, tmp
     assert _sft(data, out, f"model.max_new_tokens={longest}", "sft.epochs=1") == 0
 
 
-@pytest.mark.parametrize(
-    ("override", "key", "instead"),
-    [
-        ("optim.lr=100", "lr", "pass sft.lr instead"),
-        ("optim.weight_decay=0.1", "weight_decay", "pass sft.weight_decay instead"),
-        ("optim.max_grad_norm=5", "max_grad_norm", "pass sft.max_grad_norm instead"),
-        ("optim.epochs=2", "epochs", "pass sft.epochs instead"),
-        ("optim.minibatch_size=4", "minibatch_size", "pass sft.batch_size instead"),
-        ("optim.micro_batch_size=4", "micro_batch_size", "pass sft.micro_batch_tokens instead"),
-        ("optim.micro_batch_tokens=64", "micro_batch_tokens", "pass sft.micro_batch_tokens"),
-        ("optim.lr_schedule=linear", "lr_schedule", "coplay sft keeps sft.lr constant"),
-        ("optim={lr: 100}", "lr", "pass sft.lr instead"),
-    ],
-)
-def test_optim_settings_sft_does_not_read_are_refused(override, key, instead):
-    # They were accepted, recorded in config.yaml and ignored: optim.lr=100 trained at sft.lr.
-    with pytest.raises(ConfigError) as err:
-        build_sft_config(preset="kuhn-text", file=None, overrides=[override])
-    message = str(err.value)
-    assert message.startswith(f"optim.{key} is a coplay train setting that coplay sft does not")
-    assert instead in message and "\n" not in message
-
-
-def test_optim_settings_of_a_preset_or_file_stay_coplay_trains(tmp_path):
-    # kuhn-text's optim.lr is its RL recipe's: sft runs from the preset, as documented,
-    # and from a file that holds a recipe for both stages.
-    cfg = build_sft_config(preset="kuhn-text", file=None, overrides=())
-    assert cfg.run.optim.lr == 0.002 and cfg.sft.lr == SftSettings().lr
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("optim: {lr: 0.5, epochs: 2}\n")
-    assert build_sft_config(preset=None, file=recipe).run.optim.lr == 0.5
-    with pytest.raises(ConfigError, match="optim.lrr: unknown key"):
-        build_sft_config(preset=None, file=None, overrides=["optim.lrr=1"])
-
-
 def _layer_calls(model, examples, **optim):
     """Two steps of fine-tuning a copy of ``model`` under ``optim``: the copy, the
     metric rows, and how often its first block's MLP ran."""
@@ -552,9 +497,3 @@ def test_cli_sft_applies_activation_checkpointing_and_records_what_it_used(data,
     # Only what sft applied: the learning rate it trained at is sft.yaml's.
     assert optim == {"fused": None, "activation_checkpointing": True, "vocab_grads_in_place": None}
     assert yaml.safe_load((out / "sft.yaml").read_text())["lr"] == SftSettings().lr
-
-
-def test_tiny_settings_beside_model_path_are_named_in_one_warning():
-    overrides = ["model.path=runs/sft/checkpoints/final", "model.tiny.hidden_size=32"]
-    with pytest.warns(IgnoredSetting, match=r"^model\.tiny\.hidden_size is ignored: model\.path"):
-        build_sft_config(preset=None, file=None, overrides=overrides)

@@ -170,12 +170,6 @@ def test_an_unknown_device_is_one_config_error(device):
         build_config(overrides=[f"model.device={device}"])
 
 
-@pytest.mark.parametrize("seed", ["-1", str(2**31)])
-def test_a_seed_out_of_range_names_the_key(seed):
-    with pytest.raises(ConfigError, match=r"^invalid config: train.seed: Input should be"):
-        build_config(overrides=[f"train.seed={seed}"])
-
-
 # --- settings given but not used -----------------------------------------------------------
 
 
