@@ -71,7 +71,8 @@ class LoraSettings(BaseModel):
     """Names of the linear modules that get an adapter."""
 
 
-def _peft_config(cfg: LoraSettings) -> LoraConfig:
+def peft_config(cfg: LoraSettings) -> LoraConfig:
+    """The peft `LoraConfig` of these settings; the trainer and `coplay sft` both wrap with it."""
     return LoraConfig(
         r=cfg.rank,
         lora_alpha=cfg.alpha,
@@ -242,7 +243,7 @@ def attach_roles(
     if isinstance(policy.model, PeftModel):
         raise ValueError("the policy's model already carries adapters; attach roles to a base")
     check_role_names(roles, name_parts(policy.model))
-    peft_cfg = _peft_config(cfg)
+    peft_cfg = peft_config(cfg)
     model = get_peft_model(policy.model, peft_cfg, adapter_name=roles[0])
     for role in roles[1:]:
         model.add_adapter(role, peft_cfg)

@@ -153,9 +153,9 @@ def _batches(n: int, size: int, generator: torch.Generator) -> list[list[int]]:
 def _wrap_lora(policy: LMPolicy, settings: LoraSettings) -> torch.nn.Module:
     from peft import get_peft_model
 
-    from coplay.models.lora import _peft_config
+    from coplay.models.lora import peft_config
 
-    return get_peft_model(policy.model, _peft_config(settings))
+    return get_peft_model(policy.model, peft_config(settings))
 
 
 def sft_optimizer(
