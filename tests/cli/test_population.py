@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from coplay.cli import main
-from tests.test_cli import TINY
+from tests.cli.helpers import TINY, stop_with
 
 
 def test_psro_and_league_smoke_runs(tmp_path, capsys):
@@ -36,16 +36,6 @@ def test_psro_with_the_exact_oracle_reaches_nash_on_kuhn(tmp_path, capsys):
     assert "iteration 7: 8 members, exploitability 0.0000" in capsys.readouterr().out
     last = json.loads((tmp_path / "psro.jsonl").read_text().splitlines()[-1])
     assert last["psro/exploitability"] < 1e-6
-
-
-def stop_with(seen):
-    """A stand-in for run_psro / run_league that keeps the config it is given."""
-
-    def stop(cfg, out, **kwargs):
-        seen.append(cfg)
-        raise KeyboardInterrupt("stopped by the test")
-
-    return stop
 
 
 def test_psro_seat_weights_reach_the_config_and_survive_a_resume(tmp_path, monkeypatch):

@@ -4,8 +4,7 @@ stopped run saved, ``--out`` claimed."""
 import pytest
 
 from coplay.cli import main
-from tests.cli.test_population import stop_with
-from tests.test_cli import TINY
+from tests.cli.helpers import TINY, stop_with
 
 
 @pytest.mark.parametrize("command", ["psro", "league"])
