@@ -78,7 +78,9 @@ class Hook(Protocol):
 def run_loop(run: Run, hooks: Sequence[Hook], *, start: int, end: int) -> None:
     """Iterations ``start + 1 .. end``: each plans its games, plays them, lets every
     learner estimate advantages and update, then runs the hooks in order."""
-    ahead = PlansAhead(run, end)
+    # Plans go ahead up to the run's last iteration, not this segment's: a segment that
+    # stops early (``stop_after``) saves the plans the whole run had made by then.
+    ahead = PlansAhead(run, max(end, run.cfg.train.iterations))
     with heap_frozen() if end - start >= FROZEN_FROM else nullcontext():
         for it in range(start + 1, end + 1):
             metrics: dict[str, float] = {}
@@ -135,6 +137,7 @@ class PlansAhead:
 
     run: Run
     end: int
+    """The last iteration planned ahead for (the run's, see ``run_loop``)."""
 
     def __post_init__(self) -> None:
         # Plans a resumed run made before it stopped: played from here at the weights

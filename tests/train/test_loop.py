@@ -12,7 +12,7 @@ from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
 from coplay.train import loop
 from coplay.train.checkpoints.state import RUN_KEYS, RUN_STATE, load_state, read_state, save_state
-from coplay.train.hooks import Hook
+from coplay.train.hooks import Hook, Save
 from coplay.train.loop import make_plan, run_loop
 from coplay.train.parts.seating import Against, FromPool, SelfPlay
 from coplay.train.settings import build_config
@@ -160,6 +160,30 @@ def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
     run_loop(resumed, [], start=2, end=4)
     assert resumed.source.submitted[0] == split.source.submitted[1]  # plan 3, handed over at once
     assert split.source.played[:2] + resumed.source.played == whole.source.played
+    for p, q in zip(weights(whole), weights(resumed), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_a_segment_that_stops_early_saves_the_plans_the_run_made_ahead(tmp_path):
+    # A segment ending at stop_after planned ahead only to its own end: its saved state
+    # held no plan for the next iteration, which the resume then planned afresh, with
+    # other draws of the seats and restarts than the uninterrupted run made.
+    over = [*RESTARTS, "train.opponent={name: perfect, seat_weights: [1, 2]}"]
+    cfg = build_config(overrides=[*over, "train.iterations=4"])
+
+    def started(out, fresh=True):
+        run = setup(cfg, out, fresh=fresh)
+        run.source = Ahead(run.source)
+        return run
+
+    whole = started(tmp_path / "whole")
+    run_loop(whole, [], start=0, end=4)
+    split = started(tmp_path / "split")
+    run_loop(split, [Save(every=0, end=2, hooks=[])], start=0, end=2)  # as stop_after=2 does
+    resumed = started(tmp_path / "split", fresh=False)
+    assert load_state(resumed, []) == 2
+    run_loop(resumed, [], start=2, end=4)
+    assert split.source.played + resumed.source.played == whole.source.played
     for p, q in zip(weights(whole), weights(resumed), strict=True):
         assert torch.equal(p, q)
 
