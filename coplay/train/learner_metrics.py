@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from coplay.train.parts.term import Metrics
+from coplay.train.parts.term import LossMetrics, Mean, Metrics
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,9 @@ class Part:
     """Its samples, replays included."""
     units: float
     """Its own samples' units (decisions or tokens): what the objective's means are over."""
-    per_unit: Metrics
+    per_unit: LossMetrics
     """The objective's and the per-unit terms' metrics."""
-    others: Metrics
+    others: LossMetrics
     """The other terms' metrics."""
 
 
@@ -39,14 +39,18 @@ most extreme of its micro-batches', and the update's of its minibatches', not a 
 def combine(parts: Sequence[Part]) -> Metrics:
     """A minibatch's metrics from its micro-batches': shares added, extremes taken, and
     means weighted by what each micro-batch averaged over (the objective's by its own
-    units, the other terms' by its size), over the micro-batches that report them
-    (replayed targets report only their own), so that no metric depends on the cuts."""
+    units, the other terms' by its size, a ``Mean`` by its count), over the
+    micro-batches that report them (replayed targets report only their own), so that
+    no metric depends on the cuts."""
     out: Metrics = {}
     for field_name, weight in (("per_unit", "units"), ("others", "size")):
         reports: dict[str, list[tuple[float, float]]] = {}
         for part in parts:
             for key, value in getattr(part, field_name).items():
-                reports.setdefault(key, []).append((getattr(part, weight), value))
+                if isinstance(value, Mean):
+                    reports.setdefault(key, []).append((value.count, value.value))
+                else:
+                    reports.setdefault(key, []).append((getattr(part, weight), value))
         for key, pairs in reports.items():
             if key in ADDED:
                 out[key] = sum(v for _, v in pairs)

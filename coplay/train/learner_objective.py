@@ -15,7 +15,7 @@ import torch
 from coplay.algos.losses.compose import policy_loss
 from coplay.models.devices import to_device
 from coplay.train.learner import Learner
-from coplay.train.parts.term import Metrics, Micro
+from coplay.train.parts.term import LossMetrics, Micro
 
 
 def _pad(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
@@ -43,7 +43,7 @@ def _behavior(decision) -> tuple[float, ...]:
 
 def own_loss(
     learner: Learner, micro: Micro, contexts: Mapping[str, Any]
-) -> tuple[torch.Tensor, Metrics, float]:
+) -> tuple[torch.Tensor, LossMetrics, float]:
     """The objective over the micro-batch's own samples plus the per-unit terms, their
     metrics (``loss/total`` is this sum, not the per-decision terms) and the own units
     the metrics' means are over."""

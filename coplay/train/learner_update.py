@@ -29,7 +29,7 @@ from coplay.train.learner_metrics import EXTREMA, Part, combine
 from coplay.train.learner_objective import own_loss, units_per_row
 from coplay.train.micro import learner_micro_batches, together
 from coplay.train.mismatch import rebase_on_learner
-from coplay.train.parts.term import Metrics, Micro, Sample
+from coplay.train.parts.term import LossMetrics, Metrics, Micro, Sample
 from coplay.types import Episode
 
 
@@ -98,7 +98,7 @@ def _micro_step(
     total, per_unit, units = torch.zeros((), device=scored.logp.device), {}, 0.0
     if rows:
         total, per_unit, units = own_loss(learner, micro, contexts)
-    others: Metrics = {}
+    others: LossMetrics = {}
     for name, term in learner.terms.items():
         if not term.per_unit:
             value, term_metrics = term.loss(contexts[name], micro)

@@ -10,11 +10,13 @@ import torch
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.algos.losses.regularizers import EntropyConfig, KLConfig
+from coplay.algos.losses.signalling import SignallingConfig
 from coplay.train import learner_update as update_module
 from coplay.train.config import OptimConfig
 from coplay.train.learner import make_learner
 from coplay.train.learner_update import update
-from tests.train.learners import kuhn_policy, kuhn_samples
+from coplay.train.parts.policy_iteration import TargetConfig
+from tests.train.learners import kuhn_policy, kuhn_samples, targeted
 
 
 def test_the_ratio_extremes_are_over_every_minibatch_and_the_rest_means_per_step(monkeypatch):
@@ -69,3 +71,26 @@ def test_the_update_metrics_do_not_depend_on_the_micro_batches(mode):
     assert one["loss/ratio_min"] < 1 < one["loss/ratio_max"]
     for key in ("ratio_min", "ratio_max", "clip_frac", "approx_kl", "entropy", "policy", "kl"):
         assert split[f"loss/{key}"] == pytest.approx(one[f"loss/{key}"], rel=1e-5, abs=1e-7), key
+
+
+def test_the_means_over_some_decisions_do_not_depend_on_the_micro_batches():
+    # A term's mean over the decisions it covers (targets, listed seats) was weighed by
+    # its micro-batch's size: with three targets cut 2 + 1 into micro-batches of 3, the
+    # logged cross-entropy was no longer their mean.
+    base = kuhn_policy()
+    with torch.no_grad():
+        for p in base.model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    samples = targeted(base)
+    width = len(samples[2].decision.choice_ids)
+    samples[2] = replace(samples[2], target=(1.0,) + (0.0,) * (width - 1))
+    samples = [replace(s, player=0 if i % 3 == 0 else 1) for i, s in enumerate(samples)]
+    loss = LossConfig(signalling=SignallingConfig(coef=1.0, beta=0.3, seats=[0]))
+    runs = []
+    for micro in (8, 3):
+        optim = OptimConfig(lr=1e-3, minibatch_size=8, micro_batch_size=micro)
+        learner = make_learner(copy.deepcopy(base), loss, optim, target=TargetConfig(coef=0.5))
+        runs.append(update(learner, samples, np.random.default_rng(0)))
+    one, split = runs
+    for key in ("policy_iteration", "signalling"):
+        assert split[f"loss/{key}"] == pytest.approx(one[f"loss/{key}"], rel=1e-6), key

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from coplay.algos.losses.signalling import ListeningConfig, listening_bonus
-from coplay.train.parts.term import Metrics, Micro, Owner, Sample, Term, choice_dists
+from coplay.train.parts.term import LossMetrics, Mean, Micro, Owner, Sample, Term, choice_dists
 
 
 @torch.no_grad()
@@ -47,7 +47,9 @@ class Listening(Term):
     def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int):
         return listening_marginals(learner, own), {}
 
-    def loss(self, marginals: list[Tensor | None], micro: Micro) -> tuple[Tensor | None, Metrics]:
+    def loss(
+        self, marginals: list[Tensor | None], micro: Micro
+    ) -> tuple[Tensor | None, LossMetrics]:
         if not marginals:  # a minibatch of replays alone
             return None, {}
         # The own samples come first in the minibatch's order; replays have no marginal.
@@ -60,4 +62,7 @@ class Listening(Term):
         ]
         bonus = torch.stack(terms).sum() if terms else torch.zeros(())
         value = -(self.cfg.coef * bonus.to(micro.scored.logp.device) / micro.size)
-        return value, {"loss/listening": float(bonus.detach()) / len(terms)} if terms else {}
+        # A mean over the decisions with counterfactuals, not over the micro-batch's.
+        if not terms:
+            return value, {}
+        return value, {"loss/listening": Mean(float(bonus.detach()) / len(terms), len(terms))}

@@ -35,7 +35,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from coplay.train.parts.term import Metrics, Micro, Sample, Term
+from coplay.train.parts.term import LossMetrics, Mean, Metrics, Micro, Sample, Term
 
 TargetKey = tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]
 """A position as the policy sees it: prompt token ids and the legal choices' ids."""
@@ -133,15 +133,20 @@ class PolicyIteration(Term):
         self.memory = remember_targets(self.memory, samples, self.cfg.memory)
         return replayed, {"loss/replayed_targets": float(len(replayed))}
 
-    def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
+    def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, LossMetrics]:
         dists = micro.scored.dists
         ce, n = cross_entropy([dists[i] for i in micro.rows], micro.own)
         old = [i for i, s in enumerate(micro.batch) if s.replay]
         ce_replay, n_replay = cross_entropy([dists[i] for i in old], [micro.batch[i] for i in old])
         both = (ce + ce_replay).to(micro.scored.logp.device)
-        metrics = {"loss/policy_iteration": float(ce.detach()) / n} if n else {}
+        # Means over the targets, which a micro-batch holds a share of.
+        metrics: LossMetrics = {}
+        if n:
+            metrics["loss/policy_iteration"] = Mean(float(ce.detach()) / n, n)
         if n_replay:
-            metrics["loss/policy_iteration_replay"] = float(ce_replay.detach()) / n_replay
+            metrics["loss/policy_iteration_replay"] = Mean(
+                float(ce_replay.detach()) / n_replay, n_replay
+            )
         return self.cfg.coef * both / micro.size, metrics
 
     def state_dict(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from coplay.algos.losses.signalling import (
     mutual_information,
     signalling_bonus,
 )
-from coplay.train.parts.term import Metrics, Micro, Owner, Sample, Term, choice_dists
+from coplay.train.parts.term import LossMetrics, Mean, Micro, Owner, Sample, Term, choice_dists
 
 Marginals = dict[tuple, Tensor]
 """Log of the mean choice distribution per action set (``signalling.group_marginals``)."""
@@ -60,7 +60,7 @@ class Signalling(Term):
         marginals, mi = choice_marginals(learner, own, self.cfg.seats)
         return marginals, {"loss/signalling_mi": mi}
 
-    def loss(self, marginals: Marginals, micro: Micro) -> tuple[Tensor | None, Metrics]:
+    def loss(self, marginals: Marginals, micro: Micro) -> tuple[Tensor | None, LossMetrics]:
         if not marginals:
             return None, {}
         terms = [
@@ -71,4 +71,7 @@ class Signalling(Term):
         bonus = torch.stack(terms).sum() if terms else torch.zeros(())
         # Divided by the minibatch's size, not the micro-batch's: accumulation stays exact.
         value = -(self.cfg.coef * bonus.to(micro.scored.logp.device) / micro.size)
-        return value, {"loss/signalling": float(bonus.detach()) / len(terms)} if terms else {}
+        # A mean over the covered decisions, not the micro-batch's: seats may leave some out.
+        if not terms:
+            return value, {}
+        return value, {"loss/signalling": Mean(float(bonus.detach()) / len(terms), len(terms))}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import BaseModel
 from torch import Tensor
@@ -32,6 +32,22 @@ from coplay.train.micro import learner_passes
 from coplay.types import Decision
 
 Metrics = dict[str, float]
+
+
+class Mean(NamedTuple):
+    """A ``loss`` metric that is a mean over ``count`` of its micro-batch's decisions
+    (those a term covers: its targets, its seats), not over all of them. The update
+    weighs each micro-batch's mean by its count, so the logged mean is over every such
+    decision of the step, wherever the micro-batches are cut."""
+
+    value: float
+    count: int
+
+
+LossMetrics = dict[str, float | Mean]
+"""What ``loss`` returns besides its tensor. A plain float is a mean over the
+micro-batch's samples (its own units, for a ``per_unit`` term) or a share that adds
+up (``coplay.train.learner_metrics.ADDED``); a ``Mean`` says what else it is over."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +142,7 @@ class LossTerm(Protocol):
         under this step's weights), and minibatch metrics."""
         ...
 
-    def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
+    def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, LossMetrics]:
         """The term's addition to the loss of one micro-batch (None: nothing)."""
         ...
 
@@ -170,7 +186,7 @@ class Term:
     def prepare(self, learner: Owner, own: Sequence[Sample], iteration: int) -> tuple[Any, Metrics]:
         return None, {}
 
-    def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, Metrics]:
+    def loss(self, context: Any, micro: Micro) -> tuple[Tensor | None, LossMetrics]:
         return None, {}
 
     def after_update(self, learner: Owner, iteration: int) -> Metrics:

@@ -47,7 +47,8 @@ def test_the_bonus_of_a_hand_case(micro_of, sample_of):
     marginals = {((1,), (2,)): HALF}
     value, metrics = Signalling(SignallingConfig(coef=2.0)).loss(marginals, micro)
     assert value.item() == pytest.approx(-2.0 * (math.log(2) - H) / 2, rel=1e-5)
-    assert metrics["loss/signalling"] == pytest.approx((math.log(2) - H) / 2, rel=1e-5)
+    bonus = metrics["loss/signalling"]
+    assert bonus.value == pytest.approx((math.log(2) - H) / 2, rel=1e-5) and bonus.count == 2
 
 
 def test_only_the_listed_seats_get_the_bonus(micro_of, sample_of):
@@ -55,7 +56,8 @@ def test_only_the_listed_seats_get_the_bonus(micro_of, sample_of):
     marginals = {((1,), (2,)): HALF}
     value, metrics = Signalling(SignallingConfig(coef=1.0, seats=[1])).loss(marginals, micro)
     assert value.item() == pytest.approx(0.0, abs=1e-7)  # seat 1's uniform answer: 0
-    assert metrics["loss/signalling"] == pytest.approx(0.0, abs=1e-7)
+    # a mean over seat 1's one decision, which the update weighs as one
+    assert metrics["loss/signalling"] == (pytest.approx(0.0, abs=1e-7), 1)
     assert signals(sample_of(player=None), [1])  # an unknown seat counts as any
 
 
