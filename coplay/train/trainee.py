@@ -10,6 +10,7 @@ regression. ``state`` / ``load`` give what a resumed run needs of it.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,8 @@ class Trainee:
     def load(self, tree: dict[str, Any], source: Path) -> None:
         """Restore what ``state`` gave; ``source`` names the file in errors. The learning
         rates and weight decay stay this run's config's (a resume may change them), the
-        schedule's at the restored step."""
+        schedule's at the restored step; an estimator changed to one that keeps another
+        kind of state starts its own afresh (``fitting_adv_state``)."""
         learner = self.learner
         # The weights were restored into the model first: the backend runs them as the
         # version they were saved at, as it would have without the interruption.
@@ -130,10 +132,26 @@ class Trainee:
         load_optimizer(learner.optimizer, tree["optimizer"])
         load_schedule(learner, tree["scheduler"])
         load_terms_state(learner, tree["terms"])
-        self.adv_state = tree["adv_state"]
+        self.adv_state = self.fitting_adv_state(tree["adv_state"], source)
         if self.critic is not None and tree["critic"] is not None:
             load_weights(self.critic.model, tree["critic"]["model"], source)
             load_optimizer(self.critic.optimizer, tree["critic"]["opt"])
+
+    def fitting_adv_state(self, saved: Any, source: Path) -> Any:
+        """The saved estimator state, or, where ``algo.estimator`` now names one keeping
+        another kind (a resume may change it), this one's initial state with a warning:
+        the saved kind failed at the first update (RAE's baselines read from GRPO's
+        empty state)."""
+        fresh = self.estimator.init()
+        if type(saved) is type(fresh):
+            return saved
+        warnings.warn(
+            f"{source}: learner {self.name!r}'s saved advantage state "
+            f"({type(saved).__name__}) is not what algo.estimator {self.algo.estimator!r} "
+            f"keeps ({type(fresh).__name__}): its state starts afresh",
+            stacklevel=2,
+        )
+        return fresh
 
 
 def informative_seats(episodes: Sequence[Episode]) -> set[tuple[int, int]]:

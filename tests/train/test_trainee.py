@@ -291,3 +291,22 @@ def test_a_learners_logged_baselines_are_its_own_seats_not_the_opponents(tmp_pat
     logged = {k: v for k, v in metrics.items() if k.startswith("adv/baseline_seat")}
     expected = {f"adv/baseline_seat{s}": sum(bs) / len(bs) for s, bs in own.items()}
     assert logged == pytest.approx(expected)
+
+
+def test_a_resume_with_an_estimator_of_another_state_starts_that_state_afresh(tmp_path):
+    # A grpo run resumed as rae handed rae grpo's empty state, and the first update
+    # failed with a traceback (EmptyState has no baselines to read).
+    over = [*TINY, "rollout.group_size=2", "algo.estimator=grpo"]
+    run = setup(build_config(overrides=over), tmp_path / "saved")
+    iterate(run, 1)
+    saved = run.trainees[0].state()
+    resumed = setup(build_config(overrides=[*over, "algo.estimator=rae"]), tmp_path / "rae")
+    trainee = resumed.trainees[0]
+    with pytest.warns(UserWarning, match="algo.estimator 'rae' keeps \\(dict\\).*afresh"):
+        trainee.load(saved, tmp_path)
+    assert trainee.adv_state == {}
+    iterate(resumed, 2)
+    assert trainee.adv_state  # its baselines, from the first batch it trained on
+    again = setup(build_config(overrides=[*over, "algo.estimator=rae"]), tmp_path / "again")
+    again.trainees[0].load(trainee.state(), tmp_path)  # the same kind: kept, no warning
+    assert again.trainees[0].adv_state == trainee.adv_state
