@@ -158,6 +158,7 @@ def make_learner(
     builds the reference (default: a frozen copy). ``tis_cap`` reweights turns sampled
     by an exploring behaviour policy (``policy_loss``)."""
     params = list(policy.model.parameters() if params is None else params)
+    disable_dropout(policy.model)
     small = count(params) <= FUSED_FROM
     fused = optim.fused if optim.fused is not None else not small
     checkpointing = optim.activation_checkpointing
@@ -189,6 +190,22 @@ def make_learner(
         tis_cap=tis_cap,
         idle_metrics=idle,
     )
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Set the model's own dropout to 0 (a checkpoint's config may ask for some: GPT-2's
+    0.1). Rollouts sample in eval mode, without it; the update runs in training mode
+    (activation checkpointing needs it), where a dropped unit made the recomputed
+    log-probs differ from the sampled ones: PPO's ratio off 1 on an on-policy first
+    step, and a KL to the reference without any update. A LoRA adapter's dropout is
+    the run's own ``lora.dropout`` and stays."""
+    for name, module in model.named_modules():
+        if "lora_dropout" in name.split("."):
+            continue
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0  # Llama-like attention reads it in training mode
 
 
 def enable_checkpointing(model) -> None:

@@ -6,14 +6,36 @@ import copy
 import numpy as np
 import pytest
 import torch
+from transformers import GPT2Config, GPT2LMHeadModel
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.algos.losses.regularizers import EntropyConfig, KLConfig
+from coplay.policies.lm import LMPolicy
 from coplay.train.config import OptimConfig
 from coplay.train.learner import load_terms_state, make_learner, recall, terms_state
 from coplay.train.learner_update import update
 from coplay.train.parts.policy_iteration import TargetConfig
 from tests.train.learners import kuhn_policy, kuhn_samples, last_grad, targeted
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_a_checkpoint_with_dropout_takes_an_on_policy_step_at_ratio_one(mode):
+    # GPT-2's config drops 10% of its units; rollouts ran without (eval mode), the update
+    # with (training mode): the first step's ratios spread 0.94..1.03 and the KL to a
+    # reference with the very same weights was not 0.
+    tok = kuhn_policy().tokenizer
+    config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256)
+    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        policy = LMPolicy(GPT2LMHeadModel(config), tok, mode=mode, max_new_tokens=6, seed=0)
+    samples = kuhn_samples(policy)
+    optim = OptimConfig(lr=1e-3, minibatch_size=8, activation_checkpointing=True)
+    learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
+    metrics = update(learner, samples, np.random.default_rng(0))
+    assert metrics["loss/ratio_min"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["loss/ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["loss/kl"] == pytest.approx(0.0, abs=1e-7)
 
 
 @pytest.mark.parametrize("mode", ["choice", "text"])
