@@ -136,6 +136,21 @@ class Trainee:
         if self.critic is not None and tree["critic"] is not None:
             load_weights(self.critic.model, tree["critic"]["model"], source)
             load_optimizer(self.critic.optimizer, tree["critic"]["opt"])
+        elif (self.critic is None) != (tree["critic"] is None):
+            self.warn_critic_changed(source)
+
+    def warn_critic_changed(self, source: Path) -> None:
+        """One warning where a resume's ``algo.estimator`` adds a value model the run did
+        not save (it starts afresh) or drops the one it saved (left unused): either was
+        silent, and a critic trained from scratch mid-run is worth knowing about."""
+        what = "starts afresh" if self.critic is not None else "is not used"
+        keeps = "one" if self.critic is not None else "none"
+        warnings.warn(
+            f"{source}: learner {self.name!r}'s value model {what}: algo.estimator "
+            f"{self.algo.estimator!r} keeps {keeps}, the saved run "
+            f"{'did not' if self.critic is not None else 'did'}",
+            stacklevel=3,
+        )
 
     def fitting_adv_state(self, saved: Any, source: Path) -> Any:
         """The saved estimator state, or, where ``algo.estimator`` now names one keeping

@@ -310,3 +310,20 @@ def test_a_resume_with_an_estimator_of_another_state_starts_that_state_afresh(tm
     again = setup(build_config(overrides=[*over, "algo.estimator=rae"]), tmp_path / "again")
     again.trainees[0].load(trainee.state(), tmp_path)  # the same kind: kept, no warning
     assert again.trainees[0].adv_state == trainee.adv_state
+
+
+def test_a_resume_that_adds_or_drops_the_value_model_says_so(tmp_path):
+    # Switching algo.estimator to or from gae on resume built a fresh critic, or left
+    # the saved one unused, without a word.
+    grpo = [*TINY, "rollout.group_size=2", "algo.estimator=grpo"]
+    gae = [*TINY, "rollout.group_size=2", "algo.estimator=gae"]
+    without = setup(build_config(overrides=grpo), tmp_path / "grpo")
+    iterate(without, 1)
+    with_critic = setup(build_config(overrides=gae), tmp_path / "gae")
+    iterate(with_critic, 1)
+    fresh = setup(build_config(overrides=gae), tmp_path / "a").trainees[0]
+    with pytest.warns(UserWarning, match="value model starts afresh: algo.estimator 'gae'"):
+        fresh.load(without.trainees[0].state(), tmp_path)
+    dropped = setup(build_config(overrides=grpo), tmp_path / "b").trainees[0]
+    with pytest.warns(UserWarning, match="value model is not used: algo.estimator 'grpo'"):
+        dropped.load(with_critic.trainees[0].state(), tmp_path)
