@@ -65,6 +65,7 @@ def _field_help(config, name: str, *, choices: Sequence[str] = ()) -> str:
 
 def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     from coplay.eval.metasolvers import META_SOLVERS
+    from coplay.population.metagame import RECOMMENDATIONS
     from coplay.population.oracles import ORACLES
     from coplay.population.psro_config import PsroConfig
     from coplay.population.psro_members import INITIAL_MEMBERS
@@ -84,8 +85,9 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     ps.add_argument(
         "--iterations",
         type=int,
-        help="best responses to add, one per PSRO iteration; one meta-game more is solved, "
-        f"the final population's (default: {default['iterations']})",
+        help="PSRO iterations, each adding one best response (with --recommendations each, "
+        "one per recommended member); one meta-game more is solved, the final "
+        f"population's (default: {default['iterations']})",
     )
     ps.add_argument(
         "--meta-solver",
@@ -114,7 +116,12 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
     ps.add_argument(
         "--restarts",
         type=int,
-        help=f"responses trained per iteration (default: {default['restarts']})",
+        help=f"responses trained for each member added (default: {default['restarts']})",
+    )
+    ps.add_argument(
+        "--recommendations",
+        metavar="|".join(RECOMMENDATIONS),
+        help=_field_help(PsroConfig, "recommendations"),
     )
     ps.add_argument(
         "--seat-weights", nargs="+", action=_Numbers, metavar="W", help=SEAT_WEIGHTS_HELP
@@ -142,6 +149,7 @@ def cmd_psro(args: argparse.Namespace) -> int:
         "--cold": ("warm_start", args.warm_start),
         "--oracle": ("oracle", args.oracle),
         "--restarts": ("restarts", args.restarts),
+        "--recommendations": ("recommendations", args.recommendations),
         "--seat-weights": ("seat_weights", args.seat_weights),
         "--crossplay-episodes": ("crossplay_episodes", args.crossplay_episodes),
     }
@@ -184,7 +192,9 @@ def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
         parts.append("response value n/a")
     else:
         best = f" (best {s.best_value:.4f})" if math.isfinite(s.best_value) else ""
-        parts.append(f"response value {s.response_value:.4f}{best}")
+        n = len(s.response_values)
+        several = f"{n} responses, mean " if n > 1 else ""  # recommendations=each
+        parts.append(f"{several}response value {s.response_value:.4f}{best}")
     console.print(f"iteration {s.iteration}: {', '.join(parts)}, {s.elapsed_s:.0f} s")
     if report_to is not None:
         run_report(report_to)

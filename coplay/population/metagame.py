@@ -8,7 +8,8 @@ aborts a run, and the exact best response that measures an oracle's shortfall.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +39,8 @@ def opponent_distributions(
 
     PSRO and JPSRO(CCE): the other player's marginal. JPSRO(CE) (``conditional`` with a
     correlated joint): the other player's distribution conditioned on the learner's
-    seat being recommended its most likely strategy. JPSRO trains one response per
-    recommended strategy; training one keeps PSRO's cost of one response per iteration.
+    seat being recommended its most likely strategy, the one response of
+    ``RECOMMENDATIONS["likeliest"]``; ``"each"`` answers every recommended strategy.
     """
     if solution.joint.ndim != 2:
         raise ValueError(f"opponent distributions need a 2-player joint, got {solution.joint.ndim}")
@@ -49,6 +50,73 @@ def opponent_distributions(
     row = solution.joint[int(np.argmax(m0))]
     col = solution.joint[:, int(np.argmax(m1))]
     return row / row.sum(), col / col.sum()
+
+
+RECOMMEND_TOL = 1e-8
+"""Joint entries below this are the solver's rounding, not recommendations: the
+interior-point (C)CE programs leave 1e-9 and less where the answer is 0 (Kuhn's
+meta-games), and a response to such a slice would answer nothing the meta-strategy
+plays. OpenSpiel's JPSRO drops them alike (``jpsro.DIST_TOL``)."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What one best response answers: the opponent it faces in each seat, and the
+    seats where the meta-strategy recommends what it answers."""
+
+    by_seat: tuple[np.ndarray, ...]
+    """The opponent's distribution over the members when the learner sits in seat 0
+    and in seat 1 (``opponent_distributions``' layout)."""
+    seats: tuple[int, ...] = (0, 1)
+    """The learner's seats with a recommendation to answer. A member i recommended in
+    one seat only (P_s(i) = 0 in the other) has none in the other seat: there
+    ``by_seat`` holds the opponent's marginal and no game group trains."""
+
+
+def likeliest(solution: MetaSolution) -> tuple[Recommendation, ...]:
+    """One response per iteration, PSRO's cost: in each seat against the opponent
+    given that seat's most likely recommendation (``opponent_distributions``)."""
+    return (Recommendation(opponent_distributions(solution, conditional=True)),)
+
+
+def each_recommended(solution: MetaSolution) -> tuple[Recommendation, ...]:
+    """JPSRO(CE) (Marris et al. 2021, Algorithm 1 with the CE best response, as
+    OpenSpiel's ``jpsro.find_best_response`` with target ``ce``): one response per member
+    i recommended in either seat, facing in seat s the joint's slice at i, renormalised,
+    in the members' order. Without one per recommendation JPSRO(CE) has no guarantee of
+    reaching a CE.
+
+    One population fills both seats, so one response answers i in every seat that
+    recommends it, where OpenSpiel's populations, one per seat, train one per seat."""
+    if not solution.correlated:
+        return likeliest(solution)  # a product joint: every conditional is the marginal
+    joint = np.where(solution.joint < RECOMMEND_TOL, 0.0, solution.joint)  # (row, column)
+    marginal = opponent_distributions(solution, conditional=False)
+    told = [i for i in range(len(joint)) if joint[i].sum() > 0 or joint[:, i].sum() > 0]
+    return tuple(_conditional_on(joint[i], joint[:, i], marginal) for i in told)
+
+
+def _conditional_on(
+    row: np.ndarray, column: np.ndarray, marginal: tuple[np.ndarray, ...]
+) -> Recommendation:
+    """The recommendation of one member: its joint's row (the column player's draws
+    when seat 0 is told it) and column (seat 1 told it)."""
+    seats = tuple(s for s, told in enumerate((row, column)) if told.sum() > 0)
+    # Where it is never recommended, any opponent would do: the exact oracle's best
+    # response per seat is independent of the other seat's, so it answers the
+    # marginal there, and the LM oracle trains no game in that seat.
+    by_seat = tuple(
+        told / told.sum() if s in seats else marginal[s] for s, told in enumerate((row, column))
+    )
+    return Recommendation(by_seat, seats)
+
+
+RECOMMENDATIONS: dict[str, Callable[[MetaSolution], tuple[Recommendation, ...]]] = {
+    "likeliest": likeliest,
+    "each": each_recommended,
+}
+"""What one PSRO iteration answers with a conditional meta-solver (JPSRO(CE)), by
+``PsroConfig.recommendations``: the responses it trains, in order."""
 
 
 # --- meta-games --------------------------------------------------------------------
@@ -185,20 +253,29 @@ def meta_opponent(
     return aggregate_tables(game, tables, [by_seat[1], by_seat[0]])
 
 
-def value_against(game: pyspiel.Game, table: os_policy.Policy, opponent: os_policy.Policy) -> float:
-    """Exact expected return of ``table`` against ``opponent``, averaged over the two seats."""
+def value_against(
+    game: pyspiel.Game,
+    table: os_policy.Policy,
+    opponent: os_policy.Policy,
+    seats: Sequence[int] = (0, 1),
+) -> float:
+    """Exact expected return of ``table`` against ``opponent``, averaged over ``seats``
+    (a ``Recommendation``'s)."""
     root = game.new_initial_state()
-    v0 = expected_game_score.policy_value(root, [table, opponent])[0]
-    v1 = expected_game_score.policy_value(root, [opponent, table])[1]
-    return float(v0 + v1) / 2
+    profiles = ([table, opponent], [opponent, table])  # table in seat 0, in seat 1
+    values = [expected_game_score.policy_value(root, profiles[s])[s] for s in seats]
+    return float(sum(values)) / len(seats)
 
 
-def exact_best_response(game: pyspiel.Game, opponent: os_policy.Policy) -> tuple[dict, float]:
+def exact_best_response(
+    game: pyspiel.Game, opponent: os_policy.Policy, seats: Sequence[int] = (0, 1)
+) -> tuple[dict, float]:
     """OpenSpiel's best response to ``opponent`` in each seat, as one named table, and
-    its value (mean over seats)."""
+    its value (mean over ``seats``, a ``Recommendation``'s: a member plays every seat,
+    so the table answers each, but only these are recommended what it answers)."""
     responses = [best_response.BestResponsePolicy(game, s, opponent) for s in range(2)]
     root = game.new_initial_state()
-    value = sum(r.value(root) for r in responses) / 2
+    value = sum(responses[s].value(root) for s in seats) / len(seats)
     return named_table(game, _BySeat(game, responses)), float(value)
 
 

@@ -1,13 +1,15 @@
 """PSRO's best-response oracles (registry ``ORACLES``) and the LM oracle's training.
 
-An oracle answers one PSRO iteration's ``Target`` (the population, the meta-strategy's
-opponent per seat and, in games with exact evaluation, the mixture and its exact best
-response) with the member that joins the population and its value against the
-meta-strategy:
+An oracle answers one ``Target`` of a PSRO iteration (the population, the
+meta-strategy's opponent per seat, the seats that recommend what it answers and, in
+games with exact evaluation, the mixture and its exact best response) with the member
+that joins the population and its value against the meta-strategy. An iteration has
+one target, or with JPSRO(CE) one per recommended member (``RECOMMENDATIONS``):
 
   lm     the training loop (``coplay.train.loop``) with a ``FromPool`` seating over a
          ``SeatedPool``: each game group's opponent is drawn from the meta-strategy of
-         the seat the learner takes (seats rotate, or follow ``seat_weights``). With
+         the seat the learner takes (seats rotate, or follow ``seat_weights``; only
+         the target's recommended seats get game groups). With
          ``restarts`` > 1 several responses (different seeds) are trained and the one
          with the highest value joins: an RL oracle is a noisy optimiser, and one that
          collapses early to a deterministic policy never recovers;
@@ -135,6 +137,9 @@ class Target:
     """The exact best response to ``opponent`` ({} where not exact)."""
     best: float
     """Its value against the meta-strategy (NaN where not exact)."""
+    seats: tuple[int, ...] = (0, 1)
+    """The learner's seats that recommend what it answers (``Recommendation.seats``):
+    the values are means over them, and the LM oracle trains in them only."""
 
 
 @dataclass(frozen=True)
@@ -162,12 +167,13 @@ def lm_oracle(t: Target) -> tuple[Policy, float]:
     prev = member_folder(out, index - 1)
     warm = prev if cfg.warm_start and (prev / "config.json").is_file() else None
     pool = SeatedPool(members=list(t.members), by_seat=t.by_seat)
+    weights = recommended_weights(cfg.seat_weights, t.seats)
     tries, values = [], []
     for r in range(cfg.restarts):
         run_cfg = response_config(cfg, index, warm, restart=r)
         sub = out / "responses" / (f"{index:02d}" if cfg.restarts == 1 else f"{index:02d}-r{r}")
-        tries.append(train_response(run_cfg, sub, pool, cfg.seat_weights))
-        values.append(_response_value(cfg, tries[-1], t.members, t.by_seat, t.opponent))
+        tries.append(train_response(run_cfg, sub, pool, weights))
+        values.append(_response_value(cfg, tries[-1], t))
         sinks.write_summary(sub / "summary.json", {"value": values[-1], "best": t.best})
     pick = int(np.nanargmax(values)) if np.isfinite(values).any() else 0
     seed, played = cfg.run.train.seed + index, cfg.run.game.played()
@@ -181,25 +187,38 @@ ORACLES: dict[str, Oracle] = {
 }
 
 
-def _response_value(
-    cfg: PsroConfig,
-    response: Policy,
-    members: Sequence[Policy],
-    by_seat: Sequence[np.ndarray],
-    opponent: os_policy.Policy | None,
-) -> float:
-    """The response's value against the meta-strategy: exact where the game allows;
-    else sampled cross-play, measured only when there are restarts to choose from."""
+def recommended_weights(
+    weights: Sequence[float] | None, seats: Sequence[int], players: int = 2
+) -> Sequence[float] | None:
+    """The user's seat weights (None: even) with 0 in the seats that recommend nothing
+    to answer, where a game group would train against an opponent the meta-strategy
+    never pairs with the recommended member. All seats recommended: the user's, as given.
+
+    >>> recommended_weights(None, (1,)), recommended_weights([1.0, 3.0], (0,))
+    ([0.0, 1.0], [1.0, 0.0])
+    """
+    if len(seats) == players:
+        return weights
+    given = weights if weights is not None else [1.0] * players
+    return [float(w) if s in seats else 0.0 for s, w in enumerate(given)]
+
+
+def _response_value(cfg: PsroConfig, response: Policy, t: Target) -> float:
+    """The response's value against the meta-strategy in the target's seats: exact
+    where the game allows; else sampled cross-play, measured only when there are
+    restarts to choose from."""
     game = cfg.run.game
-    if opponent is not None:
+    if t.opponent is not None:
         table = to_openspiel_policy(response, game.name, params=game.params)
-        return value_against(opponent.game, table, opponent)
+        return value_against(t.opponent.game, table, t.opponent, t.seats)
     if cfg.restarts == 1:
         return float("nan")
     payoffs = sampled_payoffs(
-        [*members, response], cfg.run, episodes=cfg.crossplay_episodes, seed=0
+        [*t.members, response], cfg.run, episodes=cfg.crossplay_episodes, seed=0
     )
-    k = len(members)
-    v0 = float(payoffs[0][k, :k] @ by_seat[0])
-    v1 = float(payoffs[1][:k, k] @ by_seat[1])
-    return (v0 + v1) / 2
+    k = len(t.members)
+    by_seat = (
+        float(payoffs[0][k, :k] @ t.by_seat[0]),
+        float(payoffs[1][:k, k] @ t.by_seat[1]),
+    )
+    return sum(by_seat[s] for s in t.seats) / len(t.seats)

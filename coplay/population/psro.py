@@ -19,8 +19,14 @@ member is a frozen policy that can sit in either. Each PSRO iteration:
      best of ``restarts`` seeds; ``exact``, OpenSpiel's exact best response to the
      mixture (games with exact evaluation), is the control that shows how far PSRO
      gets when its oracle is perfect, so a shortfall of the LM oracle can be told from
-     one of PSRO;
-  4. the response is saved and reloaded as a frozen member (never trained again).
+     one of PSRO. A response faces the opponent's marginal, but with a CE solver
+     (``CONDITIONAL_SOLVERS``, JPSRO(CE)) the conditionals that ``recommendations``
+     picks (``RECOMMENDATIONS``): by default one response, in each seat against the
+     opponent given that seat's likeliest recommendation; with ``each`` JPSRO(CE)'s
+     CE best responses (Marris et al. 2021), one per member recommended in either seat,
+     against the opponent given it and trained in the seats that recommend it;
+  4. each response is saved and reloaded as a frozen member (never trained again),
+     numbered after the population in the order the responses were trained.
 
 The first member comes from ``INITIAL_MEMBERS`` (``coplay.population.psro_members``):
 the untrained language model (lm) or a uniform random bot (random).
@@ -39,9 +45,11 @@ gaps differ.) With a CE solver (``CONDITIONAL_SOLVERS``, JPSRO(CE)) also the joi
 gap (``joint_ce_gap``: ``psro/ce_gap``, ``psro/ce_gap_seat<s>``), whose deviations know
 their recommendation: a CCE that is no CE has CCE gap 0, CE gap above 0. Then the value
 of the new response against the meta-strategy next to the exact best response's value
-(their difference is the oracle's shortfall) and wall time. The population is saved
-after every iteration and each response saves its own state like any run, so a stopped
-run continues (``coplay psro --resume DIR``, with the settings saved in ``psro.yaml``).
+(their difference is the oracle's shortfall; the means over the iteration's responses
+where it trained several, each one's in ``PsroStep.response_values``) and wall time.
+The population is saved after every iteration and each response saves its own state
+like any run, so a stopped run continues (``coplay psro --resume DIR``, with the
+settings saved in ``psro.yaml``), between two responses of one iteration too.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ from coplay.eval.exact import ExploitabilityResult, to_openspiel_policy
 from coplay.eval.meta_solution import MetaSolution
 from coplay.eval.mixture import CceGap, CeGap, joint_cce_gap, joint_ce_gap, tables_exploitability
 from coplay.population.metagame import (
+    RECOMMENDATIONS,
+    Recommendation,
     exact_best_response,
     exact_game,
     exact_payoffs,
@@ -75,7 +85,14 @@ from coplay.population.psro_config import (
     settings_yaml,
 )
 from coplay.population.psro_members import initial_member
-from coplay.population.psro_state import Outer, PsroStep, load_outer, save_outer
+from coplay.population.psro_state import (
+    Outer,
+    PsroStep,
+    load_outer,
+    save_outer,
+    step_metrics,
+    summary,
+)
 from coplay.report import atomic, sinks
 from coplay.report.loggers import Loggers, Opening, open_loggers
 from coplay.train.checkpoints import rundir
@@ -168,7 +185,7 @@ def _outer_loop(
     if len(steps) > last:
         # Iterations 0..iterations: all but the last add a response, the last solves
         # the final population's meta-game.
-        added = min(len(steps), cfg.iterations)
+        added = len(members) - 1  # with recommendations=each, several an iteration
         final = ", and the final meta-game solved" if len(steps) > cfg.iterations else ""
         raise ValueError(
             f"{out} has already run PSRO iterations 0..{len(steps) - 1} ({added} best "
@@ -189,26 +206,19 @@ def _outer_loop(
         res, gap = _measure(game, tables, payoffs, solution)
         ce = _ce_gap(cfg, game, tables, payoffs, solution)
         meta_s = time.perf_counter() - t0
-        train_s, value, best = 0.0, float("nan"), float("nan")
+        train_s, answers = 0.0, []
         if k < cfg.iterations:
             t1 = time.perf_counter()
-            try:
-                member, value, best = _respond(cfg, out, k + 1, members, tables, game, solution)
-            except rundir.RunInterrupted:
-                # The response saved its own state and the outer loop its own before it.
-                raise KeyboardInterrupt(
-                    f"interrupted during PSRO iteration {k}; continue with: "
-                    f"coplay psro --resume {out}"
-                ) from None
-            members.append(member)
+            answers = _responses(cfg, out, k, members, tables, game, solution)
+            members += [a.member for a in answers]
             train_s = time.perf_counter() - t1
         step = PsroStep(
             iteration=k,
             members=len(solution.marginals[0]),
             exploitability=res.exploitability if res else float("nan"),
             nash_conv=res.nash_conv if res else float("nan"),
-            response_value=value,
-            best_value=best,
+            response_value=_mean([a.value for a in answers]),
+            best_value=_mean([a.best for a in answers]),
             marginals=tuple(tuple(float(x) for x in m) for m in solution.marginals),
             meta_s=meta_s,
             train_s=train_s,
@@ -218,10 +228,12 @@ def _outer_loop(
             correlated=solution.correlated,
             ce_gap=ce.gap if ce else float("nan"),
             ce_gaps=ce.per_player if ce else (),
+            response_values=tuple(a.value for a in answers),
+            best_values=tuple(a.best for a in answers),
         )
         steps.append(step)
         fallback = {"psro/meta_fallback": meta.level}  # 1: max-welfare CE, 2: uniform
-        loggers.log(k, _step_metrics(step, members) | fallback)
+        loggers.log(k, step_metrics(step, members) | fallback)
         # The members the payoffs cover: the response just added joins the next ones.
         solved = [m.policy_id for m in members[: step.members]]
         sinks.write_metagame(out / "metagame.json", solved, payoffs)
@@ -230,7 +242,7 @@ def _outer_loop(
             progress(step)
     result = PsroResult(tuple(m.policy_id for m in members), payoffs, solution, tuple(steps))
     if len(steps) == cfg.iterations + 1:
-        sinks.write_summary(out / "summary.json", _summary(result))
+        sinks.write_summary(out / "summary.json", summary(result.members, result.steps))
     return result
 
 
@@ -275,66 +287,79 @@ def _ce_gap(
     return joint_ce_gap(game, tables, solution.joint, payoffs=payoffs)
 
 
-def _respond(
+@dataclass(frozen=True)
+class _Response:
+    """A best response as it joins: the member, its value against what it answers and
+    the exact best response's value (NaN where unknown)."""
+
+    member: Policy
+    value: float
+    best: float
+
+
+def _responses(
     cfg: PsroConfig,
     out: Path,
-    index: int,
+    k: int,
     members: list[Policy],
     tables: list[os_policy.Policy],
     game: pyspiel.Game | None,
     solution: MetaSolution,
-) -> tuple[Policy, float, float]:
-    """Best response ``index`` to the meta-strategy from ``cfg.oracle``, with its value
-    against the meta-strategy and the exact best response's value (NaN where unknown)."""
-    by_seat = opponent_distributions(solution, conditional=cfg.meta_solver in CONDITIONAL_SOLVERS)
-    opponent = meta_opponent(game, tables, by_seat) if game is not None else None
-    table, best = exact_best_response(game, opponent) if opponent is not None else ({}, np.nan)
-    target = Target(cfg, out, index, tuple(members), by_seat, opponent, table, best)
+) -> list[_Response]:
+    """Iteration ``k``'s best responses, one per recommendation, numbered after the
+    population in order, each answering the population as the iteration solved it.
+
+    Only the iteration's end saves the outer state: a run stopped between two responses
+    answers the finished ones again on resume, from their saved runs (the LM oracle's
+    response runs hold their end state and train nothing more; the exact oracle's
+    answer is recomputed), so they join as the uninterrupted run's did."""
+    population = tuple(members)
+    answers = []
+    for n, rec in enumerate(_recommendations(cfg, solution)):
+        index = len(population) + n
+        try:
+            answers.append(_respond(cfg, out, index, population, tables, game, rec))
+        except rundir.RunInterrupted:
+            # The response saved its own state and the outer loop its own before it.
+            raise KeyboardInterrupt(
+                f"interrupted during PSRO iteration {k}; continue with: coplay psro --resume {out}"
+            ) from None
+    return answers
+
+
+def _recommendations(cfg: PsroConfig, solution: MetaSolution) -> tuple[Recommendation, ...]:
+    """What the iteration's responses answer: the opponent's marginal (PSRO,
+    JPSRO(CCE)), else the conditionals that ``cfg.recommendations`` picks (JPSRO(CE))."""
+    if cfg.meta_solver not in CONDITIONAL_SOLVERS:
+        return (Recommendation(opponent_distributions(solution, conditional=False)),)
+    weights = cfg.seat_weights or (1.0,) * len(solution.marginals)
+    # A member recommended only in seats given no games has no game to answer it in.
+    return tuple(
+        r
+        for r in RECOMMENDATIONS[cfg.recommendations](solution)
+        if any(weights[s] > 0 for s in r.seats)
+    )
+
+
+def _respond(
+    cfg: PsroConfig,
+    out: Path,
+    index: int,
+    members: tuple[Policy, ...],
+    tables: list[os_policy.Policy],
+    game: pyspiel.Game | None,
+    rec: Recommendation,
+) -> _Response:
+    """Best response ``index`` to ``rec`` from ``cfg.oracle``."""
+    opponent = meta_opponent(game, tables, rec.by_seat) if game is not None else None
+    table, best = (
+        exact_best_response(game, opponent, rec.seats) if opponent is not None else ({}, np.nan)
+    )
+    target = Target(cfg, out, index, members, rec.by_seat, opponent, table, best, rec.seats)
     member, value = ORACLES[cfg.oracle].respond(target)
-    return member, value, best
+    return _Response(member, value, best)
 
 
-def _step_metrics(step: PsroStep, members: list[Policy]) -> dict[str, float]:
-    """The step's numbers, with each member's weight in the meta-strategy per seat
-    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none),
-    the CCE gap per seat (``psro/cce_gap_seat0``; none where not measured) and the CE
-    gap where measured (``psro/ce_gap``, ``psro/ce_gap_seat0``)."""
-    weights = {
-        f"psro/weight_seat{seat}/{m.policy_id}": w
-        for seat, marginal in enumerate(step.marginals)
-        for m, w in zip(members, marginal, strict=False)
-    }
-    gaps = {f"psro/cce_gap_seat{seat}": g for seat, g in enumerate(step.cce_gaps)}
-    gaps |= {"psro/ce_gap": step.ce_gap} if step.ce_gaps else {}
-    gaps |= {f"psro/ce_gap_seat{seat}": g for seat, g in enumerate(step.ce_gaps)}
-    numbers = {
-        "psro/members": step.members,
-        "psro/cce_gap": step.cce_gap,
-        "psro/exploitability": step.exploitability,
-        "psro/nash_conv": step.nash_conv,
-        "psro/response_value": step.response_value,
-        "psro/best_response_value": step.best_value,
-        "perf/meta_s": step.meta_s,
-        "perf/train_s": step.train_s,
-        "perf/elapsed_s": step.elapsed_s,
-    }
-    return weights | gaps | numbers
-
-
-def _finite(x: float) -> float | None:
-    return x if np.isfinite(x) else None  # JSON has no NaN
-
-
-def _summary(result: PsroResult) -> dict:
-    last = result.steps[-1]
-    ce = {"final/ce_gap": last.ce_gap, "ce_gap": [_finite(s.ce_gap) for s in result.steps]}
-    return {
-        "members": list(result.members),
-        "final/cce_gap": last.cce_gap,
-        "final/exploitability": last.exploitability,
-        "final/nash_conv": last.nash_conv,
-        "final/marginals": [list(m) for m in last.marginals],
-        "cce_gap": [_finite(s.cce_gap) for s in result.steps],
-        "exploitability": [_finite(s.exploitability) for s in result.steps],
-        "wall_s": last.elapsed_s,
-    } | (ce if last.ce_gaps else {})
+def _mean(values: list[float]) -> float:
+    """The mean of the responses' values (one alone: itself, to the bit); NaN for none."""
+    return float(np.mean(values)) if values else float("nan")

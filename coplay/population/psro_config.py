@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.metasolvers import META_SOLVERS
-from coplay.population.metagame import check_meta_solver, exact_game
+from coplay.population.metagame import RECOMMENDATIONS, check_meta_solver, exact_game
 from coplay.population.oracles import ORACLES
 from coplay.population.psro_members import INITIAL_MEMBERS
 from coplay.train.config import RunConfig
@@ -31,7 +31,8 @@ class PsroConfig(BaseModel):
     run: RunConfig = Field(default_factory=RunConfig)
     """Trainer config of each best response; ``run.train.iterations`` per response."""
     iterations: int = Field(8, gt=0)
-    """PSRO iterations, i.e. best responses added to the population."""
+    """PSRO iterations, each adding one best response to the population (with
+    ``recommendations=each``, one per recommended member)."""
     meta_solver: str = "nash"
     """Meta-solver (coplay.eval.metasolvers): nash, uniform, prd, alpharank, ce, cce, ..."""
     initial: str = "lm"
@@ -51,9 +52,16 @@ class PsroConfig(BaseModel):
     one non-negative weight per seat, not all 0; each group's opponent is drawn from
     the meta-strategy of the seat it faces. None rotates seats evenly. LM oracle only."""
     restarts: int = Field(1, gt=0)
-    """LM responses trained per iteration, each with its own seed; the one with the
-    highest value against the meta-strategy (exact where the game allows, else sampled
-    cross-play) joins the population. LM oracle only."""
+    """LM responses trained for each member added, each with its own seed; the one
+    with the highest value against the meta-strategy (exact where the game allows,
+    else sampled cross-play) joins the population. LM oracle only."""
+    recommendations: str = "likeliest"
+    """What an iteration answers with a conditional meta-solver (ce, mwce;
+    ``RECOMMENDATIONS``): likeliest, one best response, in each seat against the
+    opponent given that seat's most likely recommended member; each, JPSRO(CE): one per
+    member recommended in either seat, against the opponent given it, trained only in
+    the seats that recommend it (a member recommended only in a seat that
+    ``seat_weights`` gives no games gets none)."""
 
     @model_validator(mode="after")
     def _check(self) -> PsroConfig:
@@ -61,6 +69,7 @@ class PsroConfig(BaseModel):
             ("meta_solver", META_SOLVERS),
             ("oracle", ORACLES),
             ("initial", INITIAL_MEMBERS),
+            ("recommendations", RECOMMENDATIONS),
         ):
             if getattr(self, key) not in registry:
                 raise ValueError(
@@ -68,6 +77,7 @@ class PsroConfig(BaseModel):
                 )
         check_seat_weights(self.seat_weights)
         _check_oracle_settings(self)
+        _check_recommendations(self)
         if not names_user_factory(self.run.game.name):
             check_game_fits(self)  # a user's game is imported only when run_psro builds it
         return self
@@ -88,6 +98,20 @@ def _check_oracle_settings(cfg: PsroConfig) -> None:
             f"oracle={cfg.oracle} trains no language model: {ignored[0]}="
             f"{getattr(cfg, ignored[0])} would have no effect; drop it or use oracle=lm"
         )
+
+
+def _check_recommendations(cfg: PsroConfig) -> None:
+    """Refuse a ``recommendations`` setting that a solver recommending nothing would
+    ignore: its responses face the opponent's marginal, one per iteration."""
+    default = PsroConfig.model_fields["recommendations"].default
+    if cfg.meta_solver in CONDITIONAL_SOLVERS or cfg.recommendations == default:
+        return
+    raise ValueError(
+        f"recommendations={cfg.recommendations} answers the members a conditional "
+        f"meta-solver recommends; meta_solver={cfg.meta_solver} recommends none (its "
+        f"responses face the opponent's marginal): use meta_solver "
+        f"{' or '.join(sorted(CONDITIONAL_SOLVERS))}, or drop it"
+    )
 
 
 def check_game_fits(cfg: PsroConfig) -> None:

@@ -1,8 +1,9 @@
-"""PSRO's outer state: what each iteration measured, and the population and meta-game
-saved after every iteration and loaded back to resume."""
+"""PSRO's outer state: what each iteration measured (and how it is logged), and the
+population and meta-game saved after every iteration and loaded back to resume."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,10 +32,12 @@ class PsroStep:
     nash_conv: float
     """NashConv of the same mixture."""
     response_value: float
-    """The new response's value against the meta-strategy (mean over seats); NaN on
-    the last iteration, which trains none."""
+    """The new response's value against the meta-strategy (mean over the seats that
+    recommend what it answers), the mean of ``response_values`` where the iteration
+    added several; NaN on the last iteration, which trains none."""
     best_value: float
-    """The exact best response's value against it (NaN where not exact or none trained)."""
+    """The exact best response's value against it (NaN where not exact or none
+    trained), the mean of ``best_values`` where the iteration added several."""
     marginals: tuple[tuple[float, ...], ...]
     meta_s: float
     train_s: float
@@ -52,6 +55,12 @@ class PsroStep:
     exact evaluation; NaN otherwise, and in the steps of a run saved before it was."""
     ce_gaps: tuple[float, ...] = ()
     """The same per seat; empty where not measured."""
+    response_values: tuple[float, ...] = ()
+    """Each response's value, in the order the responses joined (one per recommended
+    member with ``recommendations=each``); empty on the last iteration, and in the
+    steps of a run saved before they were recorded."""
+    best_values: tuple[float, ...] = ()
+    """The exact best response's value for each, alike."""
 
 
 @dataclass
@@ -95,5 +104,59 @@ def load_outer(cfg: PsroConfig, out: Path) -> Outer:
 
 def _step(d: dict) -> PsroStep:
     marginals = tuple(tuple(float(x) for x in m) for m in d["marginals"])
-    gaps = {key: tuple(float(x) for x in d.get(key, ())) for key in ("cce_gaps", "ce_gaps")}
-    return PsroStep(**{**d, "marginals": marginals, **gaps})
+    keys = ("cce_gaps", "ce_gaps", "response_values", "best_values")
+    lists = {key: tuple(float(x) for x in d.get(key, ())) for key in keys}
+    return PsroStep(**{**d, "marginals": marginals, **lists})
+
+
+# --- what is logged ----------------------------------------------------------------
+
+
+def step_metrics(step: PsroStep, members: list[Policy]) -> dict[str, float]:
+    """The step's numbers, with each member's weight in the meta-strategy per seat
+    (``psro/weight_seat0/psro:01``; a member that joined after it was solved has none),
+    the CCE gap per seat (``psro/cce_gap_seat0``; none where not measured) and the CE
+    gap where measured (``psro/ce_gap``, ``psro/ce_gap_seat0``). Each response's own
+    values stay in the step (``response_values``): a key per member would draw a
+    one-point chart for each in the report."""
+    weights = {
+        f"psro/weight_seat{seat}/{m.policy_id}": w
+        for seat, marginal in enumerate(step.marginals)
+        for m, w in zip(members, marginal, strict=False)
+    }
+    gaps = {f"psro/cce_gap_seat{seat}": g for seat, g in enumerate(step.cce_gaps)}
+    gaps |= {"psro/ce_gap": step.ce_gap} if step.ce_gaps else {}
+    gaps |= {f"psro/ce_gap_seat{seat}": g for seat, g in enumerate(step.ce_gaps)}
+    numbers = {
+        "psro/members": step.members,
+        "psro/cce_gap": step.cce_gap,
+        "psro/exploitability": step.exploitability,
+        "psro/nash_conv": step.nash_conv,
+        "psro/response_value": step.response_value,
+        "psro/best_response_value": step.best_value,
+        "perf/meta_s": step.meta_s,
+        "perf/train_s": step.train_s,
+        "perf/elapsed_s": step.elapsed_s,
+    }
+    return weights | gaps | numbers
+
+
+def _finite(x: float) -> float | None:
+    return x if np.isfinite(x) else None  # JSON has no NaN
+
+
+def summary(members: Sequence[str], steps: Sequence[PsroStep]) -> dict:
+    """A finished run's ``summary.json``: its members and the last step's numbers, with
+    each step's gaps and exploitability (None where not measured)."""
+    last = steps[-1]
+    ce = {"final/ce_gap": last.ce_gap, "ce_gap": [_finite(s.ce_gap) for s in steps]}
+    return {
+        "members": list(members),
+        "final/cce_gap": last.cce_gap,
+        "final/exploitability": last.exploitability,
+        "final/nash_conv": last.nash_conv,
+        "final/marginals": [list(m) for m in last.marginals],
+        "cce_gap": [_finite(s.cce_gap) for s in steps],
+        "exploitability": [_finite(s.exploitability) for s in steps],
+        "wall_s": last.elapsed_s,
+    } | (ce if last.ce_gaps else {})

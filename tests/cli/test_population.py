@@ -1,6 +1,7 @@
 """``coplay psro`` and ``coplay league``: their options, progress lines and smoke runs."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -36,6 +37,20 @@ def test_psro_with_the_exact_oracle_reaches_nash_on_kuhn(tmp_path, capsys):
     assert "iteration 7: 8 members, exploitability 0.0000" in capsys.readouterr().out
     last = json.loads((tmp_path / "psro.jsonl").read_text().splitlines()[-1])
     assert last["psro/exploitability"] < 1e-6
+
+
+def test_psro_recommendations_each_trains_a_response_per_recommended_member(tmp_path, capsys):
+    argv = ["psro", "--out", str(tmp_path), "--iterations", "4", "--oracle", "exact"]
+    argv += ["--meta-solver", "ce", "--recommendations", "each", "--initial", "random"]
+    assert main([*argv, *TINY]) == 0
+    out = capsys.readouterr().out
+    assert yaml.safe_load((tmp_path / "psro.yaml").read_text())["recommendations"] == "each"
+    # Kuhn's CE recommends several members from iteration 3 on: one response each.
+    assert re.search(r"iteration 3: 4 members, .*, (\d+) responses, mean response value", out)
+    added = int(re.search(r"iteration 4: (\d+) members", out).group(1))
+    assert added > 5
+    assert main(["psro", "--recommendations", "each", "--meta-solver", "nash", *TINY]) == 2
+    assert "recommendations=each answers the members a conditional" in capsys.readouterr().err
 
 
 def test_psro_seat_weights_reach_the_config_and_survive_a_resume(tmp_path, monkeypatch):

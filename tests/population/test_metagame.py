@@ -16,6 +16,7 @@ from coplay.eval.metasolvers import solve_meta_game
 from coplay.policies.scripted import NashPolicy, RandomPolicy, TablePolicy
 from coplay.population import metagame
 from coplay.population.metagame import (
+    RECOMMENDATIONS,
     exact_best_response,
     exact_payoffs,
     freeze,
@@ -23,6 +24,7 @@ from coplay.population.metagame import (
     opponent_distributions,
     sampled_payoffs,
     solve,
+    value_against,
 )
 from coplay.rollout.source import LocalSource
 from coplay.train.settings import build_config, validate
@@ -162,3 +164,66 @@ def test_meta_opponent_plays_each_seats_distribution():
     seat0 = game.new_initial_state().child(0).child(1)
     assert mix.action_probabilities(seat1) == {0: 1.0, 1: 0.0}  # learner in seat 0 faces a
     assert mix.action_probabilities(seat0) == {0: 0.0, 1: 1.0}  # learner in seat 1 faces b
+
+
+def _correlated(joint):
+    joint = np.asarray(joint, dtype=float)
+    return MetaSolution(marginals=(joint.sum(1), joint.sum(0)), joint=joint, correlated=True)
+
+
+def test_each_recommended_member_faces_the_joint_given_it_in_the_seats_that_recommend_it():
+    # Member 0 is recommended in both seats, 1 in seat 0 only, 2 in seat 1 only, 3 in
+    # neither but for a solver's rounding (1e-12), which recommends nothing.
+    joint = np.array(
+        [
+            [0.2, 0.0, 0.1, 0.0],
+            [0.1, 0.0, 0.3, 0.0],
+            [0.0, 0.0, 0.0, 1e-12],
+            [0.3, 0.0, 0.0, 0.0],
+        ]
+    )
+    sol = _correlated(joint / joint.sum())
+    recs = RECOMMENDATIONS["each"](sol)
+    assert [r.seats for r in recs] == [(0, 1), (0,), (1,), (0,)]
+    # Told 0 in seat 0, the opponent in seat 1 plays row 0; in seat 1, column 0.
+    np.testing.assert_allclose(recs[0].by_seat[0], [2 / 3, 0, 1 / 3, 0])
+    np.testing.assert_allclose(recs[0].by_seat[1], [1 / 3, 1 / 6, 0, 1 / 2])
+    np.testing.assert_allclose(recs[1].by_seat[0], [1 / 4, 0, 3 / 4, 0])
+    np.testing.assert_allclose(recs[2].by_seat[1], [1 / 4, 3 / 4, 0, 0])
+    np.testing.assert_allclose(recs[3].by_seat[0], [1, 0, 0, 0])
+    # A seat that never recommends the member holds the opponent's marginal.
+    np.testing.assert_array_equal(recs[1].by_seat[1], sol.marginals[0])
+    np.testing.assert_array_equal(recs[2].by_seat[0], sol.marginals[1])
+
+
+def test_a_product_joint_has_one_recommendation_its_marginals():
+    # Every member's conditional is the other seat's marginal: one response answers all.
+    m = np.array([0.25, 0.75])
+    product = MetaSolution(marginals=(m, m), joint=np.outer(m, m), correlated=False)
+    (rec,) = RECOMMENDATIONS["each"](product)
+    assert rec.seats == (0, 1)
+    np.testing.assert_array_equal(rec.by_seat, (m, m))
+
+
+def test_likeliest_is_the_conditional_given_each_seats_most_likely_member():
+    sol = _correlated([[0.5, 0.1], [0.0, 0.4]])
+    (rec,) = RECOMMENDATIONS["likeliest"](sol)
+    assert rec.seats == (0, 1)
+    for got, want in zip(rec.by_seat, opponent_distributions(sol, conditional=True), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_values_are_means_over_the_seats_a_recommendation_names():
+    # Against uniform random Kuhn a best response earns 1/2 in seat 0 and 5/12 in
+    # seat 1 (their mean, 11/24, is its exploitability).
+    game = pyspiel.load_game("kuhn_poker")
+    uniform = to_openspiel_policy(RandomPolicy(), "kuhn_poker")
+    table, value = exact_best_response(game, uniform, seats=(1,))
+    assert value == pytest.approx(5 / 12)
+    assert exact_best_response(game, uniform, seats=(0,))[1] == pytest.approx(1 / 2)
+    assert exact_best_response(game, uniform)[1] == pytest.approx(11 / 24)
+    # The table answers both seats whichever it is valued in.
+    player = to_openspiel_policy(TablePolicy(table, policy_id="br"), "kuhn_poker")
+    assert value_against(game, player, uniform, seats=(0,)) == pytest.approx(1 / 2)
+    assert value_against(game, player, uniform, seats=(1,)) == pytest.approx(5 / 12)
+    assert value_against(game, player, uniform) == pytest.approx(11 / 24)

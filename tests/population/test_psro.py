@@ -7,7 +7,7 @@ import numpy as np
 import pyspiel
 import pytest
 import yaml
-from open_spiel.python.algorithms import best_response
+from open_spiel.python.algorithms import best_response, expected_game_score
 
 from coplay.envs.gameref import GameRef
 from coplay.eval.exact import to_openspiel_policy
@@ -16,6 +16,7 @@ from coplay.eval.metasolvers import META_SOLVERS
 from coplay.eval.mixture import aggregate_tables
 from coplay.policies.scripted import RandomPolicy, TablePolicy
 from coplay.population import oracles
+from coplay.population.metagame import opponent_distributions
 from coplay.population.oracles import ORACLES, Oracle, Target
 from coplay.population.psro import run_psro
 from coplay.population.psro_config import PsroConfig
@@ -365,3 +366,127 @@ def test_resuming_a_finished_run_counts_the_responses_iterations_asked_for(tmp_p
         f"{tmp_path} has already run PSRO iterations 0..2 (2 best responses added, and the "
         "final meta-game solved); nothing is left to resume"
     )
+
+
+def _spy_joints(monkeypatch, solver: str) -> list[np.ndarray]:
+    """The joint of every meta-game ``solver`` solves (a one-member one it does not)."""
+    joints = [np.ones((1, 1))]
+    real = META_SOLVERS[solver]
+
+    def spy(payoffs):
+        solution = real(payoffs)
+        joints.append(solution.joint)
+        return solution
+
+    monkeypatch.setitem(META_SOLVERS, solver, spy)
+    return joints
+
+
+def _spy_targets(monkeypatch) -> list[Target]:
+    targets: list[Target] = []
+
+    def exact(t: Target):
+        targets.append(t)
+        return oracles.exact_oracle(t)
+
+    monkeypatch.setitem(ORACLES, "exact", Oracle(exact, needs_exact=True))
+    return targets
+
+
+def _conditionals(joint: np.ndarray, member: int) -> list[np.ndarray | None]:
+    """Per seat, the opponent's distribution given ``member`` is recommended there, or
+    None where it never is (entries under 1e-8 are the solver's rounding)."""
+    joint = np.where(joint < 1e-8, 0.0, joint)
+    told = [joint[member], joint[:, member]]
+    return [t / t.sum() if t.sum() > 0 else None for t in told]
+
+
+def test_jpsro_ce_each_answers_every_recommended_member_with_its_best_response(
+    tmp_path, monkeypatch
+):
+    # JPSRO(CE) (Marris et al. 2021): one response per member recommended in either
+    # seat, each the exact best response, seat by seat, to the opponent given it.
+    joints, targets = _spy_joints(monkeypatch, "ce"), _spy_targets(monkeypatch)
+    cfg = tiny_psro(
+        iterations=6, initial="random", oracle="exact", meta_solver="ce", recommendations="each"
+    )
+    res = run_psro(cfg, tmp_path)
+    kuhn = pyspiel.load_game("kuhn_poker")
+    root = kuhn.new_initial_state()
+    tables = [to_openspiel_policy(RandomPolicy(), "kuhn_poker")] + [
+        to_openspiel_policy(_table_member(tmp_path, i), "kuhn_poker")
+        for i in range(1, len(res.members))
+    ]
+    answered = iter(targets)
+    for step, joint in zip(res.steps[:-1], joints, strict=False):
+        k = step.members
+        told = [i for i in range(k) if any(c is not None for c in _conditionals(joint, i))]
+        assert len(step.response_values) == len(told)  # one member added per recommendation
+        for n, member in enumerate(told):
+            t = next(answered)
+            assert t.index == k + n  # numbered after the population, in member order
+            given = _conditionals(joint, member)
+            assert t.seats == tuple(s for s in (0, 1) if given[s] is not None)
+            best = []
+            for s in t.seats:
+                np.testing.assert_allclose(t.by_seat[s], given[s], atol=1e-12)
+                # The other seat plays the conditional mixture (the learner's own seat
+                # of it is never read); the response is exact.
+                weights = [np.full(k, 1 / k)] * 2
+                weights[1 - s] = given[s]
+                mixture = aggregate_tables(kuhn, tables[:k], weights)
+                best.append(best_response.BestResponsePolicy(kuhn, s, mixture).value(root))
+                seated = [tables[t.index], mixture][:: 1 - 2 * s]
+                value = expected_game_score.policy_value(root, seated)[s]
+                assert value == pytest.approx(best[-1], abs=1e-9)
+            assert step.response_values[n] == pytest.approx(np.mean(best), abs=1e-9)
+        assert step.response_value == pytest.approx(np.mean(step.response_values))
+        assert step.best_values == pytest.approx(step.response_values)
+    assert next(answered, None) is None and len(targets) == len(res.members) - 1
+    rows = sinks.read_metrics(tmp_path / "psro.jsonl")
+    assert [r["psro/response_value"] for r in rows[:-1]] == pytest.approx(
+        [s.response_value for s in res.steps[:-1]]
+    )
+    # Kuhn's joint reaches a CE of the full game (measured: 1.5e-10 at iteration 6).
+    assert res.steps[-1].ce_gap < 1e-6
+
+
+def test_jpsro_ce_likeliest_trains_one_response_per_iteration(tmp_path, monkeypatch):
+    # The default: one response, in each seat against the opponent given that seat's
+    # most likely recommendation; runs made before the setting existed are unchanged.
+    joints, targets = _spy_joints(monkeypatch, "ce"), _spy_targets(monkeypatch)
+    cfg = tiny_psro(iterations=4, initial="random", oracle="exact", meta_solver="ce")
+    res = run_psro(cfg, tmp_path)
+    assert [t.index for t in targets] == [1, 2, 3, 4] and len(res.members) == 5
+    for t, joint in zip(targets, joints, strict=False):
+        k = len(joint)
+        sol = MetaSolution((joint.sum(1), joint.sum(0)), joint, correlated=k > 1)
+        assert t.seats == (0, 1)
+        np.testing.assert_array_equal(t.by_seat, opponent_distributions(sol, conditional=k > 1))
+    assert [s.response_values for s in res.steps[:-1]] == [
+        (s.response_value,) for s in res.steps[:-1]
+    ]
+
+
+def test_a_member_recommended_only_in_a_seat_without_games_gets_no_response(tmp_path, monkeypatch):
+    # Told member 0, seat 0 faces 0 or 1; member 1 is only ever told to seat 1. With
+    # seat_weights [1, 0] no game trains in seat 1, so nothing answers member 1.
+    def seat1_only(payoffs):
+        joint = np.zeros_like(payoffs[0])
+        joint[0, :2] = 0.5
+        return MetaSolution((joint.sum(1), joint.sum(0)), joint, correlated=True)
+
+    targets: list[Target] = []
+
+    def exact_but_told(t: Target):
+        targets.append(t)
+        return TablePolicy(t.best_table, policy_id=f"psro:{t.index:02d}"), t.best
+
+    monkeypatch.setitem(META_SOLVERS, "ce", seat1_only)
+    monkeypatch.setitem(ORACLES, "told", Oracle(exact_but_told))
+    settings = dict(iterations=2, initial="random", oracle="told", meta_solver="ce")
+    run_psro(tiny_psro(**settings, recommendations="each"), tmp_path / "both")
+    assert [t.seats for t in targets] == [(0, 1), (0, 1), (1,)]
+    targets.clear()
+    run_psro(tiny_psro(**settings, recommendations="each", seat_weights=[1, 0]), tmp_path / "one")
+    assert [t.seats for t in targets] == [(0, 1), (0, 1)]

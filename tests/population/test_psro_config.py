@@ -28,6 +28,17 @@ from tests.population.psro_runs import TINY, tiny_psro
             {"oracle": "exact", "seat_weights": [1, 3]},
             r"oracle=exact trains no language model: seat_weights=\[1.0, 3.0\]",
         ),
+        (
+            {"recommendations": "all", "meta_solver": "ce"},
+            "unknown recommendations 'all'; available: likeliest, each",
+        ),
+        # A solver that recommends nothing: its responses face the marginal regardless.
+        (
+            {"recommendations": "each"},
+            "recommendations=each answers the members a conditional meta-solver "
+            "recommends; meta_solver=nash recommends none",
+        ),
+        ({"recommendations": "each", "meta_solver": "cce"}, "use meta_solver ce or mwce"),
     ],
 )
 def test_bad_psro_settings_are_refused(kwargs, match):
@@ -64,3 +75,10 @@ def test_nash_is_refused_for_a_general_sum_game_before_anything_trains():
     with pytest.raises(ValueError, match="meta_solver=nash needs a zero-sum game, but 'dilemma'"):
         PsroConfig(run=run)
     assert PsroConfig(run=run, meta_solver="ce").meta_solver == "ce"
+
+
+def test_each_recommendation_goes_with_the_conditional_solvers():
+    for solver in ("ce", "mwce"):
+        cfg = tiny_psro(meta_solver=solver, recommendations="each", oracle="exact")
+        assert cfg.recommendations == "each"
+    assert tiny_psro().recommendations == "likeliest"  # the default: one response
