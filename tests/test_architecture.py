@@ -134,9 +134,10 @@ def test_the_loop_fits_on_one_screen():
 
 
 def test_run_config_keeps_only_validators_no_section_can_express():
-    # Four rules cross sections (the model's mode for choice-only parts; the group
+    # Five rules cross sections (the model's mode for choice-only parts; the group
     # size a group-baseline estimator needs; a backend Ray workers can run; room in a
-    # private Ray for the rollout workers), the check
+    # private Ray for the rollout workers; a learning-rate warm-up shorter than the
+    # run), the check
     # of renamed keys and the import of the plugins (which must come before any
     # section); every other combination is a nested optional section.
     validators = set(RunConfig.__pydantic_decorators__.model_validators)
@@ -147,4 +148,5 @@ def test_run_config_keeps_only_validators_no_section_can_express():
         "_groups_exist",
         "_workers_can_ship_the_backend",
         "_workers_fit_the_local_ray",
+        "_warmup_within_run",
     }

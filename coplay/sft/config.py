@@ -118,6 +118,7 @@ SFT_INSTEAD = {
     "micro_batch_tokens": "pass sft.micro_batch_tokens instead",
     "lr_schedule": "coplay sft keeps sft.lr constant; leave it out",
     "final_lr_frac": "coplay sft keeps sft.lr constant; leave it out",
+    "warmup_updates": "coplay sft keeps sft.lr constant; leave it out",
 }
 """What to set instead of each other ``optim`` key on the ``coplay sft`` command line."""
 

@@ -8,7 +8,7 @@ file and ``key=value`` overrides, through ``coplay.train.settings.build_config``
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -29,6 +29,7 @@ from coplay.rollout.invalid import InvalidActionConfig
 from coplay.train.critic import CriticConfig
 from coplay.train.parts.planning import ExploreConfig, RestartsConfig
 from coplay.train.parts.sections import import_plugins, open_loss, open_rollout
+from coplay.train.schedules import check_schedule, check_warmup
 from coplay.train.train_config import TrainConfig
 
 
@@ -125,12 +126,19 @@ class OptimConfig(_Strict):
     # on NaN weights and failed later, far from the setting.
     lr: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
     """Adam learning rate."""
-    lr_schedule: Literal["constant", "linear"] = "constant"
-    """'linear' decays the learning rate to lr * final_lr_frac over the run's
-    train.iterations updates (an iteration with nothing to train on is none), which
-    damps the cycling of self-play in the last iterations."""
+    lr_schedule: str = "constant"
+    """How the learning rate moves over the run's train.iterations updates (an
+    iteration with nothing to train on is none), by name (coplay.train.schedules):
+    'constant'; 'linear' decays it to lr * final_lr_frac at the last update, which damps
+    the cycling of self-play in the last iterations; 'cosine' decays it along half a
+    cosine. After a warm-up (warmup_updates) the decay spans the updates left."""
     final_lr_frac: float = Field(0.1, gt=0.0, le=1.0)
-    """Final learning rate as a fraction of lr (linear schedule)."""
+    """Final learning rate as a fraction of lr (linear and cosine schedules)."""
+    warmup_updates: int = Field(0, ge=0)
+    """Updates over which the learning rate first rises linearly from 0 to lr, before
+    lr_schedule starts: as in transformers' get_linear_schedule_with_warmup (TRL's
+    warmup_steps), the first update runs at 0 and moves no weight, only Adam's moments.
+    0: none; fewer than train.iterations."""
     weight_decay: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     """AdamW weight decay."""
     max_grad_norm: float = Field(1.0, gt=0.0, allow_inf_nan=False)
@@ -163,6 +171,11 @@ class OptimConfig(_Strict):
     vocabulary) peak at about 2,130 MiB instead of 3,000 and take about half the time
     (docs/results.md); float rounding differs. None: on when either matrix weighs 32 MiB
     or more."""
+
+    @field_validator("lr_schedule")
+    @classmethod
+    def _known_schedule(cls, name: str) -> str:
+        return check_schedule(name)
 
 
 class MagnetConfig(_Strict):
@@ -197,8 +210,9 @@ RENAMED = {
 class RunConfig(_Strict):
     """A run: one section per component; a part is on when its section is set.
 
-    Two rules cross sections and stay validators, as no nesting can say them: modes
-    of the model that a planning part needs, and group sizes that an estimator needs.
+    Five rules cross sections and stay validators, as no nesting can say them: modes
+    of the model that a planning part needs, group sizes that an estimator needs, a
+    backend and room that Ray workers need, and a warm-up shorter than the run.
     ``loss`` and ``rollout`` also take a section per registered part (``plugins``
     imports the modules that register them; ``coplay.train.parts.sections``)."""
 
@@ -269,6 +283,12 @@ class RunConfig(_Strict):
                 f"process, which rollout.workers={self.rollout.workers} cannot share: "
                 "set one or the other"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _warmup_within_run(self) -> RunConfig:
+        # optim's own rule, but the run's length is train's.
+        check_warmup(self.optim.warmup_updates, self.train.iterations)
         return self
 
     @model_validator(mode="after")

@@ -22,6 +22,7 @@ from coplay.train.micro import auto_budget, logit_tokens
 from coplay.train.parts.policy_iteration import TargetConfig
 from coplay.train.parts.term import LossTerm, Metrics, Sample, Setup
 from coplay.train.parts.terms import build_terms
+from coplay.train.schedules import lr_factor
 
 __all__ = ["Learner", "Sample", "make_learner", "recall"]
 
@@ -81,17 +82,14 @@ def count(params: Iterable[torch.nn.Parameter]) -> int:
     return sum(p.numel() for p in params)
 
 
-def linear_schedule(
+def lr_scheduler(
     opt: torch.optim.Optimizer, optim, iterations: int
 ) -> torch.optim.lr_scheduler.LRScheduler | None:
-    """The configured schedule: None (constant) or a linear decay to ``final_lr_frac``
-    over ``iterations`` updates (a ``LambdaLR``: lr = base lr * factor(updates done))."""
-    if optim.lr_schedule != "linear":
-        return None
-    end, span = optim.final_lr_frac, max(1, iterations - 1)
-    return torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda it: 1.0 - (1.0 - end) * min(it, span) / span
-    )
+    """The configured schedule over ``iterations`` updates, its warm-up first
+    (``coplay.train.schedules.lr_factor``), as a ``LambdaLR``: lr = base lr *
+    factor(updates done); None where the lr stays as set."""
+    factor = lr_factor(optim, iterations)
+    return None if factor is None else torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
@@ -122,7 +120,7 @@ def load_schedule(learner: Learner, state: dict[str, Any] | None) -> None:
         scheduler.last_epoch = learner.policy.version  # restored: the updates so far
     groups = learner.optimizer.param_groups
     scheduler.base_lrs = [g["initial_lr"] for g in groups]  # this run's, kept on load
-    # ``linear_schedule``'s LambdaLR: its factor is this run's function (torch saves none).
+    # ``lr_scheduler``'s LambdaLR: its factor is this run's function (torch saves none).
     lrs = [
         base * factor(scheduler.last_epoch)
         for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)
@@ -186,7 +184,7 @@ def make_learner(
             else vocab_grads.worth_it(policy.model)
         ),
         terms=terms,
-        scheduler=linear_schedule(opt, optim, iterations),
+        scheduler=lr_scheduler(opt, optim, iterations),
         tis_cap=tis_cap,
         idle_metrics=idle,
     )

@@ -39,6 +39,7 @@ def test_bad_sft_settings_are_one_line_errors(override, message):
         ("optim.micro_batch_size=4", "micro_batch_size", "pass sft.micro_batch_tokens instead"),
         ("optim.micro_batch_tokens=64", "micro_batch_tokens", "pass sft.micro_batch_tokens"),
         ("optim.lr_schedule=linear", "lr_schedule", "coplay sft keeps sft.lr constant"),
+        ("optim.warmup_updates=2", "warmup_updates", "coplay sft keeps sft.lr constant"),
         ("optim={lr: 100}", "lr", "pass sft.lr instead"),
     ],
 )

@@ -201,3 +201,43 @@ def test_a_setting_that_is_not_a_finite_number_is_refused(key, value):
     text = ["model.mode=text"] if key.startswith("model.text.") else []
     with pytest.raises(ConfigError, match=re.escape(key)):
         build_config(overrides=[*text, f"{key}={value}"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["optim.lr_schedule=cosin"],
+            "optim.lr_schedule: unknown lr schedule 'cosin'; registered: constant, linear, cosine",
+        ),
+        (
+            ["optim.warmup_updates=-1"],
+            "optim.warmup_updates: Input should be greater than or equal",
+        ),
+        (
+            ["train.iterations=4", "optim.warmup_updates=4"],
+            "optim.warmup_updates=4 would take all of train.iterations=4 updates, leaving none "
+            "to optim.lr_schedule: set it below 4",
+        ),
+        (["train.iterations=4", "optim.warmup_updates=9"], "set it below 4"),
+    ],
+)
+def test_a_bad_schedule_or_warm_up_is_one_line(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        build_config(preset="kuhn-selfplay", overrides=overrides)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_warm_up_shorter_than_the_run_and_a_cosine_decay_are_taken():
+    over = ["train.iterations=4", "optim.warmup_updates=3", "optim.lr_schedule=cosine"]
+    optim = build_config(preset="kuhn-selfplay", overrides=over).optim
+    assert (optim.warmup_updates, optim.lr_schedule) == (3, "cosine")
+
+
+def test_the_config_command_shows_the_warm_up_with_its_meaning(capsys):
+    from coplay.cli import main
+
+    assert main(["config", "--preset", "kuhn-selfplay"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "optim.warmup_updates" in out and "optim.lr_schedule" in out
+    assert "Updates over which the learning rate first rises" in out

@@ -12,10 +12,19 @@ from coplay.algos.losses.compose import LossConfig
 from coplay.algos.losses.regularizers import EntropyConfig, KLConfig
 from coplay.policies.lm import LMPolicy
 from coplay.train.config import OptimConfig
-from coplay.train.learner import load_terms_state, make_learner, recall, terms_state
+from coplay.train.learner import (
+    load_schedule,
+    load_terms_state,
+    make_learner,
+    recall,
+    terms_state,
+)
 from coplay.train.learner_update import update
 from coplay.train.parts.policy_iteration import TargetConfig
+from coplay.train.settings import build_config
+from coplay.train.trainer import train
 from tests.train.learners import kuhn_policy, kuhn_samples, last_grad, targeted
+from tests.train.runs import TINY, rows
 
 
 @pytest.mark.parametrize("mode", ["choice", "text"])
@@ -112,6 +121,59 @@ def test_lr_schedule_decays_linearly_to_final_fraction():
     samples = kuhn_samples(policy)
     lrs = [update(learner, samples, np.random.default_rng(0))["loss/lr"] for _ in range(3)]
     assert lrs == pytest.approx([1e-2, 5.5e-3, 1e-3])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [
+        ("constant", [0.0, 5e-3, 1e-2, 1e-2, 1e-2]),
+        ("linear", [0.0, 5e-3, 1e-2, 5.5e-3, 1e-3]),
+        ("cosine", [0.0, 5e-3, 1e-2, 5.5e-3, 1e-3]),
+    ],
+)
+def test_the_lr_warms_up_from_zero_then_follows_its_schedule(schedule, expected):
+    policy = kuhn_policy()
+    optim = OptimConfig(lr=1e-2, lr_schedule=schedule, final_lr_frac=0.1, warmup_updates=2)
+    learner = make_learner(policy, LossConfig(), optim, iterations=5)
+    samples = kuhn_samples(policy)
+    lrs = [update(learner, samples, np.random.default_rng(0))["loss/lr"] for _ in range(5)]
+    assert lrs == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_run_stopped_mid_warm_up_resumes_at_the_uninterrupted_learning_rates(tmp_path):
+    over = [
+        *TINY,
+        "train.iterations=5",
+        "train.save_every=0",
+        "optim.lr=0.01",
+        "optim.lr_schedule=cosine",
+        "optim.final_lr_frac=0.2",
+        "optim.warmup_updates=2",
+    ]
+    cfg = build_config(overrides=over)
+    train(cfg, tmp_path / "whole")
+    train(cfg, tmp_path / "split", stop_after=1)  # one of the two warm-up updates done
+    train(cfg, tmp_path / "split", resume=True)
+    whole, split = (rows(tmp_path / run / "metrics.jsonl") for run in ("whole", "split"))
+    lrs = [r["loss/lr"] for r in split[1:]]  # row 0: the evaluation before training
+    assert lrs == pytest.approx([0.0, 5e-3, 1e-2, 6e-3, 2e-3], abs=1e-12)
+    assert split == whole
+
+
+def test_a_warm_up_added_on_resume_starts_at_the_updates_done():
+    # The saved run had no schedule (constant): the warm-up counts the policy's updates.
+    policy = kuhn_policy()
+    policy.publish(3)
+    optim = OptimConfig(lr=1e-2, warmup_updates=4)
+    learner = make_learner(policy, LossConfig(), optim, iterations=6)
+    load_schedule(learner, None)
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(0.75e-2)
+    assert learner.scheduler.get_last_lr() == [learner.optimizer.param_groups[0]["lr"]]
+
+
+def test_a_warm_up_as_long_as_the_learners_updates_is_refused():
+    with pytest.raises(ValueError, match="optim.warmup_updates=3 would take all of"):
+        make_learner(kuhn_policy(), LossConfig(), OptimConfig(warmup_updates=3), iterations=3)
 
 
 def test_the_learner_recalls_and_saves_its_memory_of_targets():

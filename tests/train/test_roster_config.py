@@ -87,3 +87,14 @@ def test_a_roster_file_may_reuse_an_entry_with_a_merge_key(tmp_path):
     cfg = load_roster(path)
     assert cfg.policies["second"].optim == cfg.policies["first"].optim
     assert cfg.policies["second"].algo.estimator == "rloo"
+
+
+def test_a_learners_own_schedule_is_checked_against_the_registry():
+    own = {"kind": "learner", "optim": {"lr_schedule": "cosine", "warmup_updates": 2}}
+    cfg = validate_roster({"policies": {"a": own}, "seats": ["a", "a"]})
+    assert cfg.policies["a"].optim.lr_schedule == "cosine"
+    own["optim"]["lr_schedule"] = "step"
+    with pytest.raises(ConfigError) as err:
+        validate_roster({"policies": {"a": own}, "seats": ["a", "a"]})
+    assert "optim.lr_schedule: unknown lr schedule 'step'; registered: constant" in str(err.value)
+    assert "\n" not in str(err.value)
