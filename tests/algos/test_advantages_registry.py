@@ -61,6 +61,8 @@ def against_a_bot(n=8):
     for g in range(n):
         me = (g // 2) % 2  # one seat per group of two
         ep = make_episode([1.0 if s == me else -1.0 for s in range(2)], group_id=g // 2)
+        for s, traj in enumerate(ep.trajectories):  # credited on the turn, as the engine does
+            traj.turns[0].reward = ep.returns[s]
         trajs = tuple(
             replace(t, policy_id="me" if s == me else "bot") for s, t in enumerate(ep.trajectories)
         )

@@ -41,3 +41,11 @@ def test_registry_and_global_denominators():
         global_denom("constant_norm", masks)
     with pytest.raises(ValueError, match="token_mean"):
         global_denom("median", masks)
+
+
+def test_global_denominators_of_padding_only_are_one_not_zero():
+    # An update whose samples hold no valid unit must give a zero loss, not 0 / 0.
+    empty = [torch.zeros(2, 3)]
+    assert global_denom("token_mean", empty) == 1.0
+    assert global_denom("sequence_mean", empty) == 1.0
+    assert token_mean(X[:2], empty[0], denom=global_denom("token_mean", empty)).item() == 0.0

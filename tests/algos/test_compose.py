@@ -14,6 +14,7 @@ B, T, V = 8, 6, 11
     ("field", "value", "hint"),
     [
         ("clip_low", 0.0, "greater than 0"),
+        ("clip_low", 1.0, "less than 1"),
         ("clip_high", -0.1, "greater than 0"),
         ("kl", {"coef": 0.0}, "greater than 0"),
         ("entropy", {"coef": -1.0}, "greater than 0"),
@@ -138,6 +139,21 @@ def test_the_objective_is_the_aggregated_ppo_clip():
     assert not {"loss/kl", "loss/entropy", "loss/total"} & set(m)  # the learner's terms
 
 
+@pytest.mark.parametrize("aggregation", ["sequence_mean", "constant_norm"])
+def test_the_configured_aggregation_is_the_one_applied(aggregation):
+    # Rows of 3 and 1 valid units, per-unit losses -1 and 2 (ratio 1): token_mean gives
+    # (-3 + 2) / 4, sequence_mean (-1 + 2) / 2, constant_norm over 2 rows x 3 units -1 / 6.
+    logp = torch.zeros(2, 3, dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    adv = torch.tensor([[1.0], [-2.0]], dtype=torch.float64)
+    denom = global_denom(aggregation, [mask], units_per_row=3)
+    cfg = LossConfig(aggregation=aggregation)
+    loss, _ = policy_loss(cfg, logp=logp, old_logp=logp, adv=adv, mask=mask, denom=denom)
+    assert loss.item() == pytest.approx(
+        {"sequence_mean": 0.5, "constant_norm": -1 / 6}[aggregation]
+    )
+
+
 def test_on_policy_gradient_is_minus_advantage_over_token_count():
     logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
@@ -185,6 +201,25 @@ def test_dual_clip_and_tis_compose_by_hand():
     assert m["loss/dual_clip_frac"] == pytest.approx(1 / 3)
     assert m["loss/tis_capped_frac"] == pytest.approx(1 / 3)
     assert m["loss/tis_weight_mean"] == pytest.approx(3.5 / 3)
+
+
+def test_the_tis_weight_scales_the_dual_clipped_loss():
+    # pg = w * dual_clip(ppo_clip): a stale unit (ratio 10, A = -1) bounded at c = 3, then
+    # weighed by w = 0.5, gives 1.5; weighing first (5) and bounding after gave 3.
+    logp = torch.log(torch.tensor([[10.0]], dtype=torch.float64))
+    old = torch.zeros(1, 1, dtype=torch.float64)
+    behavior = torch.log(torch.tensor([[2.0]], dtype=torch.float64))
+    adv, mask = -torch.ones(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64)
+    loss, _ = policy_loss(
+        LossConfig(dual_clip=3.0),
+        logp=logp,
+        old_logp=old,
+        adv=adv,
+        mask=mask,
+        behavior_logp=behavior,
+        tis_cap=2.0,
+    )
+    assert loss.item() == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("cap", [0.0, -2.0])

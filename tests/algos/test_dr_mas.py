@@ -2,6 +2,7 @@
 
 import math
 import random
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -115,6 +116,34 @@ def test_one_agents_scale_does_not_leak_into_anothers():
     for b, s in zip(base, big, strict=True):
         assert s[0] == pytest.approx(b[0])
         assert s[1] == pytest.approx(b[1], rel=1e-4)
+
+
+def test_each_policys_scale_is_its_own_where_seats_change_hands():
+    # The learner "me" (returns +-1) and a bot (+-10) swap seats between groups, as a
+    # fixed opponent's seating has them. Keyed by seat, seat 0's std mixed the bot's
+    # centred returns with the learner's and shrank the learner's advantages tenfold.
+    def game(returns, seats, group_id):
+        ep = make_episode(returns, group_id=group_id)
+        trajs = tuple(
+            replace(t, policy_id=pid) for t, pid in zip(ep.trajectories, seats, strict=True)
+        )
+        return replace(ep, seats=seats, trajectories=trajs)
+
+    eps = [
+        game([1.0, -10.0], ("me", "bot"), 0),
+        game([-1.0, 10.0], ("me", "bot"), 0),
+        game([-10.0, 1.0], ("bot", "me"), 1),
+        game([10.0, -1.0], ("bot", "me"), 1),
+    ]
+    out = estimate(eps, eps=0.0)
+    # each of the learner's roles has D = (1, -1): sample std sqrt(2); the bot's ten
+    # times it
+    unit = 1 / math.sqrt(2)
+    assert [out.advantages[e][s][0] for e, s in ((0, 0), (1, 0), (2, 1), (3, 1))] == (
+        pytest.approx([unit, -unit, unit, -unit])
+    )
+    assert out.advantages[0][1] == pytest.approx((-unit,))
+    assert out.metrics["adv/agent_std/g/seat0/me"] == pytest.approx(math.sqrt(2))
 
 
 def test_permuting_episodes_permutes_advantages_and_leaves_inputs_alone():

@@ -4,6 +4,7 @@ import math
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from builders import assert_close, assert_permutation_equivariant, random_reward_episodes
 from builders import make_reward_episode as make_episode
@@ -76,6 +77,23 @@ def test_targets_are_advantage_plus_value_and_raw_when_not_normalised():
     assert out.metrics["adv/value_mean"] == pytest.approx((0.5 + 0.25 + 0.0) / 3)
 
 
+def test_the_defaults_are_gamma_one_and_lam_095():
+    # rewards (0, 1), values (0.5, 0.25): delta_1 = 0.75, delta_0 = 0.25 - 0.5 = -0.25;
+    # A_0 = -0.25 + 1 * 0.95 * 0.75 = 0.4625
+    ep = with_values(make_episode([[0.0, 1.0]]), [[0.5, 0.25]])
+    est = make_estimator("gae", normalize=False)
+    assert est.estimate([ep], est.init()).advantages[0][0] == pytest.approx((0.4625, 0.75))
+
+
+def test_explained_variance_metric_compares_the_values_with_the_targets():
+    ep = with_values(make_episode([[0.0, 1.0], [-1.0]]), [[0.5, 0.25], [0.0]])
+    est = make_estimator("gae", gamma=0.9, lam=0.5, normalize=False)
+    out = est.estimate([ep], est.init())
+    targets, values = np.array([0.5625, 1.0, -1.0]), np.array([0.5, 0.25, 0.0])
+    want = 1 - np.var(targets - values) / np.var(targets)
+    assert out.metrics["adv/explained_variance"] == pytest.approx(want)
+
+
 def test_normalised_advantages_are_whitened():
     eps = random_valued(random.Random(1), 12)
     est = make_estimator("gae")
@@ -136,6 +154,8 @@ def test_explained_variance():
     assert explained_variance([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == pytest.approx(1.0)
     assert explained_variance([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]) == pytest.approx(0.0)
     assert explained_variance([0.0, 0.0], [1.0, 1.0]) == 0.0
+    # residuals (0, 0, 1): 1 - Var (2/9) / Var R (2/3), a ratio of variances, not of stds
+    assert explained_variance([1.0, 2.0, 2.0], [1.0, 2.0, 3.0]) == pytest.approx(2 / 3)
 
 
 @pytest.mark.parametrize("eps", [0.0, 1e-8])

@@ -138,6 +138,15 @@ def test_text_anchor_groups_what_the_player_sees():
     assert estimate([ep0, ep1], anchor="text").metrics["adv/step_group_frac"] == 1.0
 
 
+@pytest.mark.parametrize("scale_by_std", [True, False])
+def test_a_step_group_with_equal_returns_gets_exactly_zero(scale_by_std):
+    # Three visits of one state, each returning 0.1: their mean rounds to
+    # 0.10000000000000002, and the step advantage was -1e-17 (-1e-11 scaled), which the
+    # zero-advantage filter keeps. The episode level is flat too.
+    out = estimate([make_episode([[("s", 0.1)]]) for _ in range(3)], scale_by_std=scale_by_std)
+    assert out.advantages == (((0.0,),),) * 3
+
+
 @pytest.mark.parametrize("params", [{"gamma": 1.5}, {"eps": -1.0}, {"anchor": "board"}])
 def test_bad_values_are_named(params):
     with pytest.raises(ValueError, match=next(iter(params))):

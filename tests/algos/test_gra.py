@@ -128,6 +128,21 @@ def test_a_failed_episodes_invalid_answers_are_still_punished():
     assert out.advantages[0][0][1] < out.advantages[1][0][1]
 
 
+def test_without_an_outcome_the_closed_gate_counts_the_shaping_once():
+    # The return already holds the penalty: a game without outcomes adds no shaping to
+    # it (added, the -0.5 counted twice).
+    penalised = make_episode([[0.0, -0.5]])
+    penalised.trajectories[0].shaping = -0.5
+    out = estimate([penalised, make_episode([[0.0, 0.0]])])
+    assert_batch_close(out.advantages, [[[-0.25, -0.25]], [[0.25, 0.25]]])
+
+
+def test_the_gate_open_share_counts_only_seats_that_acted():
+    # Seat 1 never moved: it has no turn to credit, and no gate.
+    out = estimate([make_episode([[1.0], []])])
+    assert out.metrics["adv/gate_open_frac"] == 1.0
+
+
 @pytest.mark.parametrize("params", [{}, {"gate": 0.5, "gamma": 0.9}, {"gate": -1.0}])
 @pytest.mark.parametrize("seed", range(3))
 def test_matches_loop_reference(seed, params):

@@ -91,6 +91,16 @@ def test_constant_role_gets_zero():
     assert out.advantages[0][1][0] > 0.0 > out.advantages[1][1][0]
 
 
+@pytest.mark.parametrize("scale_by_std", [True, False])
+def test_a_role_with_equal_returns_gets_exactly_zero(scale_by_std):
+    # Three returns of 0.1 average 0.10000000000000002: centred, each was -1e-17 (or,
+    # scaled by the std of that rounding plus eps, -1e-11), which the zero-advantage
+    # filter keeps.
+    est = make_estimator("mars", scale_by_std=scale_by_std)
+    out = est.estimate([make_episode([[0.1]]) for _ in range(3)], est.init())
+    assert out.advantages == (((0.0,),),) * 3
+
+
 @pytest.mark.parametrize("gamma", [1.0, 0.9])
 @pytest.mark.parametrize("scale_by_std", [True, False])
 @pytest.mark.parametrize("seed", range(3))

@@ -58,6 +58,20 @@ def test_metrics_clip_frac_and_k3_approx_kl_over_mask():
     assert m["loss/approx_kl"] == pytest.approx(sum(k3) / 3)
 
 
+def test_metrics_of_a_batch_with_no_valid_unit_are_neutral():
+    # A micro-batch of padding only: no unit is clipped, no KL, no spread (not NaN from
+    # 0 / 0, nor the infinities the masked min and max leave).
+    logp = torch.log(torch.tensor([[2.0, 0.5]], dtype=torch.float64))
+    adv = torch.ones(1, 2, dtype=torch.float64)
+    _, m = ppo_clip(logp, torch.zeros_like(logp), adv, mask=torch.zeros_like(logp))
+    assert m == {
+        "loss/clip_frac": 0.0,
+        "loss/approx_kl": 0.0,
+        "loss/ratio_min": 1.0,
+        "loss/ratio_max": 1.0,
+    }
+
+
 def test_advantage_broadcasts_per_row():
     logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
     loss, _ = ppo_clip(logp, logp.detach(), torch.tensor([[1.0], [-2.0]], dtype=torch.float64))
@@ -135,6 +149,15 @@ def test_truncated_is_weight_scales_the_gradient():
     w, _ = truncated_is_weights(logp.detach(), behavior, cap=3.0)
     (loss * w).sum().backward()
     assert torch.allclose(logp.grad, torch.tensor([[-0.25, 6.0]], dtype=torch.float64))
+
+
+def test_a_weight_equal_to_the_cap_is_not_counted_as_capped():
+    # Truncation changes nothing at w == cap: only weights above it were cut.
+    old = torch.zeros(1, 2, dtype=torch.float64)
+    behavior = torch.log(torch.tensor([[1.0, 0.25]], dtype=torch.float64))  # w = 1, 4
+    w, m = truncated_is_weights(old, behavior, cap=1.0)
+    assert w.tolist() == [[1.0, 1.0]]
+    assert m["loss/tis_capped_frac"] == 0.5
 
 
 @pytest.mark.parametrize("cap", [0.0, -1.0])

@@ -56,6 +56,16 @@ def test_hand_computed_batch_mean():
     assert out2.metrics["adv/role_baseline/g/seat0"] == pytest.approx(0.625)
 
 
+def test_the_default_alpha_is_spirals():
+    # alpha = 0.95 (ALGORITHMS.md): from 0 the baseline moves 5% of the way to the
+    # batch mean, and the default reads it after that update.
+    est = make_estimator("rae")
+    out = est.estimate([make_episode([1.0, -1.0]), make_episode([0.0, 0.0])], est.init())
+    assert out.state[("g", 0, "pol0")] == pytest.approx(0.025)
+    assert out.advantages[0][0] == pytest.approx((0.975,))
+    assert out.advantages[1][1] == pytest.approx((0.025,))
+
+
 def test_hand_computed_before_and_after_update():
     eps = [make_episode([1.0, -1.0]), make_episode([0.0, 0.0])]
     after = make_estimator("rae", alpha=0.5, update_before_advantage=False)

@@ -60,6 +60,17 @@ def test_with_beta_one_the_bonus_averages_to_the_mutual_information():
     assert mean == pytest.approx(mutual_information(logp), abs=1e-6)
 
 
+def test_an_action_no_decision_takes_adds_no_nan():
+    # Both decisions are sure of the first action: the marginal's second probability is
+    # 0, whose log must stay finite (0 * log 0 is 0), and the bonus is 0.
+    sure = [torch.tensor([0.0, -math.inf], requires_grad=True) for _ in range(2)]
+    marginal = group_marginals(sure, ["k", "k"])["k"]
+    bonus = signalling_bonus(sure[0], marginal)
+    bonus.backward()
+    assert bonus.item() == 0.0
+    assert torch.isfinite(sure[0].grad).all()
+
+
 def test_marginals_only_for_action_sets_that_several_decisions_share():
     a = torch.tensor([0.9, 0.1]).log()
     b = torch.tensor([0.1, 0.9]).log()

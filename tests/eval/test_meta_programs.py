@@ -34,6 +34,17 @@ def test_nash_of_matching_pennies_and_a_biased_zero_sum_game():
     assert row @ biased @ col == pytest.approx(1 / 3)
 
 
+def test_nash_of_a_game_whose_players_differ_solves_each_from_its_own_side():
+    # [[2, 0], [-1, 1]]: the row mixes (1/2, 1/2) to make the columns pay alike (1/2),
+    # the column (1/4, 3/4) to make the rows cost alike. No symmetry of the game tells
+    # the column's program from the row's.
+    game = np.array([[2, 0], [-1, 1]], dtype=float)
+    row, col = nash(zero_sum(game)).marginals
+    np.testing.assert_allclose(row, [0.5, 0.5], atol=1e-9)
+    np.testing.assert_allclose(col, [0.25, 0.75], atol=1e-9)
+    assert row @ game @ col == pytest.approx(0.5)
+
+
 def test_nash_accepts_constant_sum_and_refuses_general_sum():
     row, _ = nash([PENNIES + 1, 1 - PENNIES]).marginals  # constant sum 2
     np.testing.assert_allclose(row, [0.5, 0.5], atol=1e-9)
@@ -135,6 +146,10 @@ def test_max_deviation_gain_measures_the_best_deviation():
     uniform = np.full((2, 2), 0.25)
     assert max_deviation_gain(symmetric(PD), uniform, coarse=True) == pytest.approx(0.5)
     assert max_deviation_gain(symmetric(PD), np.array([[0, 0], [0, 1.0]]), coarse=True) == 0
+    # Told apart on a strict CCE (one goes, one stops), every deviation loses: 0, not the
+    # least loss.
+    light = [np.array([[0, 0], [1, -10]], dtype=float), np.array([[0, 1], [0, -10]], dtype=float)]
+    assert max_deviation_gain(light, np.array([[0, 0.5], [0.5, 0]]), coarse=True) == 0.0
 
 
 @pytest.mark.parametrize("solver", [max_gini_ce, max_gini_cce])
@@ -185,6 +200,25 @@ def test_nash_of_biased_rock_paper_scissors_is_the_textbook_one():
     game = pyspiel.load_game("matrix_brps")
     row, _ = nash([game.row_utilities(), game.col_utilities()]).marginals
     np.testing.assert_allclose(row, np.array([1, 10, 5]) / 16, atol=1e-7)
+
+
+@pytest.mark.parametrize("solver", [max_gini_ce, max_gini_cce])
+def test_scaling_the_payoffs_leaves_the_max_gini_equilibrium(solver):
+    # The (C)CE constraints are homogeneous in the payoffs and the objective ignores
+    # them: a game in millions has the same equilibrium, and the solver's round-off,
+    # which grows with the payoffs, must not count as a deviation gain.
+    payoffs = random_game(0, (6, 6), zero_sum=False)
+    big = solver([1e6 * p for p in payoffs]).joint
+    np.testing.assert_allclose(big, solver(payoffs).joint, atol=1e-6)
+
+
+def test_a_solver_that_stops_short_is_a_failure_not_an_answer(monkeypatch):
+    # After one iteration Clarabel reports user_limit with a point that is no optimum.
+    monkeypatch.setattr(meta_programs, "LP_SOLVERS", (("CLARABEL", {"max_iter": 1}),))
+    with pytest.raises(
+        MetaSolverError, match="zero-sum Nash LP failed: CLARABEL: status user_limit"
+    ):
+        nash(zero_sum(np.array([[2, 0], [-1, 1]], dtype=float)))
 
 
 def test_a_failing_qp_solver_hands_over_to_the_next_and_all_failing_is_an_error(monkeypatch):

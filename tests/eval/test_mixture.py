@@ -177,6 +177,15 @@ def test_a_correlated_equilibrium_has_no_gap_where_its_marginals_are_exploitable
     assert product.exploitability == pytest.approx(marginals_nash_conv / 2)
 
 
+@pytest.mark.parametrize("gap_of", [joint_cce_gap, joint_ce_gap])
+def test_a_joint_is_normalised_before_it_is_measured(gap_of):
+    # The light with weight 1 on every profile is uniform play, worth -9/4 to each player.
+    # CCE: always stopping gets 0. CE: told to go (half the time), stopping gains 9/2.
+    game, pure = TRAFFIC_LIGHT
+    gap = gap_of(game, pure, [[1.0, 1.0], [1.0, 1.0]])
+    assert gap.per_player == pytest.approx((9 / 4, 9 / 4))
+
+
 def test_a_joint_on_one_profile_has_that_profiles_nash_conv_as_its_gap(kuhn):
     # Seat 0 plays a, seat 1 plays b: the joint is the product of its marginals, and the
     # gap sums the players' gains as NashConv does: twice OpenSpiel's exploitability.
@@ -265,6 +274,15 @@ def test_a_coarse_correlated_equilibrium_need_not_be_a_correlated_one():
     assert gap.gap == pytest.approx(2.0)
     assert gap.per_player == pytest.approx((1.0, 1.0))
     np.testing.assert_allclose(gap.per_recommendation, np.full((2, 3), 1 / 3))
+
+
+def test_a_member_never_recommended_has_no_ce_term():
+    # The light on (stop, go) for sure: seat 0 is never told to go, seat 1 never to stop,
+    # and neither gains by leaving what it is told (0 against -10, 1 against 0).
+    game, pure = TRAFFIC_LIGHT
+    gap = joint_ce_gap(game, pure, [[0.0, 1.0], [0.0, 0.0]])
+    np.testing.assert_allclose(gap.per_recommendation, np.zeros((2, 2)), atol=1e-12)
+    assert gap.gap == pytest.approx(0.0, abs=1e-12)
 
 
 @pytest.mark.parametrize("players,seed", [(2, 0), (2, 1), (2, 2), (3, 3)])

@@ -82,6 +82,26 @@ def test_an_inexact_engines_log_probs_become_the_behaviour_ones():
     assert "perf/weight_sync_s" in metrics
 
 
+def test_only_fresh_engine_written_text_is_rebased():
+    # A replayed target, a choice (scored by the learner's model on every backend) and a
+    # decision that already has its behaviour log-probs (exploration's mixture) keep
+    # theirs; with none of the engine's own decisions left there is no gap to report.
+    policy = text_policy()
+    learner = make_learner(policy, LossConfig(), OptimConfig(lr=1e-3, minibatch_size=8))
+    policy.backend.exact_logprobs = False
+    fresh, replayed, choice, explored = samples_of(policy, n=4)
+    kept = [
+        replace(replayed, replay=True),
+        replace(choice, decision=replace(choice.decision, choice_ids=((5,), (6,)), choice_index=0)),
+        replace(explored, decision=replace(explored.decision, behavior_logprobs=(-9.0,))),
+    ]
+    rebased, gap = rebase_on_learner(learner, [fresh, *kept])
+    assert rebased[1:] == kept
+    assert rebased[0].decision.behavior_logprobs == fresh.decision.logprobs
+    assert gap.tokens == len(fresh.decision.logprobs)
+    assert rebase_on_learner(learner, kept) == (kept, None)
+
+
 def test_the_action_entropy_bonus_survives_the_rebase():
     """The terms remember this update's samples at ``recall``; the rebase then hands the
     update copies of them. The bonus must reach the copies: an inexact engine's update
