@@ -86,8 +86,8 @@ def _psro_arguments(ps: argparse.ArgumentParser) -> None:
         "--iterations",
         type=int,
         help="PSRO iterations, each adding one best response (with --recommendations each, "
-        "one per recommended member); one meta-game more is solved, the final "
-        f"population's (default: {default['iterations']})",
+        "one per recommended member, copies of members left out); one meta-game more is "
+        f"solved, the final population's (default: {default['iterations']})",
     )
     ps.add_argument(
         "--meta-solver",
@@ -193,7 +193,8 @@ def _psro_step(s, iterations: int, advance, report_to: Path | None) -> None:
     else:
         best = f" (best {s.best_value:.4f})" if math.isfinite(s.best_value) else ""
         n = len(s.response_values)
-        several = f"{n} responses, mean " if n > 1 else ""  # recommendations=each
+        # recommendations=each: a copy of a member is answered but does not join
+        several = f"{n} recommendations answered, mean " if n > 1 else ""
         parts.append(f"{several}response value {s.response_value:.4f}{best}")
     console.print(f"iteration {s.iteration}: {', '.join(parts)}, {s.elapsed_s:.0f} s")
     if report_to is not None:

@@ -111,12 +111,25 @@ def _conditional_on(
     return Recommendation(by_seat, seats)
 
 
-RECOMMENDATIONS: dict[str, Callable[[MetaSolution], tuple[Recommendation, ...]]] = {
-    "likeliest": likeliest,
-    "each": each_recommended,
+@dataclass(frozen=True)
+class Recommender:
+    """What one PSRO iteration's responses answer, and whether a copy joins."""
+
+    pick: Callable[[MetaSolution], tuple[Recommendation, ...]]
+    """The recommendations its responses answer, in order."""
+    distinct: bool
+    """Whether a response joins only where no member plays it already: JPSRO's
+    population is a set (Marris et al. 2021, Algorithm 1 adds a union; OpenSpiel's
+    ``jpsro`` adds novel policies only), and answering every recommendation otherwise
+    multiplies copies. PSRO's one response an iteration joins as it comes."""
+
+
+RECOMMENDATIONS: dict[str, Recommender] = {
+    "likeliest": Recommender(likeliest, distinct=False),
+    "each": Recommender(each_recommended, distinct=True),
 }
-"""What one PSRO iteration answers with a conditional meta-solver (JPSRO(CE)), by
-``PsroConfig.recommendations``: the responses it trains, in order."""
+"""What one PSRO iteration answers with a conditional meta-solver, by
+``PsroConfig.recommendations``."""
 
 
 # --- meta-games --------------------------------------------------------------------

@@ -150,6 +150,9 @@ class Oracle:
     respond: Callable[[Target], tuple[Policy, float]]
     needs_exact: bool = False
     """Reads ``Target.best_table``: only games with exact evaluation."""
+    plays_best: bool = False
+    """Its member plays ``Target.best_table`` itself, so a table that a member plays
+    already would join as a copy: PSRO does not ask for it (``psro._responses``)."""
 
 
 def exact_oracle(t: Target) -> tuple[Policy, float]:
@@ -183,7 +186,7 @@ def lm_oracle(t: Target) -> tuple[Policy, float]:
 
 ORACLES: dict[str, Oracle] = {
     "lm": Oracle(lm_oracle),
-    "exact": Oracle(exact_oracle, needs_exact=True),
+    "exact": Oracle(exact_oracle, needs_exact=True, plays_best=True),
 }
 
 

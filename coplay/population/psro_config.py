@@ -32,7 +32,8 @@ class PsroConfig(BaseModel):
     """Trainer config of each best response; ``run.train.iterations`` per response."""
     iterations: int = Field(8, gt=0)
     """PSRO iterations, each adding one best response to the population (with
-    ``recommendations=each``, one per recommended member)."""
+    ``recommendations=each``, one per recommended member, copies of members left
+    out)."""
     meta_solver: str = "nash"
     """Meta-solver (coplay.eval.metasolvers): nash, uniform, prd, alpharank, ce, cce, ..."""
     initial: str = "lm"
@@ -61,7 +62,8 @@ class PsroConfig(BaseModel):
     opponent given that seat's most likely recommended member; each, JPSRO(CE): one per
     member recommended in either seat, against the opponent given it, trained only in
     the seats that recommend it (a member recommended only in a seat that
-    ``seat_weights`` gives no games gets none)."""
+    ``seat_weights`` gives no games gets none; an exact best response that a member
+    plays already joins no more)."""
 
     @model_validator(mode="after")
     def _check(self) -> PsroConfig:

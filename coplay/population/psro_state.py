@@ -34,10 +34,10 @@ class PsroStep:
     response_value: float
     """The new response's value against the meta-strategy (mean over the seats that
     recommend what it answers), the mean of ``response_values`` where the iteration
-    added several; NaN on the last iteration, which trains none."""
+    answered several; NaN on the last iteration, which trains none."""
     best_value: float
     """The exact best response's value against it (NaN where not exact or none
-    trained), the mean of ``best_values`` where the iteration added several."""
+    trained), the mean of ``best_values`` where the iteration answered several."""
     marginals: tuple[tuple[float, ...], ...]
     meta_s: float
     train_s: float
@@ -56,9 +56,10 @@ class PsroStep:
     ce_gaps: tuple[float, ...] = ()
     """The same per seat; empty where not measured."""
     response_values: tuple[float, ...] = ()
-    """Each response's value, in the order the responses joined (one per recommended
-    member with ``recommendations=each``); empty on the last iteration, and in the
-    steps of a run saved before they were recorded."""
+    """Each response's value, in the order the responses were answered (one per
+    recommended member with ``recommendations=each``, an exact best response that a
+    member plays already too, which adds no member); empty on the last iteration, and
+    in the steps of a run saved before they were recorded."""
     best_values: tuple[float, ...] = ()
     """The exact best response's value for each, alike."""
 

@@ -183,7 +183,7 @@ def test_each_recommended_member_faces_the_joint_given_it_in_the_seats_that_reco
         ]
     )
     sol = _correlated(joint / joint.sum())
-    recs = RECOMMENDATIONS["each"](sol)
+    recs = RECOMMENDATIONS["each"].pick(sol)
     assert [r.seats for r in recs] == [(0, 1), (0,), (1,), (0,)]
     # Told 0 in seat 0, the opponent in seat 1 plays row 0; in seat 1, column 0.
     np.testing.assert_allclose(recs[0].by_seat[0], [2 / 3, 0, 1 / 3, 0])
@@ -200,14 +200,14 @@ def test_a_product_joint_has_one_recommendation_its_marginals():
     # Every member's conditional is the other seat's marginal: one response answers all.
     m = np.array([0.25, 0.75])
     product = MetaSolution(marginals=(m, m), joint=np.outer(m, m), correlated=False)
-    (rec,) = RECOMMENDATIONS["each"](product)
+    (rec,) = RECOMMENDATIONS["each"].pick(product)
     assert rec.seats == (0, 1)
     np.testing.assert_array_equal(rec.by_seat, (m, m))
 
 
 def test_likeliest_is_the_conditional_given_each_seats_most_likely_member():
     sol = _correlated([[0.5, 0.1], [0.0, 0.4]])
-    (rec,) = RECOMMENDATIONS["likeliest"](sol)
+    (rec,) = RECOMMENDATIONS["likeliest"].pick(sol)
     assert rec.seats == (0, 1)
     for got, want in zip(rec.by_seat, opponent_distributions(sol, conditional=True), strict=True):
         np.testing.assert_array_equal(got, want)
