@@ -202,8 +202,11 @@ def disable_dropout(model: torch.nn.Module) -> None:
             continue
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
-        if isinstance(getattr(module, "attention_dropout", None), float):
-            module.attention_dropout = 0.0  # Llama-like attention reads it in training mode
+        # Many layers keep a rate as a plain number, read in training mode: Llama's
+        # attention_dropout, OPT's dropout and layerdrop, Falcon's hidden_dropout.
+        for key, value in list(vars(module).items()):
+            if "drop" in key and isinstance(value, float):
+                setattr(module, key, 0.0)
 
 
 def enable_checkpointing(model) -> None:

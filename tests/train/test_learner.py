@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
 
 from coplay.algos.losses.compose import LossConfig
 from coplay.algos.losses.regularizers import EntropyConfig, KLConfig
@@ -40,6 +40,35 @@ def test_a_checkpoint_with_dropout_takes_an_on_policy_step_at_ratio_one(mode):
         policy = LMPolicy(GPT2LMHeadModel(config), tok, mode=mode, max_new_tokens=6, seed=0)
     samples = kuhn_samples(policy)
     optim = OptimConfig(lr=1e-3, minibatch_size=8, activation_checkpointing=True)
+    learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
+    metrics = update(learner, samples, np.random.default_rng(0))
+    assert metrics["loss/ratio_min"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["loss/ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["loss/kl"] == pytest.approx(0.0, abs=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["choice", "text"])
+def test_a_checkpoint_whose_dropout_is_a_setting_takes_an_on_policy_step_at_ratio_one(mode):
+    # OPT's layers read their dropout (0.1 in its config) and layer drop as plain
+    # numbers, not from a Dropout module: both stayed on in training mode, and the first
+    # on-policy step's ratios went down to 0.96 (choice) and 0.93 (text).
+    tok = kuhn_policy().tokenizer
+    config = OPTConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        word_embed_proj_dim=32,
+        ffn_dim=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=256,
+        layerdrop=0.1,
+    )
+    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        policy = LMPolicy(OPTForCausalLM(config), tok, mode=mode, max_new_tokens=6, seed=0)
+    samples = kuhn_samples(policy)
+    optim = OptimConfig(lr=1e-3, minibatch_size=8)
     learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
     metrics = update(learner, samples, np.random.default_rng(0))
     assert metrics["loss/ratio_min"] == pytest.approx(1.0, abs=1e-5)
