@@ -28,6 +28,7 @@ from coplay.models.devices import to_device
 from coplay.models.lora import base_model_copy
 from coplay.policies.lm import LMPolicy
 from coplay.policies.prefixes import left_pad
+from coplay.train.learner import disable_dropout
 from coplay.train.micro import auto_budget, prompt_passes
 from coplay.types import Episode, Turn
 
@@ -83,6 +84,9 @@ class Critic:
 def make_critic(policy: LMPolicy, cfg: CriticConfig) -> Critic:
     """A value model initialised from a copy of the policy's trunk."""
     trunk = _trunk(policy.model)
+    # A LoRA role's trunk is rebuilt from the config, its dropout back on: it would
+    # regress in training mode on values read in eval mode.
+    disable_dropout(trunk)
     model = ValueModel(trunk, policy.model.config.hidden_size).to(policy.device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     tokens = cfg.micro_batch_tokens or auto_budget(policy.model.config)

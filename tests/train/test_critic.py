@@ -136,3 +136,22 @@ def test_the_default_budget_follows_the_model(tiny_policy):
     assert make_critic(tiny_policy, CriticConfig(micro_batch_tokens=7)).tokens == 7
     with pytest.raises(ValueError):
         CriticConfig(micro_batch_tokens=0)
+
+
+def test_a_lora_roles_critic_regresses_without_the_checkpoints_dropout():
+    # A LoRA role's trunk is rebuilt from the config, GPT-2's dropout of 0.1 back on:
+    # the critic regressed in training mode on values read in eval mode.
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from coplay.policies.lm import LMPolicy
+    from tests.train.test_learner import kuhn_policy
+
+    tok = kuhn_policy().tokenizer
+    config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=128)
+    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
+    policy = LMPolicy(GPT2LMHeadModel(config), tok, mode="choice", seed=0)
+    settings = LoraSettings(rank=2, targets=("c_attn",))
+    views = attach_roles(policy, ("first", "second"), settings, seed=0)
+    critic = make_critic(views["first"], CriticConfig())
+    drops = [m.p for m in critic.model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert drops and all(p == 0.0 for p in drops)
