@@ -7,9 +7,9 @@ Runs PSRO with OpenSpiel's exact best responses (``oracle=exact``, no language m
 trained) and a conditional meta-solver (``--solver``, default ``ce``) twice, once per
 ``recommendations`` setting: ``likeliest`` (one response an iteration, against each
 seat's likeliest recommendation) and ``each`` (full JPSRO(CE): one per member the joint
-recommends). Prints, per iteration, the members, the joint's CE gap and CCE gap in the
-full game and the responses trained, then each arm's wall time; ``--json`` writes all of
-it. The exact oracle makes the comparison about the algorithm alone: an LM oracle adds
+recommends, a copy of a member left out). Prints, per iteration, the members, the
+joint's CE gap and CCE gap in the full game, the recommendations answered and the new
+members that joined, then each arm's wall time; ``--json`` writes all of it. The exact oracle makes the comparison about the algorithm alone: an LM oracle adds
 its own shortfall to every response.
 """
 
@@ -54,6 +54,12 @@ def run_arm(game: str, iterations: int, solver: str, mode: str) -> dict:
         }
         for s in res.steps
     ]
+    for step, after in zip(steps, [*steps[1:], None], strict=True):
+        step["joined"] = (
+            len(res.members) - step["members"]
+            if after is None
+            else (after["members"] - step["members"])
+        )
     return {"members": len(res.members), "wall_s": time.perf_counter() - t0, "steps": steps}
 
 
@@ -68,11 +74,11 @@ def main() -> None:
     for mode in RECOMMENDATIONS:
         arm = results[mode] = run_arm(args.game, args.iterations, args.solver, mode)
         print(f"{mode}: {arm['members']} members, {arm['wall_s']:.1f} s")
-        print("  iteration  members  CE gap     CCE gap    responses")
+        print("  iteration  members  CE gap     CCE gap    answered  joined")
         for s in arm["steps"]:
             print(
                 f"  {s['iteration']:9d}  {s['members']:7d}  {s['ce_gap']:.3e}  "
-                f"{s['cce_gap']:.3e}  {s['responses']:9d}"
+                f"{s['cce_gap']:.3e}  {s['responses']:8d}  {s['joined']:6d}"
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -12,6 +12,8 @@ def test_each_arm_counts_its_responses_into_its_members(bench):
         # members (which do not join); the last trains none.
         assert arm["members"] <= 1 + sum(s["responses"] for s in steps)
         assert steps[-1]["responses"] == 0
+        assert arm["members"] == 1 + sum(s["joined"] for s in steps)
+        assert all(s["joined"] <= s["responses"] for s in steps)
         for before, after in zip(steps, steps[1:], strict=False):
             assert after["members"] <= before["members"] + before["responses"]
         assert all(s["ce_gap"] >= s["cce_gap"] - 1e-9 for s in steps)  # CE is the stricter
