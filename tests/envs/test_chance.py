@@ -42,3 +42,16 @@ def test_a_game_without_chance_builds_no_generator():
     assert seed not in chance._STREAMS
     make_env("kuhn_poker").reset(seed)  # a deal draws from it
     assert seed in chance._STREAMS
+
+
+def test_the_kept_seeds_and_distributions_stay_bounded(monkeypatch):
+    monkeypatch.setattr(chance, "_KEPT", 4)
+    monkeypatch.setattr(chance, "_STREAMS", {})
+    monkeypatch.setattr(chance, "_CDFS", {})
+    for seed in range(10):
+        chance.ChanceDraws(seed).choose((0.5, 0.5 - seed / 100, seed / 100))
+        assert len(chance._STREAMS) <= 4 and len(chance._CDFS) <= 4
+    # a forgotten seed is rebuilt: the same draws as a fresh generator's
+    assert chance.ChanceDraws(0).choose((0.2, 0.8)) == np.random.default_rng(0).choice(
+        2, p=(0.2, 0.8)
+    )

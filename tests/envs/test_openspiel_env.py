@@ -224,3 +224,60 @@ def test_a_view_by_observation_is_rendered_once_per_board_with_each_history_its_
     assert first_key != second_key
     for obs, state in ((first, first_state), (second, second_state)):
         assert obs == observation_for_state(state, 1, game_name=obs.game, renderer=renderer)
+
+
+def test_payoff_kinds_and_the_turn_cap_of_the_spec():
+    from types import SimpleNamespace
+
+    from coplay.envs.openspiel_env import MAX_TURNS_CAP, game_spec
+
+    assert make_env("openspiel:tiny_hanabi").spec.kind == GameKind.COOPERATIVE
+    assert make_env("openspiel:chess").spec.max_turns == MAX_TURNS_CAP  # its own: 17,695
+    # No registered game declares a constant sum; one that does is zero-sum up to a shift.
+    kuhn = pyspiel.load_game("kuhn_poker")
+    constant = SimpleNamespace(
+        get_type=lambda: SimpleNamespace(
+            utility=pyspiel.GameType.Utility.CONSTANT_SUM,
+            information=pyspiel.GameType.Information.IMPERFECT_INFORMATION,
+            dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+            short_name="constant",
+        ),
+        num_players=kuhn.num_players,
+        max_game_length=kuhn.max_game_length,
+        min_utility=kuhn.min_utility,
+        max_utility=kuhn.max_utility,
+    )
+    assert game_spec(constant, "constant").kind == GameKind.ZERO_SUM
+
+
+def test_step_rewards_are_the_change_in_the_returns():
+    # Up from the start of the cliff walk: -1 a step, never the cliff's -100.
+    env = make_env("openspiel:cliff_walking", horizon=6)
+    rewards = [env.step({0: "[UP]"})[0] for _ in range(6)]
+    assert env.is_terminal() and rewards == [-1.0] * 6 and env.returns() == [-6.0]
+
+
+def test_a_python_game_that_keeps_updating_its_returns_is_differenced():
+    env = make_env("openspiel:python_iterated_prisoners_dilemma")
+    env.reset(3)
+    rewards = []
+    while not env.is_terminal():
+        rewards.append(env.step({p: "[COOPERATE]" for p in env.players_to_act()}))
+    assert all(r == {0: 5.0, 1: 5.0} for r in rewards)
+    assert env.returns() == [5.0 * len(rewards)] * 2
+
+
+def test_a_state_shows_the_game_name_the_registry_gives_it():
+    env = make_env("openspiel:goofspiel", num_cards=3)
+    env.reset(0)
+    assert observation_for_state(env.state, 0) == env.observe(0)
+    assert env.observe(0).game == "openspiel:goofspiel"
+
+
+def test_siblings_do_not_share_what_they_have_shown():
+    first, second = make_env("kuhn_poker"), make_env("kuhn_poker")
+    first.reset(0)
+    second.reset(2)
+    assert first.state.history()[0] != second.state.history()[0]  # seat 0's cards differ
+    first.observe(0)
+    assert second.observe(0) == observation_for_state(second.state, 0, game_name="kuhn_poker")

@@ -253,3 +253,38 @@ def test_max_turns_truncates_cross_play_as_training_does():
     ttt = LocalSource(GameRef("tic_tac_toe"), max_turns=2)
     on_source = cross_play("tic_tac_toe", players, episodes=20, max_turns=2, source=ttt)
     assert on_source.draws[0, 1] == 20
+
+
+def test_seats_alternate_within_a_match():
+    # Always the first legal cell: the first mover completes the 2-4-6 diagonal and
+    # wins every game, so each side wins exactly the games it opens.
+    players = {"a": Pure(0, "a"), "b": Pure(0, "b")}
+    res = cross_play("tic_tac_toe", players, episodes=4)
+    assert res.wins[0, 1] == res.wins[1, 0] == 2
+    assert res.results[0][1].mean_return_by_seat == (1.0, -1.0)
+
+
+class _Fails(RandomPolicy):
+    def act(self, observations):
+        raise RuntimeError("endpoint down")
+
+
+def test_an_interrupted_cross_play_keeps_the_matches_played():
+    from coplay.eval.crossplay import CrossPlayInterrupted
+
+    # Matches in order (a, a), (a, b), (b, b): the second fails.
+    players = {"a": RandomPolicy(seed=0), "b": _Fails(seed=1)}
+    with pytest.raises(CrossPlayInterrupted, match="in a vs b after 1 matches") as err:
+        cross_play("kuhn_poker", players, episodes=4)
+    partial = err.value.partial
+    assert partial.payoff[0, 0] == 0.0  # zero-sum self-play
+    assert np.isnan(partial.payoff[0, 1]) and np.isnan(partial.payoff[1, 0])
+    assert partial.results[1][0].episodes == 0 and partial.wins.sum() == 0
+    assert isinstance(err.value.__cause__, RuntimeError)
+
+
+def test_games_total_counts_self_play_and_both_orders_beyond_two_players():
+    from coplay.eval.crossplay import games_total
+
+    assert games_total(3, 2, 10) == 60  # 3 pairs and 3 self-play matches
+    assert games_total(3, 3, 10) == 90  # 9 ordered pairs, focal against field

@@ -93,3 +93,82 @@ def test_probabilities_that_are_not_finite_are_one_line_naming_the_cause():
 
     with pytest.raises(ValueError, match=r"^policy probabilities are not finite .* optim.lr"):
         exploitability(Diverged(), "kuhn_poker")
+
+
+def test_three_player_exploitability_is_nash_conv_over_three_as_openspiel_has_it():
+    from open_spiel.python import policy as os_policy
+    from open_spiel.python.algorithms import exploitability as os_exploitability
+
+    game = pyspiel.load_game("kuhn_poker", {"players": 3})
+    reference = os_exploitability.nash_conv(game, os_policy.UniformRandomPolicy(game))
+    res = exploitability(RandomPolicy(), "kuhn_poker", params={"players": 3})
+    assert res.nash_conv == pytest.approx(reference)
+    assert res.exploitability == pytest.approx(reference / 3)
+
+
+def test_best_responses_against_nash_get_the_game_value_in_each_seat():
+    # Values, not gains: an unexploitable policy leaves a best responder -1/18 and 1/18.
+    res = exploitability(NashPolicy("kuhn_poker"), "kuhn_poker")
+    assert res.best_response_values == pytest.approx((-1 / 18, 1 / 18), abs=1e-3)
+
+
+def test_tree_size_counts_a_tree_of_exactly_the_cap():
+    assert tree_size(pyspiel.load_game("kuhn_poker"), 58) == 58
+
+
+def test_exact_on_is_obeyed_whatever_the_trees_size(monkeypatch):
+    from coplay.envs.registry import make_env
+    from coplay.eval import exact
+
+    monkeypatch.setattr(exact, "AUTO_MAX_HISTORIES", 1000)  # Leduc's 9,457 are over it
+    leduc = make_env("leduc_poker").spec
+    assert exact.decide_exact(True, leduc, "leduc_poker", {}) is True
+    assert exact.decide_exact("auto", leduc, "leduc_poker", {}) is False
+
+
+def test_a_game_without_openspiel_backend_is_never_exact():
+    from coplay.envs.registry import make_env
+    from coplay.eval.exact import decide_exact
+
+    talk = make_env("signalling").spec  # imperfect information, no OpenSpiel game
+    assert decide_exact("auto", talk, "signalling", {}) is False
+    with pytest.raises(ValueError, match="imperfect-information OpenSpiel game"):
+        decide_exact(True, talk, "signalling", {})
+
+
+@pytest.mark.parametrize("weight", [0.45, 0.4995, 0.9])
+def test_rows_off_one_either_way_are_rejected(weight):
+    # Rows of 0.9, 0.999 and 1.8: short of one is as wrong as over it.
+    class Off(RandomPolicy):
+        def action_probs(self, observations):
+            return [dict.fromkeys(o.legal_actions, weight) for o in observations]
+
+    with pytest.raises(ValueError, match=f"sum to {2 * weight:.6f}"):
+        to_openspiel_policy(Off(), "kuhn_poker")
+
+
+def test_actions_a_policy_leaves_out_get_probability_zero():
+    class AlwaysPass(RandomPolicy):
+        def action_probs(self, observations):
+            return [{"[Pass]": 1.0} for _ in observations]
+
+    tab = to_openspiel_policy(AlwaysPass(), "kuhn_poker")
+    assert (tab.action_probability_array == [1.0, 0.0]).all()
+
+
+def test_a_simultaneous_game_is_asked_what_the_env_shows():
+    from coplay.envs.registry import make_env
+
+    class Recording(RandomPolicy):
+        def __init__(self):
+            super().__init__()
+            self.asked = []
+
+        def action_probs(self, observations):
+            self.asked += observations
+            return super().action_probs(observations)
+
+    policy, env = Recording(), make_env("openspiel:matrix_rps")
+    assert exploitability(policy, "openspiel:matrix_rps").nash_conv == pytest.approx(0.0)
+    env.reset(0)
+    assert policy.asked == [env.observe(0), env.observe(1)]

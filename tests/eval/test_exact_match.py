@@ -140,3 +140,60 @@ def test_a_simultaneous_round_charges_every_player_who_forfeits():
     for o in exact_outcomes(HalfForfeits(), HalfForfeits(), "openspiel:matrix_rps"):
         assert o.mean_return == pytest.approx(-0.25)
         assert (o.win, o.draw, o.loss) == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+
+
+class Skewed(RandomPolicy):
+    """Prefers [Bet] (0.8) wherever it is legal."""
+
+    def action_probs(self, observations):
+        return [{a: 0.2 if a == "[Pass]" else 0.8 for a in o.legal_actions} for o in observations]
+
+
+def test_greedy_plays_the_most_likely_action_not_the_first_legal_one():
+    # Always [Bet] from seat 0: the uniform opponent folds (+1) or calls (+-2 over a fair
+    # deal). From seat 1 it bets after a pass (a fold half the time) and calls a bet.
+    first, second = exact_outcomes(Skewed(), RandomPolicy(), "kuhn_poker", greedy=True)
+    assert (first.win, first.loss, first.mean_return) == pytest.approx((0.75, 0.25, 0.5))
+    assert (second.win, second.loss, second.mean_return) == pytest.approx((0.625, 0.375, 0.25))
+
+
+def test_branches_of_probability_zero_are_not_walked():
+    # [Pass] with probability 1 and [Bet] 0 from seat 0: the root, 3 deals of its card,
+    # 6 of both, 6 passes, 12 replies (6 end the game, 6 bet) and 6 folds; the whole
+    # tree has 58 histories.
+    class AlwaysPass(RandomPolicy):
+        def action_probs(self, observations):
+            return [{"[Pass]": 1.0, "[Bet]": 0.0} for _ in observations]
+
+    first, _ = exact_outcomes(AlwaysPass(), RandomPolicy(), "kuhn_poker")
+    assert first.nodes == 34 and first.mean_return == pytest.approx(-0.5)
+    assert exact_outcomes(AlwaysPass(), RandomPolicy(), "kuhn_poker", max_nodes=34)[0] == first
+    with pytest.raises(ValueError, match="over 33 histories"):
+        exact_outcomes(AlwaysPass(), RandomPolicy(), "kuhn_poker", max_nodes=33)
+
+
+def test_auto_skips_perfect_information_games_over_the_size_limit(monkeypatch):
+    from coplay.eval import exact_match
+
+    monkeypatch.setattr(exact_match, "AUTO_MAX_HISTORIES", 1000)  # tic-tac-toe: 549,946
+    spec, bots = make_env("tic_tac_toe").spec, {"perfect": PerfectPlayer()}
+    assert exact_match_opponents("auto", spec, "tic_tac_toe", None, bots, exact=False) == ()
+
+
+def test_auto_skips_a_game_without_openspiel_backend_even_with_exact_on():
+    talk, bots = make_env("signalling").spec, {"perfect": PerfectPlayer()}
+    assert exact_match_opponents("auto", talk, "signalling", None, bots, exact=True) == ()
+
+
+def test_the_forfeits_of_a_round_are_each_sides_own():
+    # Only the policy forfeits (half the time, -1), the uniform opponent never: no
+    # drawn double forfeit. Else uniform rock-paper-scissors, a third each.
+    class HalfForfeits:
+        def action_probs(self, observations):
+            return [
+                dict.fromkeys(o.legal_actions, 0.5 / len(o.legal_actions)) for o in observations
+            ]
+
+    for o in exact_outcomes(HalfForfeits(), RandomPolicy(), "openspiel:matrix_rps"):
+        assert (o.win, o.draw, o.loss) == pytest.approx((1 / 6, 1 / 6, 2 / 3))
+        assert o.mean_return == pytest.approx(-0.5)

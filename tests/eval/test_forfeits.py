@@ -85,3 +85,20 @@ def test_players_forfeiting_in_one_simultaneous_round_are_each_charged():
     assert res.on_policy_values == pytest.approx((-0.25, -0.25))
     assert res.best_response_values == pytest.approx((0.5, 0.5))
     assert res.nash_conv == pytest.approx(1.5)
+
+
+def test_three_players_equal_openspiel_and_divide_nash_conv_by_three():
+    _, game = solvable_game("kuhn_poker", {"players": 3})
+    tab = to_table(RandomPolicy(), "kuhn_poker", params={"players": 3})
+    ours = forfeit_exploitability(game, tab, make_env("kuhn_poker", players=3).spec)
+    ref = tabular_exploitability(game, tab)
+    assert ours.nash_conv == pytest.approx(ref.nash_conv, abs=1e-9)
+    assert ours.exploitability == pytest.approx(ref.nash_conv / 3, abs=1e-9)
+
+
+def test_a_rounding_deficit_is_no_forfeit():
+    tab = to_table(RandomPolicy(), "kuhn_poker")
+    tab.action_probability_array[0, 0] -= 1e-12
+    assert not has_forfeits(tab)
+    tab.action_probability_array[0, 0] -= 0.1
+    assert has_forfeits(tab)

@@ -149,3 +149,49 @@ def test_rate_without_a_payoff_matrix_leaves_alpharank_out_and_the_rest_alone():
     with_payoff = rate(["a", "b", "c"], TRANSITIVE, None, payoff)
     assert np.isnan(without.alpharank).all() and len(without.alpharank) == 3
     assert without.elo == with_payoff.elo and without.openskill == with_payoff.openskill
+
+
+@pytest.mark.parametrize(
+    ("wins", "draws"),
+    [
+        ([[0, 300, 0], [100, 0, 0], [0, 0, 40]], None),
+        ([[0, 300, 0], [100, 0, 0], [0, 0, 0]], [[0, 0, 0], [0, 0, 0], [0, 0, 10]]),
+    ],
+)
+def test_a_player_with_self_play_games_only_gets_no_elo(wins, draws):
+    # Player 2 has only games against itself, won or drawn: nothing places it.
+    r = elo_ratings(wins, draws)
+    assert math.isnan(r[2])
+    np.testing.assert_allclose(r[:2], elo_ratings([[0, 300], [100, 0]]))
+
+
+def test_a_player_who_only_lost_is_rated_below_the_winner():
+    r = elo_ratings([[0, 0], [3, 0]])
+    assert not np.isnan(r).any() and r[1] > r[0] == 0.0
+
+
+def test_one_player_is_no_result_matrix():
+    with pytest.raises(ValueError, match="at least 2 players"):
+        check_results([[0]])
+
+
+def test_a_symmetric_general_sum_population_is_ranked_as_one_population():
+    # Hawk-dove-like payoffs, not zero-sum: payoff.T is not -payoff. OpenSpiel's
+    # single-population alpha-rank of the payoff matrix is the reference.
+    from open_spiel.python.egt import alpharank as os_alpharank
+
+    payoff = np.array([[1.0, 3.0], [2.0, 0.0]])
+    reference = os_alpharank.sweep_pi_vs_epsilon([payoff])
+    np.testing.assert_allclose(alpharank_ratings(payoff), reference, atol=1e-6)
+    np.testing.assert_allclose(reference, [1.0, 0.0], atol=1e-6)
+
+
+def test_rate_refuses_a_payoff_matrix_of_other_players():
+    with pytest.raises(ValueError, match="same players"):
+        rate(["a", "b", "c"], TRANSITIVE, None, np.zeros((2, 2)))
+
+
+def test_a_score_of_zero_is_a_win_of_the_second_player():
+    wins, draws = outcome_matrices([PairOutcome("a", "b", 0.0)], ["a", "b"])
+    np.testing.assert_array_equal(wins, [[0, 0], [1, 0]])
+    assert draws.sum() == 0

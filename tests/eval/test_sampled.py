@@ -206,3 +206,45 @@ def test_outcomes_against_an_estimate_ask_the_fixed_policy_once_per_state():
     assert len(asked) == len(set(asked)) <= 12  # Kuhn's 12 information states
     e = est["exact_return_seat0"]
     assert e.ci_low <= e.value <= e.ci_high and e.replicates == 5
+
+
+def test_a_bootstrap_replicate_resamples_the_invalid_answers_too():
+    from coplay.eval.sampled import Tally
+
+    t = Tally(tuple(LEGAL), (2, 1), 1)
+    # the reference: K = 4 answers drawn with replacement, the invalid one among them
+    ref = np.random.default_rng(5)
+    want = [ref.multinomial(4, [0.5, 0.25, 0.25]).tolist() for _ in range(200)]
+    rng = np.random.default_rng(5)
+    got = [t.resample(rng) for _ in range(200)]
+    assert [[*r.counts, r.invalid] for r in got] == want
+    assert len({r.invalid for r in got}) > 1
+    assert all(r.k == 4 for r in got)
+
+
+def test_no_answers_per_state_is_refused():
+    with pytest.raises(ValueError, match="k >= 1"):
+        SampledPolicy(Scripted(["[Bet]"]), k=0)
+
+
+def test_bootstrap_interval_is_the_percentiles_of_the_replicates():
+    # The metric counts its calls: the full sample is 0, the replicates 1 .. 100, whose
+    # 2.5th and 97.5th percentiles (linear interpolation) are 3.475 and 97.525.
+    calls = iter(range(1000))
+    sampled = SampledPolicy(Scripted(["[Bet]"]), k=2)
+    est = bootstrap(lambda _: {"x": float(next(calls))}, sampled, replicates=100)["x"]
+    assert (est.value, est.ci_low, est.ci_high) == pytest.approx((0.0, 3.475, 97.525))
+    assert (est.k, est.replicates) == (2, 100)
+    # at another level: the 5th and 95th percentiles of 102 .. 201
+    est = bootstrap(lambda _: {"x": float(next(calls))}, sampled, replicates=100, level=0.9)["x"]
+    assert (est.ci_low, est.ci_high) == pytest.approx((106.95, 196.05))
+
+
+def test_bootstrap_without_replicates_is_the_point_value():
+    sampled = SampledPolicy(Scripted(["[Bet]"]), k=2)
+    est = bootstrap(lambda _: {"x": 0.25}, sampled, replicates=0)["x"]
+    assert (est.value, est.ci_low, est.ci_high, est.replicates) == (0.25, 0.25, 0.25, 0)
+
+
+def test_more_answers_than_a_batch_are_asked_one_state_a_call():
+    assert [per_call(k) for k in (1, 256, 512, 513, 4096)] == [512, 2, 1, 1, 1]

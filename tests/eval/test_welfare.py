@@ -115,3 +115,27 @@ def test_doctests():
 
     result = doctest.testmod(welfare)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_what_the_game_paid_is_read_not_the_shaped_returns():
+    # Seat 0's return 1 includes a -1 penalty (shaping): the game paid it 2.
+    trajs = (Trajectory(0, "pol", ret=1.0, shaping=-1.0), Trajectory(1, "pol", ret=0.0))
+    shaped = Episode("g", 0, 0, ("pol", "pol"), trajs, (1.0, 0.0))
+    assert [r.value for r in returns_by_seat([shaped])] == [2.0, 0.0]
+    assert social_welfare([shaped]).value == 2.0
+
+
+def test_fairness_refuses_amounts_that_are_not_a_flat_list():
+    with pytest.raises(ValueError, match="non-empty list of amounts"):
+        jain_index([[1.0, 2.0]])
+
+
+def test_a_decision_without_a_defect_action_is_no_dilemma_choice():
+    only = ("[COOPERATE]", "[Pass]")
+    dilemma = ("[COOPERATE]", "[DEFECT]")
+    trajs = (
+        Trajectory(0, "pol", [turn("[COOPERATE]", only), turn("[DEFECT]", dilemma, 1)]),
+        Trajectory(1, "pol", []),
+    )
+    ep = Episode("g", 0, 0, ("pol", "pol"), trajs, (0.0, 0.0))
+    assert cooperation_rate([ep]) == 0.0

@@ -71,3 +71,16 @@ def test_a_forfeit_pays_the_others_within_the_games_bounds():
     below = replace(spec, min_return=-10.0, max_return=-1.0)
     assert forfeit_returns(below, 1) == [-1.0, -10.0]
     assert forfeit_returns(_spec(2, GameKind.GENERAL_SUM), 0) == [-2.0, 0.0]
+
+
+def test_the_default_treatment_is_a_forfeit_and_retries_stop_at_16():
+    cfg = InvalidActionConfig()
+    assert (cfg.retries, cfg.on_fail, cfg.penalty) == (0, "forfeit", -1.0)
+    assert InvalidActionConfig(retries=16).retries == 16
+    with pytest.raises(ValidationError, match="less than or equal to 16"):
+        InvalidActionConfig(retries=17)
+
+
+def test_an_offender_named_twice_is_charged_once():
+    spec = _spec(3, GameKind.ZERO_SUM)
+    assert forfeit_returns(spec, 1, 1) == forfeit_returns(spec, 1) == [1.0, -2.0, 1.0]

@@ -236,3 +236,58 @@ def test_the_target_is_uniform_over_the_best_tried_moves_only():
     target = opening_targets(eps)[(0, 0)]
     assert [t for t in target if not math.isnan(t)] == [0.5, 0.5, 0.0]
     assert [math.isnan(t) for t in target] == [False, True, False, False, True]
+
+
+def test_history_before_a_restarts_first_step_is_part_of_its_prefix():
+    ep = random_episodes("tic_tac_toe", n=1)[0]
+    prefix = history(ep, 3)
+    bot = RandomPolicy(seed=1)
+    (again,) = play_episodes(
+        lambda: make_env("tic_tac_toe"), [[bot, bot]], [ep.seed], prefixes=[prefix]
+    )
+    assert history(again, 1) == prefix[:1] and history(again, 3) == prefix
+
+
+def test_a_learner_that_lost_without_a_turn_gives_no_start():
+    # Seat 0 lost a game in which it never moved: no position of its own to restart at.
+    assert lost_starts([episode((-1.0, 1.0))], {"me"}, best=1.0, rng=np.random.default_rng(0)) == []
+
+
+def test_the_start_is_any_of_the_lost_seats_turns():
+    eps = random_episodes("tic_tac_toe", n=40)
+    ep = next(e for e in eps if e.returns[0] < e.returns[1] and len(e.trajectories[0].turns) >= 3)
+    ep.trajectories[0].policy_id = "me"
+    picked = {
+        len(lost_starts([ep], {"me"}, best=1.0, rng=np.random.default_rng(s))[0].prefix)
+        for s in range(60)
+    }
+    assert picked == {t.step for t in ep.trajectories[0].turns}
+
+
+def test_a_fresh_game_is_played_under_its_own_seed_as_group_id():
+    from dataclasses import replace as copy_with
+
+    from coplay.rollout.restarts import is_fresh
+
+    ep = random_episodes("tic_tac_toe", n=1)[0]
+    assert is_fresh(ep)
+    assert not is_fresh(copy_with(ep, group_id=ep.seed + 1))  # a restart from the start
+    assert not is_fresh(copy_with(ep, opening=Opening(player=0, index=0)))
+    assert not is_fresh(copy_with(ep, prefix=history(ep, 1)))
+
+
+def test_an_opening_is_the_first_turn_only_when_played_at_the_start_step():
+    from dataclasses import replace as copy_with
+
+    ep = opened(7, 0, 1.0)
+    assert opening_turn(ep) is ep.trajectories[0].turns[0]
+    late = copy_with(ep, prefix=ep.prefix[:1])  # the game starts at step 1, the turn is 2
+    assert opening_turn(late) is None
+
+
+def test_groups_of_different_games_are_kept_apart():
+    # Two games whose group ids coincide: each group tried one move, so neither has a target.
+    from dataclasses import replace as copy_with
+
+    eps = [opened(7, 0, -1.0), copy_with(opened(7, 2, 1.0), game="h")]
+    assert opening_targets(eps) == {}

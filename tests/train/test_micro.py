@@ -153,3 +153,47 @@ def test_prompt_passes_run_each_prompt_once_within_the_budget():
             assert len({k for k, rows in enumerate(passes) for i in rows if prompts[i] == p}) == 1
     assert prompt_passes(prompts, tokens=100) == [[0, 2, 6, 1, 4, 3, 5]]
     assert prompt_passes([], tokens=10) == []
+
+
+def test_model_sizes_by_hand():
+    from types import SimpleNamespace
+
+    qwen_01b = LlamaConfig(
+        hidden_size=512, intermediate_size=1376, num_hidden_layers=8, vocab_size=151936
+    )
+    # 8 layers x (12 x 512 + 5 x 1376) floats of 4 bytes; 4 vocabulary rows of 4 bytes
+    # weigh 151936 x 16 / 416768 = 5.83 tokens, rounded up
+    assert micro.token_bytes(qwen_01b) == 416_768 and logit_tokens(qwen_01b) == 6
+    # without an MLP width, the usual 4 x hidden: 2 x (12 x 64 + 5 x 256) x 4
+    assert micro.token_bytes(SimpleNamespace(hidden_size=64, num_hidden_layers=2)) == 16_384
+    # a model whose one token outweighs the whole budget still gets one token a pass
+    giant = SimpleNamespace(hidden_size=2**16, intermediate_size=2**18, num_hidden_layers=128)
+    assert micro.token_bytes(giant) > micro.ACTIVATION_BYTES and auto_budget(giant) == 1
+
+
+def test_free_text_between_choices_keeps_its_place():
+    t1, t2, a = _text(5, 2), _text(6, 2), _choice(10, (1, 1))
+    assert together([t1, a, t2, a]) == [0, 1, 3, 2]
+
+
+def test_a_learner_with_activation_checkpointing_counts_each_action_run():
+    from types import SimpleNamespace
+
+    from coplay.train.micro import learner_micro_batches
+
+    # Cached: 2 rows x 14 tokens + 8 positions = 36. Without a KV cache each row runs
+    # its two actions after the prompt: 27 tokens and 5 positions a row, 64 in all.
+    decisions = [_choice(10, (2, 3)), _choice(11, (2, 3))]
+    learner = SimpleNamespace(
+        micro_batch_tokens=40, micro_batch_size=8, logit_weight=1, checkpointing=False
+    )
+    assert learner_micro_batches(learner, decisions) == [(0, 2)]
+    learner.checkpointing = True
+    assert learner_micro_batches(learner, decisions) == [(0, 1), (1, 2)]
+
+
+def test_prompts_that_fill_the_budget_exactly_share_a_pass():
+    from coplay.train.micro import prompt_passes
+
+    assert prompt_passes([(1, 1), (2, 2)], tokens=4) == [[0, 1]]
+    assert prompt_passes([(1, 1), (2, 2)], tokens=3) == [[0], [1]]
