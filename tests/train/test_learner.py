@@ -27,6 +27,20 @@ from tests.train.learners import kuhn_policy, kuhn_samples, last_grad, targeted
 from tests.train.runs import TINY, rows
 
 
+def _first_step(model_class, config, tok, mode, **optim) -> dict[str, float]:
+    """The metrics of one on-policy update, with a KL pull, of a model built from
+    ``config`` with seeded weights."""
+    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        policy = LMPolicy(model_class(config), tok, mode=mode, max_new_tokens=6, seed=0)
+    samples = kuhn_samples(policy)
+    learner = make_learner(
+        policy, LossConfig(kl=KLConfig(coef=0.1)), OptimConfig(lr=1e-3, minibatch_size=8, **optim)
+    )
+    return update(learner, samples, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("mode", ["choice", "text"])
 def test_a_checkpoint_with_dropout_takes_an_on_policy_step_at_ratio_one(mode):
     # GPT-2's config drops 10% of its units; rollouts ran without (eval mode), the update
@@ -34,14 +48,7 @@ def test_a_checkpoint_with_dropout_takes_an_on_policy_step_at_ratio_one(mode):
     # reference with the very same weights was not 0.
     tok = kuhn_policy().tokenizer
     config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=256)
-    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        policy = LMPolicy(GPT2LMHeadModel(config), tok, mode=mode, max_new_tokens=6, seed=0)
-    samples = kuhn_samples(policy)
-    optim = OptimConfig(lr=1e-3, minibatch_size=8, activation_checkpointing=True)
-    learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
-    metrics = update(learner, samples, np.random.default_rng(0))
+    metrics = _first_step(GPT2LMHeadModel, config, tok, mode, activation_checkpointing=True)
     assert metrics["loss/ratio_min"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["loss/ratio_max"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["loss/kl"] == pytest.approx(0.0, abs=1e-7)
@@ -63,14 +70,7 @@ def test_a_checkpoint_whose_dropout_is_a_setting_takes_an_on_policy_step_at_rati
         max_position_embeddings=256,
         layerdrop=0.1,
     )
-    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        policy = LMPolicy(OPTForCausalLM(config), tok, mode=mode, max_new_tokens=6, seed=0)
-    samples = kuhn_samples(policy)
-    optim = OptimConfig(lr=1e-3, minibatch_size=8)
-    learner = make_learner(policy, LossConfig(kl=KLConfig(coef=0.1)), optim)
-    metrics = update(learner, samples, np.random.default_rng(0))
+    metrics = _first_step(OPTForCausalLM, config, tok, mode)
     assert metrics["loss/ratio_min"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["loss/ratio_max"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["loss/kl"] == pytest.approx(0.0, abs=1e-7)

@@ -139,23 +139,23 @@ def test_a_plan_made_ahead_reports_its_own_restarts(tmp_path):
     assert reported == [restarted_groups(p) for p in run.source.played] == [0, 0, 2, 2]
 
 
+def _planning_ahead(out, fresh=True):
+    """A 4-iteration run with restarts and weighted seats whose source plans ahead."""
+    over = [*RESTARTS, "train.opponent={name: perfect, seat_weights: [1, 2]}"]
+    run = setup(build_config(overrides=[*over, "train.iterations=4"]), out, fresh=fresh)
+    run.source = Ahead(run.source)
+    return run
+
+
 def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
     # Making the next plan moves the seat tally, the restart buffer's draws and the
     # generator; planning it again on resume gave another plan than the run made.
-    over = [*RESTARTS, "train.opponent={name: perfect, seat_weights: [1, 2]}"]
-    cfg = build_config(overrides=[*over, "train.iterations=4"])
-
-    def started(out, fresh=True):
-        run = setup(cfg, out, fresh=fresh)
-        run.source = Ahead(run.source)
-        return run
-
-    whole = started(tmp_path / "whole")
+    whole = _planning_ahead(tmp_path / "whole")
     run_loop(whole, [], start=0, end=4)
-    split = started(tmp_path / "split")
+    split = _planning_ahead(tmp_path / "split")
     with pytest.raises(Killed):
         run_loop(split, [SaveThenDie(at=2)], start=0, end=4)
-    resumed = started(tmp_path / "split", fresh=False)
+    resumed = _planning_ahead(tmp_path / "split", fresh=False)
     assert load_state(resumed, []) == 2
     run_loop(resumed, [], start=2, end=4)
     assert resumed.source.submitted[0] == split.source.submitted[1]  # plan 3, handed over at once
@@ -168,19 +168,11 @@ def test_a_segment_that_stops_early_saves_the_plans_the_run_made_ahead(tmp_path)
     # A segment ending at stop_after planned ahead only to its own end: its saved state
     # held no plan for the next iteration, which the resume then planned afresh, with
     # other draws of the seats and restarts than the uninterrupted run made.
-    over = [*RESTARTS, "train.opponent={name: perfect, seat_weights: [1, 2]}"]
-    cfg = build_config(overrides=[*over, "train.iterations=4"])
-
-    def started(out, fresh=True):
-        run = setup(cfg, out, fresh=fresh)
-        run.source = Ahead(run.source)
-        return run
-
-    whole = started(tmp_path / "whole")
+    whole = _planning_ahead(tmp_path / "whole")
     run_loop(whole, [], start=0, end=4)
-    split = started(tmp_path / "split")
+    split = _planning_ahead(tmp_path / "split")
     run_loop(split, [Save(every=0, end=2, hooks=[])], start=0, end=2)  # as stop_after=2 does
-    resumed = started(tmp_path / "split", fresh=False)
+    resumed = _planning_ahead(tmp_path / "split", fresh=False)
     assert load_state(resumed, []) == 2
     run_loop(resumed, [], start=2, end=4)
     assert split.source.played + resumed.source.played == whole.source.played
