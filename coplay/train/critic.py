@@ -39,7 +39,8 @@ class CriticConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     lr: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
-    """Adam learning rate of the value model."""
+    """Adam learning rate of the value model, scaled at each update by the policy's
+    schedule (``optim.lr_schedule`` and ``optim.warmup_updates``)."""
     clip: float | None = Field(None, gt=0.0)
     """PPO value clipping: the new value may move at most this far from the value
     recorded at rollout (None: no clipping)."""
@@ -153,8 +154,10 @@ def critic_update(
     rng: np.random.Generator,
     *,
     epochs: int = 1,
+    lr_scale: float = 1.0,
 ) -> dict[str, float]:
-    """Regress the values of ``turns`` (recorded in ``Turn.value``) on ``targets``."""
+    """Regress the values of ``turns`` (recorded in ``Turn.value``) on ``targets`` at
+    ``CriticConfig.lr`` times ``lr_scale`` (the policy's schedule at this update)."""
     if not turns:
         return {}
     if len(turns) != len(targets):
@@ -164,6 +167,9 @@ def critic_update(
     tgt_all = to_device(torch.tensor(targets, dtype=torch.float32), device)
     prompts = _prompts(critic, turns)
     losses = []
+    lr = critic.cfg.lr * lr_scale
+    for group in critic.optimizer.param_groups:
+        group["lr"] = lr
     critic.model.train()
     for _ in range(epochs):
         order = rng.permutation(len(turns))
@@ -184,4 +190,8 @@ def critic_update(
             critic.optimizer.step()
             losses.append(step)
     critic.model.eval()
-    return {"critic/loss": float(np.mean(losses)), "critic/steps": float(len(losses))}
+    return {
+        "critic/loss": float(np.mean(losses)),
+        "critic/steps": float(len(losses)),
+        "critic/lr": lr,
+    }

@@ -92,6 +92,16 @@ def lr_scheduler(
     return None if factor is None else torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
+def lr_scale(learner: Learner) -> float:
+    """The schedule's factor on ``optim.lr`` at the learner's next update (1 without a
+    schedule): the value model's rate follows it, as one scheduler drives the policy and
+    the value head in TRL's PPO."""
+    scheduler = learner.scheduler
+    if scheduler is None:
+        return 1.0
+    return scheduler.lr_lambdas[0](scheduler.last_epoch)
+
+
 def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """``optimizer.load_state_dict(state)``, keeping the learning rate and weight decay
     the optimizer was built with from this run's config: torch puts back the saved

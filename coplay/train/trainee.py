@@ -33,6 +33,7 @@ from coplay.train.learner import (
     load_optimizer,
     load_schedule,
     load_terms_state,
+    lr_scale,
     recall,
     terms_state,
 )
@@ -86,11 +87,14 @@ class Trainee:
         own = policy_turn_metrics(episodes, est.advantages, self.name, est.baselines)
         estimated = {k: v for k, v in est.metrics.items() if not k.startswith(BASELINE_KEY)}
         metrics = {**estimated, **own, **filtered}
+        scale = lr_scale(self.learner)  # this update's, before it steps the schedule
         metrics |= update(self.learner, samples + replayed, rng)
         metrics |= recalled | shaped
         if self.critic is not None and est.value_targets is not None:
             turns, targets = learner_turns(episodes, est.value_targets, self.name)
-            metrics |= critic_update(self.critic, turns, targets, rng, epochs=self.learner.epochs)
+            metrics |= critic_update(
+                self.critic, turns, targets, rng, epochs=self.learner.epochs, lr_scale=scale
+            )
         return metrics
 
     def format_rewards(self, episodes: Sequence[Episode]) -> dict[str, float]:

@@ -155,3 +155,14 @@ def test_a_lora_roles_critic_regresses_without_the_checkpoints_dropout():
     critic = make_critic(views["first"], CriticConfig())
     drops = [m.p for m in critic.model.modules() if isinstance(m, torch.nn.Dropout)]
     assert drops and all(p == 0.0 for p in drops)
+
+
+def test_the_rate_is_the_configured_one_times_the_scale(tiny_policy, episodes):
+    critic = make_critic(tiny_policy, CriticConfig(lr=0.02))
+    turns = [t for e in episodes for t in e.turns]
+    fill_values(critic, episodes)
+    head = critic.model.head.weight.detach().clone()
+    still = critic_update(critic, turns, [1.0] * len(turns), np.random.default_rng(0), lr_scale=0)
+    assert still["critic/lr"] == 0.0 and torch.equal(critic.model.head.weight, head)
+    half = critic_update(critic, turns, [1.0] * len(turns), np.random.default_rng(0), lr_scale=0.5)
+    assert half["critic/lr"] == critic.optimizer.param_groups[0]["lr"] == 0.01

@@ -61,6 +61,27 @@ def test_gae_trains_a_critic_on_the_learners_turns(tmp_path):
     assert all(t.value is not None for e in episodes for t in e.turns)  # filled before
 
 
+def test_the_critics_rate_follows_the_policys_schedule(tmp_path):
+    # The value model kept critic.lr through every update while the policy's rate
+    # warmed up and decayed: a warm-up's first update, which moves no policy weight,
+    # moved the critic at full rate.
+    over = [*TINY, "algo.estimator=gae", "algo.params={}", "train.iterations=4"]
+    sched = ["optim.lr_schedule=linear", "optim.final_lr_frac=0.5", "optim.warmup_updates=1"]
+    cfg = build_config(overrides=[*over, *sched, "critic.lr=0.02"])
+    run = setup(cfg, tmp_path)
+    trainee = run.trainees[0]
+    head = trainee.critic.model.head.weight
+    moved, logged = [], []
+    for it in range(3):
+        before = head.detach().clone()
+        logged.append(trainee.learn(play(run, it)[0].episodes, run.rng))
+        moved.append(not torch.equal(head, before))
+    assert moved == [False, True, True]
+    # Warm-up at 0, then the decay from 1 to 0.5 over the 3 updates after it.
+    assert [m["critic/lr"] / 0.02 for m in logged] == pytest.approx([0.0, 1.0, 0.75])
+    assert [m["loss/lr"] / cfg.optim.lr for m in logged] == pytest.approx([0.0, 1.0, 0.75])
+
+
 @pytest.mark.parametrize("saved_schedule", ["linear", "constant"])
 def test_a_resumed_learner_trains_as_its_new_config_says(tmp_path, saved_schedule):
     # torch restores the saved lr, weight decay and base lrs: a run resumed with
