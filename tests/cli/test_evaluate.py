@@ -5,7 +5,7 @@ import pytest
 
 from coplay.cli import main
 from tests.cli.helpers import TINY, penalty_run
-from tests.policies.test_remote import completion, serving_fake
+from tests.policies.chat_server import completion, serving_fake
 
 
 @pytest.mark.parametrize("opponent", ["random", "nash"])
