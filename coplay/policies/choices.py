@@ -51,9 +51,12 @@ def choice_sequence_logps(
     tokens saved pay for the calls; otherwise the batch runs as one plain batch.
     A small batch's tensors are built once and kept (``coplay.policies.choice_inputs``).
     """
+    if not items:
+        return torch.zeros(0, device=next(model.parameters()).device)
     share = caching(model)
     if not share and any(len(c) > 1 for _, cs in items for c in cs):
         # no cache to continue the prompts from: each candidate after its prompt, whole
+        check_items(items)
         pairs = [(p, c) for p, cs in items for c in cs]
         return sequence_logps(model, pairs, temperature=temperature)
     device = next(model.parameters()).device
@@ -82,6 +85,7 @@ def choice_inputs(
 ) -> ChoiceInputs:
     """``items``' token tensors, grouped as ``prefix_plan`` runs them (one plain batch
     where it says so, or where ``share`` is off: no cache to share a prefix through)."""
+    check_items(items)
     prompts = [p for p, _ in items]
     packed = Prompts.of(prompts)  # read by the plan and by every group
     groups = prefix_plan(prompts, packed=packed) if share else None
@@ -100,6 +104,23 @@ def choice_inputs(
     runs, cols = _cells([sizes[i] for i in order])
     where = to_device(starts[order][runs] + cols, device)
     return ChoiceInputs(parts, where, sum(sizes))
+
+
+def check_items(items: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]) -> None:
+    """Refuse, in one line, an item that defines no choice: no prompt token for its
+    first action token to follow, no action, or an action of no tokens (as a whole
+    sequence it would score log-prob 0, above every real action, and in the cached
+    pass its first token would be read from the padding)."""
+    for prompt, cands in items:
+        if not prompt:
+            raise ValueError("a choice item's prompt has no tokens for its actions to follow")
+        if not cands:
+            raise ValueError("a choice item lists no actions to choose from")
+        if not all(cands):
+            raise ValueError(
+                f"a choice item lists an action of no tokens among {len(cands)}; "
+                "every action needs one token at least"
+            )
 
 
 def choice_table(
@@ -158,6 +179,8 @@ def _distinct_table(
         model, items, temperature=temperature, pad_id=pad_id
     )  # (N,) over all items' actions, flattened
     sizes = [len(cs) for _, cs in items]
+    if not sizes:
+        return seq_lp.new_zeros((0, 0))
     if min(sizes) == max(sizes):  # as many actions each (Kuhn's two): rows as they come
         return F.log_softmax(seq_lp.view(len(items), sizes[0]), dim=1)
     rows, cols = _table_cells(sizes)

@@ -42,7 +42,9 @@ class ChoiceMixin:
                 "which is not what a model.mode=text policy plays; evaluate it by sampling"
             )
         items = [self._choice_item(o) for o in observations]
-        probs = _flat(self.backend.choice_logps(items)).exp().tolist()
+        logps = _flat(self.backend.choice_logps(items)).cpu()
+        _refuse_nan(logps, observations, [len(cs) for _, cs in items])
+        probs = logps.exp().tolist()
         out, at = [], 0
         for obs in observations:
             legal = obs.legal_actions or ()
@@ -121,6 +123,7 @@ class ChoiceMixin:
         items, explore = scores.items, scores.mix is not None
         sizes = [len(choices) for _, choices in items]
         lp_flat = scores.logps.get()  # (N,) every item's actions in turn
+        _refuse_nan(lp_flat, observations, sizes)
         mix_flat = scores.mix.get() if explore else lp_flat
         if forced is None and rngs is not None:
             picks = sample_rows_streamed(mix_flat.exp(), sizes, rngs)
@@ -183,6 +186,24 @@ class _Scores:
     items: list[ChoiceItem]
     logps: HostCopy
     mix: HostCopy | None
+
+
+def _refuse_nan(
+    logps: torch.Tensor, observations: Sequence[Observation], sizes: Sequence[int]
+) -> None:
+    """One error line where a choice's log-probs (a flat (N,) host tensor, rows of
+    ``sizes``) are NaN: sampled, NaN would pick the first action and record a NaN
+    log-prob, which the learner then trains on without a word."""
+    nan = torch.isnan(logps)
+    if not nan.any():
+        return
+    row = int(np.searchsorted(np.cumsum(sizes), int(nan.nonzero()[0, 0]), side="right"))
+    obs = observations[row]
+    raise ValueError(
+        f"the model's log-probs of the legal actions of player {obs.player} in {obs.game!r} "
+        "are NaN: its weights or logits are not finite (a diverged update, or a temperature "
+        "so small that logits / temperature overflow)"
+    )
 
 
 def _flat(logps: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -21,7 +21,7 @@ from coplay.policies.scoring import forward_shared, sampling_logps
 
 def check_sampling(*, temperature: float, top_k: int, top_p: float) -> None:
     """Refuse sampling parameters that define no distribution."""
-    if temperature <= 0:
+    if not temperature > 0:  # NaN as well, which every comparison fails
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0 (0 keeps every token), got {top_k}")
@@ -36,12 +36,14 @@ def draw(logp: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     needs one uniform per row, where the exponential race behind ``multinomial``
     needs one per vocabulary entry. Zero-probability tokens are never drawn: the
     first token whose CDF exceeds ``u`` has mass, and rounding at the top end falls
-    back to the last token with mass.
+    back to the last token with mass. A NaN row has none: it draws its last token,
+    whose NaN log-prob ``sample_text`` refuses.
     """
     cdf = logp.exp().cumsum(-1)
     total = cdf[:, -1:].contiguous()
     idx = torch.searchsorted(cdf, u[:, None].to(cdf.dtype) * total, right=True)
-    return torch.minimum(idx, torch.searchsorted(cdf, total)).squeeze(-1)
+    last = torch.searchsorted(cdf, total).clamp_(max=logp.shape[-1] - 1)
+    return torch.minimum(idx, last).squeeze(-1)
 
 
 class _SlabLayer(DynamicLayer):
@@ -188,6 +190,14 @@ class _Answers:
 
     def result(self) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
         self._move_out(torch.ones_like(self.live))
+        _, logps, ends = self.done
+        written = torch.arange(logps.shape[1], device=logps.device) < ends[:, None]
+        if (logps.isnan() & written).any():
+            raise ValueError(
+                "the model's next-token distribution is NaN: its weights or logits are not "
+                "finite (a diverged update, or a temperature so small that logits / "
+                "temperature overflow)"
+            )
         ids, lps, lens = (x.tolist() for x in self.done)
         return [(tuple(i[:n]), tuple(lp[:n])) for i, lp, n in zip(ids, lps, lens, strict=True)]
 

@@ -9,7 +9,7 @@ from coplay.policies import choices, prefixes
 from coplay.policies.choices import choice_sequence_logps
 from coplay.policies.lm import LMPolicy
 from coplay.policies.prefixes import prefix_groups, shared_prefix_len
-from coplay.policies.scoring import sequence_logps
+from coplay.policies.scoring import CHECKPOINTED, sequence_logps
 from tests.policies.test_scoring import choice_items
 
 
@@ -215,3 +215,38 @@ def test_distinct_items_match_copies_by_identity_and_by_value():
     assert inverse.tolist() == [0, 1, 0, 0, 1]
     unique, inverse = choices.distinct_items([])
     assert unique == [] and inverse.tolist() == []
+
+
+@pytest.mark.parametrize(
+    "item, problem",
+    [
+        (((4, 5), ((6,), (), (7, 8))), "an action of no tokens among 3"),
+        (((4, 5), ((),)), "an action of no tokens among 1"),
+        (((4, 5), ()), "lists no actions"),
+        (((), ((6,), (7,))), "prompt has no tokens"),
+    ],
+)
+def test_an_item_that_cannot_be_scored_is_one_error_line(tiny, batching, item, problem):
+    """An empty action would score log-prob 0 (above every real action) in a whole
+    sequence, and its first token would read the padding in the cached pass; an item
+    without actions or without a prompt has nothing to renormalise or to follow."""
+    model, tok = tiny
+    fine = ((4, 9), ((6,), (7,)))
+    for checkpointed in (False, True):  # the cached pass, and whole sequences
+        model.train(checkpointed)
+        setattr(model, CHECKPOINTED, checkpointed)
+        try:
+            with torch.no_grad(), pytest.raises(ValueError, match=f"a choice item.*{problem}"):
+                choices.choice_table(model, [fine, item], temperature=1.0, pad_id=0)
+        finally:
+            model.eval()
+            setattr(model, CHECKPOINTED, False)
+
+
+def test_a_batch_without_items_scores_to_nothing(tiny):
+    model, _ = tiny
+    with torch.no_grad():
+        assert choice_sequence_logps(model, [], temperature=1.0).shape == (0,)
+        table, inverse = choices.distinct_choice_table(model, [], temperature=1.0, pad_id=0)
+    assert table.shape == (0, 0) and inverse is None
+    assert choices.ChoiceRows(table, inverse, []).flat().shape == (0,)

@@ -1,6 +1,7 @@
 """Choice mode: exact constrained distributions, forced moves, the exploration
 mixture, counterfactual prompts."""
 
+import copy
 import math
 from dataclasses import replace
 
@@ -9,7 +10,7 @@ import torch
 
 from coplay.envs.registry import make_env
 from coplay.policies.lm import LMPolicy
-from coplay.policies.lm_choice import explore_mixture
+from coplay.policies.lm_choice import explore_mixture, sample_rows
 from coplay.rollout.engine import play_episodes
 from coplay.types import Observation
 from tests.policies.test_lm import kuhn_observations, message_turns
@@ -155,3 +156,44 @@ def test_counterfactuals_with_a_chat_form_are_refused(tiny):
     obs = replace(kuhn_observations(1)[0], counterfactuals=("x",), messages=(("user", "x"),))
     with pytest.raises(ValueError, match="chat form must be None"):
         policy.act([obs])
+
+
+def _diverged(model):
+    """A copy of ``model`` whose weights hold a NaN, as after a diverged update."""
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.norm.weight[0] = math.nan
+    return broken
+
+
+def test_nan_scores_are_one_error_line_not_a_recorded_choice(tiny):
+    # Sampled, NaN scores would pick the first action and record a NaN log-prob.
+    model, tok = tiny
+    policy = LMPolicy(_diverged(model), tok)
+    obs = kuhn_observations(3)
+    match = rf"player {obs[0].player} in 'kuhn_poker' are NaN.*not finite"
+    for act in (
+        policy.act,
+        lambda o: policy.sampling(0.2).act(o),
+        lambda o: policy.act_forced(o, [0] * len(o)),
+        policy.action_probs,
+    ):
+        with pytest.raises(ValueError, match=match):
+            act(obs)
+
+
+def test_action_probs_of_no_observations_is_an_empty_list(tiny):
+    model, tok = tiny
+    assert LMPolicy(model, tok).action_probs([]) == []
+
+
+def test_rows_drawn_together_are_multinomial_draws_row_by_row():
+    sizes = [2, 3, 1, 4, 2] * 8
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.cat([torch.rand(k, generator=gen).softmax(0) for k in sizes])
+    together = sample_rows(probs, sizes, torch.Generator().manual_seed(5))
+    one, apart = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    rows = probs.split(sizes)
+    assert together == [torch.multinomial(r, 1, generator=one).item() for r in rows]
+    assert together == [sample_rows(r, [len(r)], apart)[0] for r in rows]
+    assert len(set(together)) > 1

@@ -1,5 +1,7 @@
 """Free-text sampling: the distribution sampled from, its recorded log-probs, stops."""
 
+import copy
+
 import pytest
 import torch
 
@@ -139,3 +141,21 @@ def test_gradients_through_the_cut_distribution_are_finite(tiny):
     logp, ent, _ = token_logps(model, pairs, **params)
     (grad,) = torch.autograd.grad((logp + 0.1 * ent).sum(), model.model.embed_tokens.weight)
     assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+
+
+def test_a_nan_temperature_is_refused():
+    # NaN passes ``temperature <= 0`` as False, and its logits / T are NaN.
+    with pytest.raises(ValueError, match="temperature must be > 0, got nan"):
+        sampling.check_sampling(temperature=float("nan"), top_k=0, top_p=1.0)
+
+
+def test_nan_logits_are_one_error_line(tiny):
+    # A NaN row's CDF has no token to invert to; its draw must still index the
+    # vocabulary (past it, torch raises an IndexError, a GPU a device-side assert).
+    model, tok = tiny
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.norm.weight[0] = float("nan")
+    prompts = kuhn_prompts(LMPolicy(model, tok), 2)
+    with pytest.raises(ValueError, match="next-token distribution is NaN.*not finite"):
+        _sample(broken, prompts)
