@@ -105,7 +105,7 @@ def start(
     if opening is not None:
         _check_opening(env, seats, opening)
     trajs = [Trajectory(player=p, policy_id=seats[p].policy_id) for p in range(n)]
-    return Live(
+    game = Live(
         env=env,
         seats=tuple(seats),
         seed=seed,
@@ -123,6 +123,10 @@ def start(
         groups=tuple(_group(policy, shared) for policy in seats),
         histories=tuple(bool(getattr(policy, "wants_history", False)) for policy in seats),
     )
+    if game.done:  # over before anyone acts (decided by its deal, or a whole history)
+        game.truncated = _truncated(env)
+        _end(game, env.returns(), _outcomes(env))
+    return game
 
 
 def _group(policy: Policy, shared: frozenset[PolicyKey]) -> object:
@@ -196,6 +200,8 @@ def resolve(
             dec = replace(dec, action=None, well_formed=formed)
         elif dec.well_formed is not None:
             dec = replace(dec, action=message)
+    elif dec.valid and dec.action not in obs.legal_actions:
+        raise _unlisted(game, player, obs, dec)
     if dec.valid:
         game.resolved[player] = Turn(
             player=player,
@@ -234,6 +240,19 @@ def resolve(
     game.forfeits.append(player)
 
 
+def _unlisted(game: Live, player: int, obs: Observation, dec: Decision) -> ValueError:
+    """A decision names a listed action or None (``Decision.action``); anything else is
+    a broken policy, whose move the game would otherwise parse, play and record as
+    written (an action no replay of the history accepts)."""
+    legal = obs.legal_actions
+    shown = " ".join(legal[:8]) + (f" and {len(legal) - 8} more" if len(legal) > 8 else "")
+    return ValueError(
+        f"policy {game.seats[player].policy_id!r} in seat {player} of {game.env.spec.name} "
+        f"answered {dec.action!r}, which is not one of its legal actions ({shown}): a "
+        "decision's action is a listed one or None"
+    )
+
+
 def advance(game: Live, max_turns: int | None) -> None:
     """Step the game once every acting player has a resolved turn; handle the end."""
     if game.forfeits:
@@ -247,6 +266,13 @@ def advance(game: Live, max_turns: int | None) -> None:
     if any(p not in game.resolved for p in acting):
         return
     rewards = game.env.step({p: game.resolved[p].played_action for p in acting})
+    # A player out of range would be credited to another seat (-1: the last) or fail
+    # deep in the crediting.
+    if not rewards.keys() <= _players(len(game.trajectories)):
+        raise ValueError(
+            f"game {game.env.spec.name} paid step rewards to players {list(rewards)}; "
+            f"its players are {list(range(len(game.trajectories)))}"
+        )
     for p in acting:
         game.trajectories[p].turns.append(game.resolved[p])
     game.resolved.clear()
@@ -261,6 +287,11 @@ def advance(game: Live, max_turns: int | None) -> None:
     elif game.step >= (max_turns or game.env.spec.max_turns):
         game.truncated = True
         _end(game, game.env.returns(), _outcomes(game.env))
+
+
+@functools.cache
+def _players(n: int) -> frozenset[int]:
+    return frozenset(range(n))
 
 
 @functools.cache
@@ -294,6 +325,11 @@ def _credit(game: Live, player: int, reward: float) -> None:
 def _end(game: Live, env_returns: Sequence[float], outcomes: Sequence[float] | None = None) -> None:
     """Fix final returns so that each trajectory's turn rewards sum to its return; keep
     the game's outcomes where it gives them."""
+    if len(env_returns) != len(game.trajectories):
+        raise ValueError(
+            f"game {game.env.spec.name} returned {len(env_returns)} returns for its "
+            f"{len(game.trajectories)} players"
+        )
     for p, traj in enumerate(game.trajectories):
         residual = float(env_returns[p]) - game.env_credit[p]
         if not math.isfinite(residual):  # a NaN would reach every advantage of the batch

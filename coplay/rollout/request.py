@@ -106,13 +106,25 @@ def ask(
             sampled = policy.act_streamed(obs, own)
         else:
             sampled = policy.act(obs)
-        for i, dec in zip(free, sampled, strict=True):
+        for i, dec in zip(free, _counted(policy, sampled, len(free)), strict=True):
             out[i] = dec
         if told:
             moves = [forced[i] for i in told]
             picked = policy.act_forced([request.observations[i] for i in told], moves)
-            for i, dec in zip(told, picked, strict=True):
+            for i, dec in zip(told, _counted(policy, picked, len(told)), strict=True):
                 out[i] = dec
         return out
 
+    return decisions
+
+
+def _counted(policy: Policy, decisions: Sequence[Decision], asked: int) -> Sequence[Decision]:
+    """``decisions``, one per observation ``policy`` was asked, or one line naming it:
+    a short answer would otherwise fail deep in the engine as a bare ``zip`` error."""
+    decisions = list(decisions)
+    if len(decisions) != asked:
+        raise ValueError(
+            f"policy {policy.policy_id!r} gave {len(decisions)} decisions where it was "
+            f"asked for {asked}: one per observation, in order"
+        )
     return decisions

@@ -21,6 +21,7 @@ _MASK = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
+_BELOW_ONE = np.nextafter(1.0, 0.0)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -74,7 +75,9 @@ def uniforms(streams: Sequence[SeatStream], sizes: Sequence[int]) -> np.ndarray:
     (True, True, 2, 1)
     """
     bits = _bits(streams, sizes)
-    return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
+    # Above 2**52 adding 0.5 rounds to even, so the top 53-bit draw would give 1.0
+    # exactly, and an inverse-CDF draw (``SeatStream.below``) one index past the end.
+    return np.minimum(((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53, _BELOW_ONE)
 
 
 def exponentials(streams: Sequence[SeatStream], sizes: Sequence[int]) -> np.ndarray:

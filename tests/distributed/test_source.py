@@ -34,6 +34,7 @@ from coplay.train.config import ConfigError
 from coplay.train.loop import run_loop
 from coplay.train.settings import build_config
 from coplay.train.trainer import game_text, setup
+from coplay.types import Decision
 from tests.rollout.test_source import without_logprobs
 from tests.train.runs import TINY, Capture, rows
 
@@ -430,3 +431,49 @@ def test_a_run_refused_for_its_ray_address_leaves_no_run_directory(tmp_path, mon
     for _ in range(2):
         assert main([*argv, f"ray.address=127.0.0.1:{port}"]) == 2
         assert not out.exists()
+
+
+class Bettor(Movable):
+    """Bets in Kuhn where its one weight exceeds 1.5, else passes, and takes new weights
+    as an ``LMPolicy``'s backend does (the backend here is itself)."""
+
+    policy_id = "bettor"
+
+    def __init__(self, value: float) -> None:
+        super().__init__(value)
+        self.backend = self
+
+    def load_weights(self, state, version: int) -> None:
+        self.model.load_state_dict(state)
+        self.version = version
+
+    def act(self, observations):
+        move = "[Bet]" if self.model.weight.item() > 1.5 else "[Pass]"
+        return [
+            Decision(text=move, action=move, policy_id=self.policy_id, policy_version=self.version)
+            for _ in observations
+        ]
+
+
+def test_a_worker_plays_each_shipment_at_its_own_version(pool):
+    # A replayed task may carry an older shipment than the worker last played (its
+    # plan was handed over before the learner updated): it must play those weights
+    # and record that version, not keep the newer ones it holds.
+    shipping, learner = Shipping(), Bettor(1.0)
+    old = shipping.ship(["bettor"], {"bettor": learner})
+    learner.model.weight.data.fill_(2.0)
+    learner.version = 1
+    new = shipping.ship(["bettor"], {"bettor": learner})
+    plan = Plan([("bettor", "bettor")], seeds=[0])
+    worker = worker_module.RolloutWorker(GameRef("kuhn_poker"), None, None)
+
+    def played(shipments):
+        (episode,) = worker.play(plan, shipments)
+        return {(t.decision.policy_version, t.played_action) for t in episode.turns}
+
+    assert played(old) == {(0, "[Pass]")}
+    assert played(new) == {(1, "[Bet]")}
+    assert played(old) == {(0, "[Pass]")}  # back to the shipped policy's own weights
+    fresh = worker_module.RolloutWorker(GameRef("kuhn_poker"), None, None)  # a restart
+    (episode,) = fresh.play(plan, new)
+    assert {t.decision.policy_version for t in episode.turns} == {1}

@@ -392,3 +392,87 @@ def test_a_return_that_is_not_a_number_is_refused(at_end):
     # Every advantage of the batch would be NaN, and the update would spread it to the weights.
     with pytest.raises(ValueError, match="game toy paid player 0 a return of .*must be finite"):
         play_episodes(lambda: PaysNoNumber(at_end), [[FirstLegal(), FirstLegal()]], [0])
+
+
+class Lowercase:
+    """Names its first legal action lowercased: a move the game's own parser reads, but
+    not one of the listed actions a decision must name."""
+
+    policy_id = "lower"
+    version = 0
+
+    def act(self, observations):
+        moves = [o.legal_actions[0].lower() for o in observations]
+        return [Decision(text=m, action=m, policy_id=self.policy_id) for m in moves]
+
+
+def test_a_decision_naming_an_unlisted_action_is_refused_in_one_line():
+    # It was played as the game parsed it and recorded as written ('[pass]'), a
+    # history that no restart could replay.
+    with pytest.raises(ValueError, match=r"^policy 'lower' in seat 0 of kuhn_poker answered "):
+        play_episodes(kuhn, [[Lowercase(), FirstLegal()]], [0])
+    match = r"'\[Raise\]', which is not one of its legal actions \(\[Pass\] \[Bet\]\)"
+    with pytest.raises(ValueError, match=match):
+        play_episodes(kuhn, [[Scripted(["[Bet]"]), Writer(["[Raise]"])]], [0])
+
+
+class ReturnsPerSeat(PaidBeforeActing):
+    """Returns one entry too many or too few."""
+
+    def __init__(self, extra: int):
+        self.extra = extra
+
+    def returns(self):
+        paid = super().returns()
+        return paid + [0.0] * self.extra if self.extra > 0 else paid[: self.extra]
+
+
+class PaysSeat(PaidBeforeActing):
+    """Pays a step reward to a player the game does not have."""
+
+    def __init__(self, seat: int):
+        self.seat = seat
+
+    def step(self, actions):
+        return {**super().step(actions), self.seat: 1.0}
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: ReturnsPerSeat(1), r"^game toy returned 3 returns for its 2 players$"),
+        (lambda: ReturnsPerSeat(-1), r"^game toy returned 1 returns for its 2 players$"),
+        (lambda: PaysSeat(2), r"^game toy paid step rewards to players \[0, 1, 2\]; its players"),
+        (lambda: PaysSeat(-1), r"^game toy paid step rewards to players \[0, 1, -1\]"),
+    ],
+    ids=["one_return_too_many", "one_return_too_few", "seat_past_the_last", "seat_minus_one"],
+)
+def test_a_game_paying_players_it_does_not_have_is_refused_in_one_line(make, match):
+    # Too few returns, or a seat past the last, failed as a bare IndexError; too many
+    # were ignored, and seat -1's reward went silently to the last seat's turn.
+    with pytest.raises(ValueError, match=match):
+        play_episodes(make, [[FirstLegal(), FirstLegal()]], [0])
+
+
+class DecidedByDeal:
+    """Zero-sum, over at its deal: player 0 wins 1 before anyone acts."""
+
+    spec = GameSpec("deal", 2, GameKind.ZERO_SUM, 3, False, min_return=-1, max_return=1)
+
+    def reset(self, seed):
+        pass
+
+    def players_to_act(self):
+        return []
+
+    def is_terminal(self):
+        return True
+
+    def returns(self):
+        return [1.0, -1.0]
+
+
+def test_a_game_over_before_anyone_acts_keeps_the_games_returns():
+    # It was recorded as (0, 0): the game's end was never read.
+    (ep,) = play_episodes(DecidedByDeal, [[FirstLegal(), FirstLegal()]], [0])
+    assert ep.returns == (1.0, -1.0) and ep.num_steps == 0 and not ep.turns

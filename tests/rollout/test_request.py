@@ -41,3 +41,29 @@ def test_a_request_is_plain_data_answered_by_the_policy_it_names():
     assert me.forced == [[4]]  # the told move alone goes through act_forced
     with pytest.raises(ValueError, match="has 3 observations but 1 forced entries"):
         RolloutRequest("steered", 0, (obs, obs, obs), (None,))
+
+
+class Short(FirstLegal):
+    """Answers every observation but the last."""
+
+    policy_id = "short"
+
+    def act(self, observations):
+        return super().act(observations)[:-1]
+
+    def act_forced(self, observations, indices):
+        return []
+
+
+def test_a_policy_answering_too_few_decisions_is_named_in_one_line():
+    # It failed as zip()'s "argument 2 is shorter than argument 1", naming nothing.
+    with pytest.raises(ValueError, match=r"^policy 'short' gave 1 decisions where it was asked "):
+        play_episodes(kuhn, [[Short(), Short()]] * 2, [0, 1])
+    env = make_env("tic_tac_toe")
+    env.reset(0)
+    obs = env.observe(0)
+    told = RolloutRequest("short", 0, (obs,), (4,))
+    with pytest.raises(
+        ValueError, match=r"^policy 'short' gave 0 decisions where it was asked for 1"
+    ):
+        answer(Short(), told)

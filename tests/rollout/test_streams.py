@@ -97,6 +97,33 @@ def test_uniforms_lie_in_the_open_unit_interval_and_are_uniform():
     assert counts.min() > 3600 and counts.max() < 4400  # 4000 expected, sd 60
 
 
+def unsplitmix(y: int) -> int:
+    """The state whose SplitMix64 output is ``y``: each step of the mix undone."""
+
+    def unshift(v: int, k: int) -> int:
+        x = v
+        for _ in range(64 // k + 1):
+            x = v ^ (x >> k)
+        return x
+
+    y = (unshift(y, 31) * pow(0x94D049BB133111EB, -1, 2**64)) & MASK
+    y = (unshift(y, 27) * pow(0xBF58476D1CE4E5B9, -1, 2**64)) & MASK
+    return (unshift(y, 30) - 0x9E3779B97F4A7C15) & MASK
+
+
+def test_the_largest_draw_stays_below_one():
+    # The stream whose seat 0 draws all 64 bits set first, found by undoing the hash:
+    # ((2**53 - 1) + 0.5) rounds to 2**53, which made that uniform exactly 1.0 and
+    # below(n) return n, one past the last legal action.
+    key = unsplitmix(MASK) ^ splitmix(0)
+    stream = unsplitmix(unsplitmix(key))
+    assert reference_bits(stream, 0, 0) == MASK
+    (u,) = uniforms([SeatStream(stream, 0)], [1])
+    assert 0.5 < u < 1.0
+    assert SeatStream(stream, 0).below(3) == 2
+    assert exponentials([SeatStream(stream, 0)], [1])[0] > 0
+
+
 def test_exponentials_are_positive_with_mean_and_variance_one():
     e = exponentials([SeatStream(s, 0) for s in range(20)], [2000] * 20)
     assert (e > 0).all()
