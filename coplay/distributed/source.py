@@ -9,7 +9,9 @@ of workers.
 With ``max_staleness: k >= 1`` the source plays ahead: the loop hands it the next
 ``k`` plans (``submit``) before the learner updates, and the workers play them with
 the weights they have meanwhile. A group with a decision more than ``k`` updates
-stale when its batch is taken is dropped and counted (``coplay.distributed.staleness``).
+stale when its batch is taken is dropped and counted (``coplay.distributed.staleness``). A saved
+state keeps the games played ahead (``settle`` waits for them), and a resumed run hands
+them back (``restore``): they were started at older weights than it resumes with.
 
 A worker that dies is restarted by Ray (``max_restarts``); the driver plays its
 unfinished task again, from the same shipments and streams, and counts the groups
@@ -40,7 +42,7 @@ from coplay.distributed.worker import RolloutWorker, Shipment, cpu_weights, for_
 from coplay.envs.gameref import GameRef
 from coplay.eval.sampled import Tally, per_call
 from coplay.rollout.invalid import InvalidActionConfig
-from coplay.rollout.source import Batch, Plan, decision_versions
+from coplay.rollout.source import Batch, Plan, Played, decision_versions
 from coplay.types import Episode, Observation, Policy
 
 RESTART_TIMEOUT_S = 300
@@ -204,6 +206,8 @@ class _Flight:
     tasks: list[_Task]
     broadcast_s: float
     started: float = field(default_factory=time.perf_counter)
+    played: Played | None = None
+    """Its games, once waited for (``settle``) or handed back (``restore``)."""
 
 
 class RaySource:
@@ -243,12 +247,25 @@ class RaySource:
         takes its batch later."""
         self._pending[id(plan)] = (plan, self._launch(plan, policies))
 
+    def settle(self, plan: Plan) -> Played:
+        """The games of ``plan``, submitted before, waited for and kept for ``play``."""
+        held = self._pending.get(id(plan))
+        if held is None:
+            raise ValueError("settle takes a plan handed over by submit and not yet played")
+        return self._settled(held[1])
+
+    def restore(self, plan: Plan, played: Played) -> None:
+        """Hold ``played``, a resumed run's games of ``plan`` from before its stop, for
+        ``play``: they were started at older weights than the run resumes with."""
+        self._pending[id(plan)] = (plan, _Flight([], 0.0, played=played))
+
     def play(self, plan: Plan, policies: Mapping[str, Policy]) -> Batch:
         """The plan's batch (of fresh enough groups), waiting for its tasks."""
         start = time.perf_counter()
         held = self._pending.pop(id(plan), None)
         flight = held[1] if held is not None else self._launch(plan, policies)
-        episodes, replayed = self._collect(flight)
+        played = self._settled(flight)
+        episodes, replayed = list(played.episodes), played.replayed
         current = {pid: version_of(p) for pid, p in policies.items()}
         # The plan names its learners; a version seen moving marks one too (a plan made
         # without them). Not by moves alone: a resumed run's first plan, shipped at the
@@ -269,6 +286,12 @@ class RaySource:
             future = self.workers[w].play.remote(sub, shipments)
             tasks.append(_Task(w, games, sub, shipments, future))
         return _Flight(tasks, broadcast_s)
+
+    def _settled(self, flight: _Flight) -> Played:
+        if flight.played is None:
+            episodes, replayed = self._collect(flight)
+            flight.played = Played(tuple(episodes), replayed)
+        return flight.played
 
     def _collect(self, flight: _Flight) -> tuple[list[Episode], int]:
         """Every task's episodes in plan order; a task whose worker died is played

@@ -120,6 +120,31 @@ class EpisodeSource(Protocol):
     def play(self, plan: Plan, policies: Mapping[str, Policy]) -> Batch: ...
 
 
+@dataclass(frozen=True)
+class Played:
+    """A plan's games played ahead of their iteration, not yet taken by ``play``."""
+
+    episodes: tuple[Episode, ...]
+    replayed: int = 0
+    """Groups played again because a worker died meanwhile."""
+
+
+class PlaysAhead(EpisodeSource, Protocol):
+    """A source that plays plans before the loop asks for their batch (Ray workers with
+    ``rollout.max_staleness`` k > 0): the loop hands it up to ``lookahead`` plans
+    (``submit``), which it starts now with the policies' current weights. ``settle``
+    waits for a submitted plan's games and keeps them for its ``play`` (a saved state
+    holds them); ``restore`` hands a resumed run's games back, as played before the stop."""
+
+    lookahead: int
+
+    def submit(self, plan: Plan, policies: Mapping[str, Policy]) -> None: ...
+
+    def settle(self, plan: Plan) -> Played: ...
+
+    def restore(self, plan: Plan, played: Played) -> None: ...
+
+
 def default_streams(seeds: Sequence[int]) -> tuple[int, ...]:
     """Game ``i``'s stream seed from its seed and index: distinct for every game of a
     plan (groups share seeds) and across plans whose seeds differ."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from coplay.envs.gameref import GameRef
-from coplay.rollout.source import Batch, EpisodeSource, Plan
+from coplay.rollout.source import Batch, EpisodeSource, Plan, Played
 from coplay.train.metrics import rollout_metrics, scoped
 from coplay.train.parts.planning import PlanContext, PlanFeature
 from coplay.train.parts.seating import Seating, tally_after
@@ -57,6 +57,9 @@ class Run:
     """Plans made before their iteration, by iteration, with their planning metrics
     (``PlansAhead``). Saved with the run: making them moved the planning states and
     the generator, so a resume must play these, not plan those iterations again."""
+    played_ahead: dict[int, Played] = field(default_factory=dict)
+    """A resumed run's games of ``ahead`` as its source had played them before the stop
+    (``checkpoints.state.played_ahead``), handed back to the source when the loop starts."""
 
     @property
     def learner_ids(self) -> tuple[str, ...]:
@@ -140,11 +143,18 @@ class PlansAhead:
     """The last iteration planned ahead for (the run's, see ``run_loop``)."""
 
     def __post_init__(self) -> None:
-        # Plans a resumed run made before it stopped: played from here at the weights
-        # it resumed with (in the uninterrupted run they started at older ones).
-        if getattr(self.run.source, "lookahead", 0):
-            for _, (plan, _) in sorted(self.run.ahead.items()):
-                self.run.source.submit(plan, self.run.policies)
+        # Plans a resumed run made before it stopped, with the games played for them
+        # then (at the weights the uninterrupted run played them with). A state saved
+        # before those were kept has none: its plans are played at the resumed weights.
+        run = self.run
+        if getattr(run.source, "lookahead", 0):
+            for it, (plan, _) in sorted(run.ahead.items()):
+                played = run.played_ahead.get(it)
+                if played is None:
+                    run.source.submit(plan, run.policies)
+                else:
+                    run.source.restore(plan, played)
+        run.played_ahead = {}
 
     def take(self, it: int) -> tuple[Plan, dict[str, float]]:
         return self.run.ahead.pop(it, None) or make_plan(self.run, it)

@@ -317,9 +317,9 @@ def train(
     ``force`` moves it to ``out.old-<time>`` first (``coplay train --force``).
 
     ``resume`` continues from the state saved in ``out`` (every ``train.save_every``
-    iterations and at the end); the result equals an uninterrupted run, except with
-    Ray workers that play ahead (``rollout.max_staleness`` k > 0): the plans made
-    ahead are kept, but their k iterations are played at the resumed weights.
+    iterations and at the end); the result equals an uninterrupted run, with Ray
+    workers that play ahead (``rollout.max_staleness`` k > 0) too: the state keeps the
+    plans made ahead and the games played for them at the older weights.
     ``stop_after`` ends after that iteration with the state saved, as a job with a
     time limit would. Each iteration logs its metrics, then saves its checkpoint, then
     its state: the state is the commit point, so a kill at any moment resumes into

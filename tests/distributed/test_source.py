@@ -30,7 +30,9 @@ from coplay.envs.gameref import GameRef
 from coplay.models.build import ModelConfig, build_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.rollout.source import LocalSource, Plan
+from coplay.train.checkpoints.state import load_state
 from coplay.train.config import ConfigError
+from coplay.train.hooks import Save
 from coplay.train.loop import run_loop
 from coplay.train.settings import build_config
 from coplay.train.trainer import game_text, setup
@@ -169,6 +171,33 @@ def test_async_workers_play_ahead_within_the_bound(pool, tmp_path, k):
         assert m[f"rollout/staleness/seat0/{min(t, k)}"] == 1.0
         assert m[f"rollout/staleness/seat1/{min(t, k)}"] == 1.0
     assert run.trainees[0].policy.version == 4
+
+
+def test_an_async_run_resumed_from_its_state_is_the_uninterrupted_run(pool, tmp_path):
+    # The plan handed over after iteration 2 is played at iteration 2's weights; a run
+    # stopped after it played that plan again at the resumed weights (3's), and went on
+    # with other games and weights than the uninterrupted run.
+    over = [*KUHN, "train.iterations=4", "rollout.workers=1", "rollout.max_staleness=1"]
+
+    def run_at(out, fresh=True):
+        run = setup(build_config(overrides=over), out, fresh=fresh)
+        run.source = on(pool[:1], max_staleness=1)
+        return run
+
+    whole, whole_capture = run_at(tmp_path / "whole"), Capture()
+    run_loop(whole, [whole_capture], start=0, end=4)
+    split = run_at(tmp_path / "split")
+    run_loop(split, [Save(every=0, end=2, hooks=[])], start=0, end=2)  # as stop_after=2
+    resumed, capture = run_at(tmp_path / "split", fresh=False), Capture()
+    assert load_state(resumed, []) == 2
+    run_loop(resumed, [capture], start=2, end=4)
+    for ours, theirs in zip(capture.metrics, whole_capture.metrics[2:], strict=True):
+        assert {k: v for k, v in ours.items() if not k.startswith("perf/")} == {
+            k: v for k, v in theirs.items() if not k.startswith("perf/")
+        }
+    assert [b.episodes for b in capture.batches] == [b.episodes for b in whole_capture.batches[2:]]
+    a, b = weights(whole), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def decisions(episode):

@@ -10,6 +10,7 @@ from coplay.backends import BACKENDS, HFBackend
 from coplay.models.loading import load_policy
 from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import OpponentPool, build_opponent
+from coplay.rollout.source import Batch, Played, decision_versions
 from coplay.train import loop
 from coplay.train.checkpoints.state import RUN_KEYS, RUN_STATE, load_state, read_state, save_state
 from coplay.train.hooks import Hook, Save
@@ -109,20 +110,31 @@ def test_restarted_groups_leave_the_seats_to_the_next_fresh_groups(tmp_path):
 
 
 class Ahead:
-    """A source that takes plans ahead (``lookahead`` 1) but plays each when asked,
-    recording what it was handed: the loop's side of an asynchronous source."""
+    """A source that plays ahead (``lookahead`` 1) as Ray workers do: a plan handed over
+    is played at once, at the weights of then, and its batch taken later; it records
+    what it was handed."""
 
     lookahead = 1
 
     def __init__(self, source) -> None:
-        self.source, self.submitted, self.played = source, [], []
+        self.source, self.submitted, self.restored, self.played = source, [], [], []
+        self.held: dict[int, Batch] = {}
 
     def submit(self, plan, policies) -> None:
         self.submitted.append(plan)
+        self.held[id(plan)] = self.source.play(plan, policies)
+
+    def settle(self, plan) -> Played:
+        return Played(self.held[id(plan)].episodes)
+
+    def restore(self, plan, played) -> None:
+        self.restored.append(plan)
+        self.held[id(plan)] = Batch(played.episodes, decision_versions(played.episodes), 0.0)
 
     def play(self, plan, policies):
         self.played.append(plan)
-        return self.source.play(plan, policies)
+        held = self.held.pop(id(plan), None)
+        return held if held is not None else self.source.play(plan, policies)
 
 
 def restarted_groups(plan) -> int:
@@ -149,7 +161,9 @@ def _planning_ahead(out, fresh=True):
 
 def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
     # Making the next plan moves the seat tally, the restart buffer's draws and the
-    # generator; planning it again on resume gave another plan than the run made.
+    # generator; planning it again on resume gave another plan than the run made. Its
+    # games were started at the weights before the saved update: played again at the
+    # resumed ones, the run went on with other games and weights than the uninterrupted.
     whole = _planning_ahead(tmp_path / "whole")
     run_loop(whole, [], start=0, end=4)
     split = _planning_ahead(tmp_path / "split")
@@ -158,7 +172,7 @@ def test_a_resume_plays_the_plans_made_ahead_before_the_stop(tmp_path):
     resumed = _planning_ahead(tmp_path / "split", fresh=False)
     assert load_state(resumed, []) == 2
     run_loop(resumed, [], start=2, end=4)
-    assert resumed.source.submitted[0] == split.source.submitted[1]  # plan 3, handed over at once
+    assert resumed.source.restored == split.source.submitted[1:2]  # plan 3, as played then
     assert split.source.played[:2] + resumed.source.played == whole.source.played
     for p, q in zip(weights(whole), weights(resumed), strict=True):
         assert torch.equal(p, q)

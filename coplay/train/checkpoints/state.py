@@ -30,11 +30,11 @@ import torch
 from coplay.algos.advantages.base import EmptyState
 from coplay.models.hf_folder import CheckpointError
 from coplay.report.atomic import atomic_dir
-from coplay.rollout.source import Plan
+from coplay.rollout.source import Plan, Played
 from coplay.train.checkpoints.safe_tree import TreeFileError, load_tree, records_of, save_tree
 from coplay.train.parts.sections import part_records
 from coplay.train.parts.term import Sample
-from coplay.types import Decision, Opening
+from coplay.types import Decision, Episode, Observation, Opening, Trajectory, Turn
 
 if TYPE_CHECKING:
     from coplay.train.loop import Run
@@ -47,7 +47,8 @@ def state_records() -> dict[str, type]:
     """The record types a state may hold (estimator states, the memory of targets, and
     what every registered part declares in ``records``); a state file naming any other
     type is refused. Read at each save and load, so a part registered later counts."""
-    return records_of(EmptyState, Sample, Decision, Plan, Opening, *part_records())
+    played = (Played, Episode, Trajectory, Turn, Observation)  # games played ahead
+    return records_of(EmptyState, Sample, Decision, Plan, Opening, *played, *part_records())
 
 
 RUN_KEYS = ("iteration", "models", "trainees", "planning", "hooks", "samplers", "rngs")
@@ -147,6 +148,15 @@ def fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()
 
 
+def played_ahead(run: Run) -> dict[int, Played]:
+    """The games of every plan made ahead (``Run.ahead``), by iteration, waited for
+    (the source keeps them for its ``play``): the uninterrupted run plays the games its
+    source started at older weights, which a resume could not play again."""
+    if not getattr(run.source, "lookahead", 0):
+        return {}
+    return {it: run.source.settle(plan) for it, (plan, _) in sorted(run.ahead.items())}
+
+
 def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
     """Write the run's full state after ``iteration``, walking its parts; replaces the
     previous state in renames (``atomic_dir``), so an interruption never leaves a
@@ -157,6 +167,7 @@ def save_state(run: Run, hooks: Sequence[Any], iteration: int) -> Path:
         "trainees": {t.name: t.state() for t in run.trainees},
         "planning": dict(run.plan_states),
         "ahead": dict(run.ahead),
+        "played_ahead": played_ahead(run),
         "hooks": {h.name: h.state() for h in hooks if h.name},
         # Apart: an evaluation opponent may share its name with a policy that plays
         # in training (a training bot "random" beside the evaluation's "random").
@@ -200,6 +211,7 @@ def _restore(run: Run, hooks: Sequence[Any], tree: dict[str, Any], source: Path)
         t.load(tree["trainees"][t.name], source)
     run.plan_states.update(tree["planning"])
     run.ahead = dict(tree.get("ahead", {}))  # a state saved before plans ahead were kept
+    run.played_ahead = dict(tree.get("played_ahead", {}))  # and before their games were
     for hook in hooks:
         if hook.name and hook.name in tree["hooks"]:
             hook.load(tree["hooks"][hook.name], run)

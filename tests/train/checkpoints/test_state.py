@@ -87,6 +87,7 @@ def test_a_state_holds_no_pickle(finished_run):
         "iteration",
         "models",
         "planning",
+        "played_ahead",
         "rngs",
         "samplers",
         "tokenizers",
@@ -194,7 +195,8 @@ BAD_STATES = {
     "run.json naming an unknown record": (
         _edit_json(lambda t: t["trainees"]["learner"].update(adv_state=UNKNOWN)),
         "{r}/state/run.json names an unknown record type 'os.system' "
-        "(allowed: Decision, EmptyState, Opening, Plan, RestartState, Sample, Start)",
+        "(allowed: Decision, EmptyState, Episode, Observation, Opening, Plan, Played, "
+        "RestartState, Sample, Start, Trajectory, Turn)",
     ),
     "run.json with a value of the wrong kind": (
         _edit_json(lambda t: t["rngs"].update(torch=5)),
