@@ -12,6 +12,7 @@ policy's view and refused answers.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -114,17 +115,32 @@ def read_move(text: str, observation: Observation, parse: Callable[[str], str | 
     if legal is None:  # a free-text turn: the game reads the text
         action = parse(answer) if answer else None
         if action is None:
-            raise IllegalMove(f"the game does not accept {answer!r} here; write a message")
+            raise IllegalMove(f"the game does not accept {quoted(answer)} here; write a message")
         return action
     by_name = {_bare(a).lower(): a for a in legal}
     if _bare(answer).lower() in by_name:
         return by_name[_bare(answer).lower()]
-    if numbered(legal) and _index_like(answer) and 1 <= int(answer) <= len(legal):
-        return legal[int(answer) - 1]
+    number = number_below(answer, len(legal) + 1) if numbered(legal) else None
+    if number:
+        return legal[number - 1]
     action = parse(answer)
     if action is None:
-        raise IllegalMove(f"{answer!r} is no legal move; legal: {' '.join(legal)}")
+        raise IllegalMove(f"{quoted(answer)} is no legal move; legal: {' '.join(legal)}")
     return action
+
+
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = 60
+
+
+def quoted(answer: str) -> str:
+    """``answer`` quoted in an error, cut in the middle when long: a pasted page must
+    not push the legal moves that follow it off the screen.
+
+    >>> quoted("raise"), len(quoted("x" * 10_000))
+    ("'raise'", 60)
+    """
+    return _QUOTE.repr(answer)
 
 
 def numbered(legal: Sequence[str]) -> bool:
@@ -133,14 +149,18 @@ def numbered(legal: Sequence[str]) -> bool:
     return not any(_bare(a).isdigit() for a in legal)
 
 
-def _index_like(answer: str) -> bool:
-    """Whether ``answer`` is a move number: ASCII decimal digits only (``str.isdigit``
-    also holds for '²', which ``int`` refuses).
+def number_below(text: str, limit: int) -> int | None:
+    """The number ``text`` writes, when it is one below ``limit``; else None. ASCII
+    decimal digits only: ``str.isdigit`` also holds for '²', and ``int`` refuses that
+    and a number of more than 4300 digits, both of which a person may type.
 
-    >>> _index_like("2"), _index_like("\u00b2"), _index_like("\u0661")
-    (True, False, False)
+    >>> number_below("2", 3), number_below("\u00b2", 3), number_below("1" * 5000, 3)
+    (2, None, None)
     """
-    return answer.isascii() and answer.isdigit()
+    digits = text.lstrip("0") or "0"
+    if not (text.isascii() and text.isdigit()) or len(digits) > len(str(limit)):
+        return None
+    return int(digits) if int(digits) < limit else None
 
 
 def _bare(action: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from coplay.play.session import Session
+from coplay.play.session import Session, number_below
 from coplay.types import Env, Policy
 
 PERSON_NAME = "you"
@@ -42,9 +42,10 @@ def seating(specs: Sequence[str], seats: int, *, seat: str | None) -> dict[str, 
 def _person_seat(text: str, seats: int) -> int:
     if text == "alternate":
         return 0
-    if not text.isdigit() or int(text) >= seats:
+    seat = number_below(text, seats)
+    if seat is None:
         raise ValueError(f"--seat must be a seat from 0 to {seats - 1} or 'alternate', got {text}")
-    return int(text)
+    return seat
 
 
 def play(

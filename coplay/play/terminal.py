@@ -4,7 +4,8 @@ During a game a person sees only their own seat's observation and, in games of p
 information (or with ``--show-probs``), the moves of the policies as they are made; when
 the game ends every seat's final view and the whole move list are shown (the
 showdown), then the running score. ``q``, Ctrl-D and Ctrl-C end the session with one
-line, the score so far.
+line, the score so far. Every line is printed with its control characters shown as
+escapes: a policy's answer, or a message in a game's view, must not drive the terminal.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from coplay.play.session import (
     numbered,
     score_line,
 )
+from coplay.report.show import printable
 
 QUIT = ("q", "quit", "exit")
 
@@ -37,6 +39,7 @@ def play_in_terminal(
     say: Callable[[str], None] = print,
 ) -> int:
     """Play ``games`` games at the prompt; the exit status (0, also when stopped early)."""
+    say = _printed_by(say)
     try:
         for _ in range(games):
             _one_game(session, games, ask, say)
@@ -45,6 +48,10 @@ def play_in_terminal(
         say(f"coplay play: stopped; {score_line(session)}")
         return 0
     return 0
+
+
+def _printed_by(say: Callable[[str], None]) -> Callable[[str], None]:
+    return lambda line: say(printable(line))
 
 
 def _one_game(session: Session, games: int, ask, say) -> None:

@@ -2,8 +2,10 @@
 
 ``transcripts.jsonl`` is written by ``coplay.report.sinks.append_transcripts``: one
 episode per line with every turn's observation, answer and log-probs. Replay needs
-the readable part only (no token ids), so this reader keeps that; lines are read as
-the report reads them (``read_jsonl``: a line a kill left half written is skipped).
+the readable part only (no token ids), so this reader keeps that; records are read
+as the report reads them (``coplay.report.runfiles.read_transcripts``: a line a kill
+left half written is skipped, a record with a field of the wrong type is an error
+naming its file and line, and a field it lacks is read as None).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from coplay.report.runfiles import read_jsonl
+from coplay.report import runfiles
 
 TRANSCRIPTS = "transcripts.jsonl"
 
@@ -21,7 +23,7 @@ TRANSCRIPTS = "transcripts.jsonl"
 class ReplayTurn:
     """One decision of a recorded game, as the acting seat saw and answered it."""
 
-    step: int
+    step: int | None
     player: int
     observation: str
     legal_actions: tuple[str, ...]
@@ -38,9 +40,9 @@ class ReplayTurn:
 class ReplayGame:
     """One recorded game: where it came from, who sat where, its turns and returns."""
 
-    iteration: int
-    game: str
-    seed: int
+    iteration: int | None
+    game: str | None
+    seed: int | None
     seats: tuple[str, ...]
     returns: tuple[float, ...]
     turns: tuple[ReplayTurn, ...]
@@ -50,30 +52,30 @@ def read_transcripts(path: Path) -> list[ReplayGame]:
     """Every game of a ``transcripts.jsonl`` file (none when the file is missing)."""
     if not path.is_file():
         return []
-    # the report's reader: a torn last line is skipped, any other bad line is an error
-    return [_game(record) for record in read_jsonl(path)]
+    return [_game(record) for record in runfiles.read_transcripts(path)]
 
 
 def _game(record: dict) -> ReplayGame:
-    turns = tuple(
-        ReplayTurn(
-            step=t["step"],
-            player=t["player"],
-            observation=t["observation"],
-            legal_actions=tuple(t.get("legal_actions") or ()),
-            text=t["text"],
-            action=t.get("action"),
-            reward=float(t.get("reward") or 0.0),
-            policy_id=t.get("policy_id", ""),
-            probability=math.exp(sum(t["logprobs"])) if t.get("logprobs") else None,
-        )
-        for t in record["turns"]
-    )
     return ReplayGame(
-        iteration=record["iteration"],
-        game=record["game"],
-        seed=record["seed"],
-        seats=tuple(record["seats"]),
-        returns=tuple(float(r) for r in record["returns"]),
-        turns=turns,
+        iteration=record.get("iteration"),
+        game=record.get("game"),
+        seed=record.get("seed"),
+        seats=tuple(record.get("seats") or ()),
+        returns=tuple(float(r) for r in record.get("returns") or ()),
+        turns=tuple(_turn(t) for t in record["turns"]),
+    )
+
+
+def _turn(turn: dict) -> ReplayTurn:
+    logprobs = turn.get("logprobs")
+    return ReplayTurn(
+        step=turn.get("step"),
+        player=turn["player"],
+        observation=turn.get("observation", ""),
+        legal_actions=tuple(turn.get("legal_actions") or ()),
+        text=turn.get("text", ""),
+        action=turn.get("action"),
+        reward=float(turn.get("reward") or 0.0),
+        policy_id=turn.get("policy_id", ""),
+        probability=math.exp(sum(logprobs)) if logprobs else None,
     )

@@ -39,6 +39,7 @@ from coplay.play.session import (
     PlayerFailed,
     Session,
     headline,
+    number_below,
     numbered,
     score_line,
 )
@@ -183,6 +184,13 @@ class PlayServer(ThreadingHTTPServer):
         self.session, self.replays = session, replays
         self.lock = threading.Lock()
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away before its reply (a tab closed or reloaded while a
+        policy thought) is no error of the server's: nothing to tell the terminal."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
@@ -204,9 +212,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(table_state(self.server.session))
         if path == "/api/replays":
             return self._json(replay_summary(self.server.replays))
-        if path.startswith("/api/replays/") and path.rsplit("/", 1)[1].isdigit():
-            index = int(path.rsplit("/", 1)[1])
-            if index < len(self.server.replays):
+        if path.startswith("/api/replays/"):
+            index = number_below(path.removeprefix("/api/replays/"), len(self.server.replays))
+            if index is not None:
                 return self._json(asdict(self.server.replays[index]))
         self._json({"error": f"no such page: {path}"}, HTTPStatus.NOT_FOUND)
 
@@ -239,6 +247,8 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError as err:
             raise ValueError(f"the request body is no JSON: {err}") from None
+        except RecursionError:  # json's parser recurses once per bracket
+            raise ValueError("the request body is nested too deeply") from None
         if not isinstance(body, dict):
             raise ValueError("the request body must be a JSON object")
         return body

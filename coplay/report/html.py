@@ -60,16 +60,19 @@ def render(
     changes = changes or {}
     charts = build_charts(runs)
     names = run_labels(runs)
+    sections = list(dict.fromkeys(c.section for c in charts))
     body = [
         _header(runs, names),
         _config_section(runs, names, changes),
-        _curves_section(charts),
+        _curves_section(sections),
         _throughput_section(runs, names),
         _metagame_section(runs, names),
         _games_section(runs, names, games),
     ]
     title = "coplay report: " + ", ".join(names)
-    data = {"charts": [_chart_json(c) for c in charts]}
+    # A chart names its grid by number: a section's name (any metric key's namespace)
+    # does not survive the HTML parser as written (a carriage return becomes a newline).
+    data = {"charts": [_chart_json(c) | {"grid": sections.index(c.section)} for c in charts]}
     payload = script_json(data)
     return "\n".join(
         [
@@ -201,7 +204,8 @@ def _config_section(
     return "\n".join(parts)
 
 
-def _curves_section(charts: Sequence[Chart]) -> str:
+def _curves_section(sections: Sequence[str]) -> str:
+    """The curves' heading and one grid per section, in order; the script fills them."""
     parts = [
         '<section id="curves"><h2>Curves</h2>',
         "<p class=axis>x axis: <label><input type=radio name=xaxis value=iterations checked>"
@@ -209,11 +213,7 @@ def _curves_section(charts: Sequence[Chart]) -> str:
         "</label> <span class=hint>dashed: initial value (before training) and reference "
         "(0 = exact Nash)</span></p>",
     ]
-    seen: list[str] = []
-    for c in charts:
-        if c.section not in seen:
-            seen.append(c.section)
-    for section in seen:
+    for section in sections:
         title = SECTIONS.get(section, section)
         parts.append(f'<h3>{_esc(title)}</h3><div class=grid data-section="{_esc(section)}"></div>')
     parts.append("</section>")

@@ -145,17 +145,29 @@ def check_logger(name: str) -> str:
 
 @dataclass
 class Loggers:
-    """Every sink of a run: ``log`` sends one row to each, in the order named."""
+    """Every sink of a run: ``log`` sends one row to each, in the order named. A sink
+    that fails (its disk full) keeps no other from its row or from closing its files;
+    the first failure is raised once every sink has had its turn."""
 
     sinks: list[MetricLogger]
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        for sink in self.sinks:
-            sink.log(step, metrics)
+        _each(self.sinks, lambda sink: sink.log(step, metrics))
 
     def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()
+        _each(self.sinks, lambda sink: sink.close())
+
+
+def _each(sinks: Sequence[MetricLogger], call: Callable[[MetricLogger], None]) -> None:
+    """``call`` on every sink, then the first error any of them raised."""
+    failed: Exception | None = None
+    for sink in sinks:
+        try:
+            call(sink)
+        except Exception as err:
+            failed = failed or err
+    if failed is not None:
+        raise failed
 
 
 def open_loggers(names: Sequence[str], opening: Opening) -> Loggers:

@@ -127,6 +127,10 @@ def _is_numbers(value: Any) -> bool:
     return isinstance(value, list) and all(map(_is_number, value))
 
 
+def _is_texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 def _is_logprobs(value: Any) -> bool:
     # A log-probability is <= 0 (-inf: an impossible token); a positive one is not one,
     # and exp() of a large sum overflows. NaN fails the comparison, as it should.
@@ -153,9 +157,12 @@ TURN_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "action": ("text or null", _or_null(lambda v: isinstance(v, str))),
     "reward": ("a number or null", _or_null(_is_number)),
     "logprobs": ("a list of numbers <= 0 (log-probabilities)", _is_logprobs),
+    "response_ids": ("a list", lambda v: isinstance(v, list)),
     "rejected": ("a list", lambda v: isinstance(v, list)),
+    "legal_actions": ("a list of text", _is_texts),
 }
-"""Optional fields of a turn that the report reads: (what, test), as RECORD_FIELDS."""
+"""Optional fields of a turn that the report reads (and the play page's replay: its
+legal actions): (what, test), as RECORD_FIELDS."""
 
 
 def _transcript_fault(record: dict[str, Any]) -> str | None:

@@ -3,12 +3,14 @@
 Every turn is a panel in its seat's colour: what that seat saw (its own observation,
 so its private information only), then what it answered, with the answer's
 probability under the policy that sampled it. ``rich`` draws it; piped output is
-plain text.
+plain text. What a model, a game or a person wrote is printed with its control
+characters shown as escapes (``printable``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +22,31 @@ from rich.text import Text
 from coplay.report.transcripts import select_games
 
 SEAT_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but tab and newline (C0, DEL, C1)."""
+
+
+def printable(text: str) -> str:
+    r"""``text`` with its control characters written as escapes (tab and newline kept):
+    an answer holding ``ESC [2J`` would otherwise clear the reader's terminal, and one
+    holding a carriage return would print over the line it is on (rich strips only a
+    few of these).
+
+    >>> printable("[Bet]\x1b[2J\rgame over"), printable("a\tb\n")
+    ('[Bet]\\x1b[2J\\rgame over', 'a\tb\n')
+    """
+    return CONTROL.sub(lambda m: repr(m[0])[1:-1], text)
+
+
+def _printable(value: Any) -> Any:
+    """A transcript record, every text in it ``printable``."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    return value
 
 
 def answer_line(turn: dict[str, Any]) -> Text:
@@ -45,6 +72,7 @@ def answer_line(turn: dict[str, Any]) -> Text:
 
 def game_view(record: dict[str, Any]) -> Group:
     """One game: a header, a panel per turn, the returns."""
+    record = _printable(record)
     seats = list(record.get("seats") or [])
     # Titles are Text, not markup strings: a policy id such as "nash[v2]" is data.
     parts: list[Any] = [

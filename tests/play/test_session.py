@@ -163,6 +163,27 @@ def test_a_number_in_other_digits_is_an_illegal_move_not_a_crash(digits):
         s.answer(seat, digits)
 
 
+def test_a_number_too_long_for_int_is_an_illegal_move_not_the_end_of_the_session():
+    # int() refuses more than 4300 digits: a ValueError, which the prompt does not
+    # catch, ended the session with exit status 2 instead of asking again.
+    obs = Observation("kuhn_poker", 0, "", legal_actions=("[Pass]", "[Bet]"))
+    with pytest.raises(IllegalMove, match="legal: \\[Pass\\] \\[Bet\\]"):
+        read_move("1" * 5000, obs, lambda t: None)
+    assert read_move("0" * 5000 + "2", obs, lambda t: None) == "[Bet]"  # still move 2
+
+
+def test_a_huge_answer_is_quoted_short_so_the_legal_moves_stay_in_view():
+    # A pasted page was quoted whole: the legal moves came after megabytes of it.
+    obs = Observation("kuhn_poker", 0, "", legal_actions=("[Pass]", "[Bet]"))
+    with pytest.raises(IllegalMove) as err:
+        read_move("x" * 2_000_000, obs, lambda t: None)
+    assert len(str(err.value)) < 120 and str(err.value).endswith("legal: [Pass] [Bet]")
+    free = Observation("negotiation", 0, "")  # a turn that takes a message
+    with pytest.raises(IllegalMove, match="here; write a message$") as err:
+        read_move("y" * 2_000_000, free, lambda t: None)
+    assert len(str(err.value)) < 120
+
+
 def test_answers_out_of_turn_are_refused():
     s = kuhn(seed=0)
     s.new_game()

@@ -44,6 +44,16 @@ def test_the_agent_takes_every_seat_but_the_persons():
             ["play", "random", "--game", "kuhn_poker", "--seat", "5"],
             "--seat must be a seat from 0 to 1",
         ),
+        # int() refused both: "invalid literal for int() with base 10: '²'", and
+        # "Exceeds the limit (4300 digits) for integer string conversion".
+        (
+            ["play", "random", "--game", "kuhn_poker", "--seat", "\u00b2"],
+            "--seat must be a seat from 0 to 1 or 'alternate', got \u00b2",
+        ),
+        (
+            ["play", "random", "--game", "kuhn_poker", "--seat", "1" * 5000],
+            "--seat must be a seat from 0 to 1 or 'alternate', got 111",
+        ),
         (
             ["play", "random", "--game", "kuhn_poker", "--games", "0"],
             "--games must be positive, got 0",

@@ -16,6 +16,7 @@ from coplay.play import terminal
 from coplay.play.session import Session
 from coplay.play.terminal import play_in_terminal
 from coplay.policies.scripted import make_scripted
+from coplay.types import Decision
 from tests.play.ctrl_c import ctrl_c_as_at_a_terminal
 from tests.play.garbage import Garbage
 from tests.play.referee import kuhn_card, kuhn_returns, tic_tac_toe_board, tic_tac_toe_returns
@@ -136,6 +137,38 @@ def test_q_and_ctrl_d_end_the_session_in_one_line(stop):
     assert said[-1] == "coplay play: stopped; " + (
         "score after 0 games: you +0 (0 won, 0 drawn, 0 lost) · random +0 (0 won, 0 drawn, 0 lost)"
     )
+
+
+def test_a_number_too_long_to_read_is_asked_again_not_the_end_of_the_session():
+    # It ended the session: "coplay play: error: Exceeds the limit (4300 digits) ...".
+    answers = iter(["1" * 5000, "q"])
+    said: list[str] = []
+    s = _kuhn_session()
+    assert play_in_terminal(s, games=1, ask=lambda _: next(answers), say=said.append) == 0
+    (refused,) = [line for line in said if line.startswith("not a legal move")]
+    assert refused.startswith("not a legal move: '111") and refused.endswith("[Pass] [Bet]")
+    assert said[-1].startswith("coplay play: stopped; score after 0 games")
+
+
+class Escapes:
+    """A text player whose answers hold terminal control sequences: clear the screen,
+    retitle the window, print over its own line with a forged result."""
+
+    policy_id, version, mode = "escapes", 0, "text"
+
+    def act(self, observations):
+        text = "[Pass]\x1b[2J\x1b]0;owned\x07\rgame over: you won (+2)"
+        return [Decision(text=text, action="[Pass]", policy_id="escapes")]
+
+
+def test_control_characters_a_policy_wrote_are_shown_as_escapes_not_sent_to_the_terminal():
+    players = {"escapes": Escapes(), "escapes #2": Escapes()}
+    s = Session(partial(make_env, "kuhn_poker"), players, list(players))
+    said: list[str] = []
+    play_in_terminal(s, games=1, say=said.append)
+    text = "\n".join(said)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
+    assert "answer: [Pass]\\x1b[2J\\x1b]0;owned\\x07\\rgame over: you won (+2)" in text
 
 
 def _kuhn_session() -> Session:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+
+import pytest
 
 from coplay.play.transcripts import read_transcripts
 from coplay.report.sinks import append_transcripts
@@ -51,3 +55,42 @@ def test_a_torn_last_line_and_a_missing_file_read_as_fewer_games(tmp_path):
     append_transcripts(path, [episode(1), episode(2)], iteration=1)
     path.write_text(path.read_text()[:-40])  # killed while writing the second
     assert [g.seed for g in read_transcripts(path)] == [1]
+
+
+def damaged(tmp_path, edit) -> Path:
+    """A transcripts file of two games, the second edited by ``edit(record)``."""
+    path = tmp_path / "transcripts.jsonl"
+    append_transcripts(path, [episode(1), episode(2)], iteration=1)
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    edit(second)
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "fault"),
+    [
+        # exp() of it overflowed: an OverflowError traceback from coplay play --web
+        (lambda r: r["turns"][0].update(logprobs=[1000.0]), "'logprobs' must be a list of"),
+        # tuple(5): "coplay play: error: 'int' object is not iterable"
+        (lambda r: r["turns"][0].update(legal_actions=5), "'legal_actions' must be a list of"),
+        (lambda r: r.update(returns=["won", "lost"]), "'returns' must be a list of numbers"),
+    ],
+    ids=["positive logprob", "legal actions a number", "returns words"],
+)
+def test_a_record_replay_cannot_read_is_named_by_file_and_line(tmp_path, edit, fault):
+    with pytest.raises(
+        ValueError, match=r"transcripts.jsonl:2 is not a transcript record: "
+    ) as err:
+        read_transcripts(damaged(tmp_path, edit))
+    assert fault in str(err.value)
+
+
+def test_a_record_without_a_field_the_report_does_without_is_replayed(tmp_path):
+    # "coplay play: error: 'seed'": the replay needed fields the report reads as absent.
+    def edit(record):
+        del record["seed"], record["game"], record["turns"][0]["step"]
+
+    games = read_transcripts(damaged(tmp_path, edit))
+    assert [g.seed for g in games] == [1, None] and games[1].game is None
+    assert [t.step for t in games[1].turns] == [None, 1, 2]

@@ -240,6 +240,66 @@ def test_the_api_sends_the_other_seats_view_only_once_the_game_is_over():
     server.shutdown()
 
 
+def raw_request(server, head: bytes, body: bytes = b"") -> tuple[int, dict]:
+    """One request written byte for byte (urllib would encode what these tests send
+    as it is); the reply's status and JSON, or (0, {}) when the server sent none."""
+    with socket.create_connection(server.server_address[:2], timeout=30) as conn:
+        conn.sendall(head + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        reply = b"".join(iter(lambda: conn.recv(65536), b""))
+    if not reply:
+        return 0, {}
+    status_line, _, rest = reply.partition(b"\r\n")
+    return int(status_line.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])
+
+
+@pytest.mark.parametrize("index", [b"\xb2", b"9" * 5000])
+def test_a_replay_index_int_cannot_read_is_no_such_page(tmp_path, index, capsys):
+    # '\xb2' reads as '²', which passes str.isdigit; int() refused it, and 5000 digits:
+    # a traceback on the terminal and no reply.
+    path = tmp_path / "transcripts.jsonl"
+    record = {"iteration": 1, "game": "kuhn_poker", "seed": 3, "seats": ["a", "b"]}
+    path.write_text(json.dumps(record | {"returns": [1, -1], "turns": []}) + "\n")
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random")
+    server = serving(session, transcripts=path)
+    status, reply = raw_request(server, b"GET /api/replays/" + index + b" HTTP/1.0")
+    assert status == 404 and reply["error"].startswith("no such page: /api/replays/")
+    assert get(server.url + "api/replays/0")[1]["iteration"] == 1
+    server.shutdown()
+    assert capsys.readouterr().err == ""
+
+
+def test_a_body_nested_too_deeply_for_the_json_parser_is_a_bad_request(capsys):
+    # json's parser recursed once per bracket: a RecursionError, a traceback on the
+    # terminal and no reply.
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random")
+    server = serving(session)
+    for body in (b"[" * 60_000, b'{"seat": 0, "move": ' + b"[" * 60_000 + b"}"):
+        status, reply = raw_request(server, b"POST /api/move HTTP/1.0", body)
+        assert status == 400 and reply == {"error": "the request body is nested too deeply"}
+    assert get(server.url + "api/state")[1]["log"] == []  # nothing was played
+    server.shutdown()
+    assert capsys.readouterr().err == ""
+
+
+def test_a_client_gone_before_its_reply_leaves_the_terminal_quiet(capsys):
+    # A tab closed while a policy thought: the reply's write failed with a broken pipe,
+    # and the server printed its traceback into the person's terminal.
+    session = kuhn_session(make_scripted("random", "kuhn_poker", 0), "random")
+    server = make_server(session, port=0)
+    for gone in (BrokenPipeError, ConnectionResetError):
+        try:
+            raise gone("the client went away")
+        except gone:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise RuntimeError("a policy's own failure")
+    except RuntimeError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "RuntimeError: a policy's own failure" in capsys.readouterr().err  # still told
+    server.server_close()
+
+
 def test_the_command_serves_the_page_and_stops_on_ctrl_c_in_one_line():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "coplay.cli", "play", "random", "--game", "tic_tac_toe"]

@@ -197,6 +197,23 @@ def test_each_seat_sees_only_its_own_card_in_the_browser(tiny_run, browser):
     page.close()
 
 
+def test_every_chart_is_drawn_whatever_its_namespace_is_named(tmp_path, browser):
+    # The script found a chart's grid by a selector built from its namespace: a quote
+    # made the selector invalid, and a carriage return (read back as a newline by the
+    # HTML parser) matched no grid; the charts after it were not drawn.
+    keys = ['my"ns/x', "cr\rns/x", "nl\nns/x", "back\\ns/x", "zz/last"]
+    rows = [{"iteration": i, **{k: float(i) for k in keys}} for i in range(2)]
+    path = tmp_path / "report.html"
+    path.write_text(render([RunFiles(tmp_path, "train", {}, rows)]))
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    drawn = page.evaluate("window.coplayReport.charts.map(c => c.key)")
+    assert errors == [] and sorted(drawn) == sorted(keys)
+    page.close()
+
+
 def test_runs_of_the_same_folder_name_are_told_apart_on_the_page(tmp_path):
     rows = [{"iteration": 0, "loss/kl": 0.1}, {"iteration": 1, "loss/kl": 0.2}]
     page = render([RunFiles(tmp_path / d / "a", "train", {}, rows) for d in ("runs", "other")])

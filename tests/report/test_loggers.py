@@ -1,6 +1,7 @@
 """Metric sinks: TensorBoard's own reader and the wandb offline files hold the values of
 metrics.jsonl; a missing extra or an unknown name is one line when the config is built."""
 
+import errno
 import json
 import time
 
@@ -114,3 +115,37 @@ def test_an_unknown_logger_names_the_registered_ones():
     ):
         build_config(overrides=["train.loggers=[jsonl,mlflow]"])
     assert build_config(overrides=["train.loggers=[]"]).train.loggers == []
+
+
+class Full:
+    """A sink whose disk is full: every write fails."""
+
+    def log(self, step, metrics):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def close(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+class Recording:
+    def __init__(self):
+        self.rows, self.closed = [], False
+
+    def log(self, step, metrics):
+        self.rows.append((step, dict(metrics)))
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_sink_that_fails_keeps_no_other_from_its_row_or_its_close():
+    # The sinks after a failing one got no row and were never closed (wandb's run
+    # left unfinished after TensorBoard's disk filled up).
+    before, after = Recording(), Recording()
+    sinks = loggers.Loggers([before, Full(), after])
+    with pytest.raises(OSError, match="No space left on device"):
+        sinks.log(3, {"loss/kl": 0.5})
+    with pytest.raises(OSError, match="No space left on device"):
+        sinks.close()
+    assert before.rows == after.rows == [(3, {"loss/kl": 0.5})]
+    assert before.closed and after.closed

@@ -162,6 +162,12 @@ def test_the_latest_response_is_found_by_number_not_by_name(tmp_path, names, lat
         ({"iteration": None, "turns": []}, "'iteration' must be an integer, got None"),
         ({"turns": [{"player": 0, "step": None}]}, "turn 0: 'step' must be an integer, got None"),
         ({"turns": [{"player": 0, "text": None}]}, "turn 0: 'text' must be text, got None"),
+        # the hover zips them with the log-probs: "'int' object is not iterable"
+        ({"turns": [{"player": 0, "response_ids": 5}]}, "turn 0: 'response_ids' must be a list"),
+        (
+            {"turns": [{"player": 0, "legal_actions": [1]}]},
+            "'legal_actions' must be a list of text",
+        ),
     ],
 )
 def test_a_transcript_record_the_report_cannot_read_is_named_by_file_and_line(

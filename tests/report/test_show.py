@@ -137,3 +137,23 @@ def test_coplay_show_says_a_psro_runs_games_are_its_latest_responses(tmp_path, c
         f"games of the latest best response only ({Path('responses') / '01'}); iterations are its own\n"
     )
     assert "seed 4" in out and "seed 3" not in out
+
+
+def test_control_characters_in_a_record_are_printed_as_escapes():
+    # rich strips a carriage return, but not ESC: an answer holding "\x1b[2J" cleared
+    # the reader's terminal, and "\x1b]0;...\x07" retitled its window.
+    record = {
+        "iteration": 1,
+        "game": "kuhn\x1b[31m",
+        "seats": ["a\x1b]0;owned\x07", "b"],
+        "returns": [1.0, -1.0],
+        "turns": [
+            {"player": 0, "observation": "saw\x1b[2J", "text": "[Bet]\x1b[H", "rejected": ["\x9b"]}
+        ],
+    }
+    console = Console(width=100, force_terminal=False, no_color=True)
+    with console.capture() as cap:
+        show_games([record], console, games=1)
+    text = cap.get()
+    assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
+    assert "saw\\x1b[2J" in text and "answered [Bet]\\x1b[H" in text and "a\\x1b]0;owned" in text

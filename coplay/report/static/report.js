@@ -33,9 +33,10 @@
     for (const c of report.charts) c.plot.destroy();
     report.charts = [];
     report.axis = axis;
-    for (const grid of document.querySelectorAll(".grid")) grid.textContent = "";
+    const grids = document.querySelectorAll(".grid");
+    for (const grid of grids) grid.textContent = "";
     for (const chart of data.charts) {
-      const grid = document.querySelector('.grid[data-section="' + chart.section + '"]');
+      const grid = grids[chart.grid];
       const box = document.createElement("div");
       box.className = "chart";
       box.dataset.key = chart.key;
