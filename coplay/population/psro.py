@@ -97,7 +97,7 @@ from coplay.population.psro_state import (
     summary,
 )
 from coplay.report import atomic, sinks
-from coplay.report.loggers import Loggers, Opening, open_loggers
+from coplay.report.loggers import Loggers, Opening, closed_after, open_loggers
 from coplay.train.checkpoints import rundir
 from coplay.train.config import ConfigError, RunConfig
 from coplay.train.settings import load_yaml, validate
@@ -149,10 +149,8 @@ def run_psro(
         save_outer(out, outer)  # a run stopped during its first response resumes too
     opening = Opening(out, "psro.jsonl", len(outer.steps), cfg.model_dump(mode="json"))
     loggers = open_loggers(cfg.run.train.loggers, opening)
-    try:
+    with closed_after(loggers):
         return _outer_loop(cfg, out, outer, game, loggers, progress, stop_after)
-    finally:
-        loggers.close()
 
 
 def _check_same_metagame(cfg: RunConfig, out: Path, *, exact: bool) -> None:

@@ -192,10 +192,11 @@ def _config_section(
                     else ""
                 )
             )
-        dumped = json.dumps(r.config, indent=2) if r.config else "(no config.yaml)"
+        # default=str: YAML reads some text of a hand-edited file as dates
+        dumped = json.dumps(r.config, indent=2, default=str) if r.config else "(no config.yaml)"
         parts.append(f"<details><summary>full config</summary><pre>{_esc(dumped)}</pre></details>")
         if r.settings:  # a roster's, league's or PSRO loop's own: not in config.yaml
-            dumped = json.dumps(r.settings, indent=2)
+            dumped = json.dumps(r.settings, indent=2, default=str)
             parts.append(
                 f"<details><summary>{_esc(r.settings_file)}</summary>"
                 f"<pre>{_esc(dumped)}</pre></details>"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -168,6 +169,25 @@ def _each(sinks: Sequence[MetricLogger], call: Callable[[MetricLogger], None]) -
             failed = failed or err
     if failed is not None:
         raise failed
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+@contextmanager
+def closed_after(sinks: Closable) -> Iterator[None]:
+    """Run the block, then ``sinks.close()``. Where the block raised, a close that
+    fails too (a full disk) is dropped: the block's error (a Ctrl-C's
+    ``RunInterrupted``, the fault that stopped the run) is the one to report, where a
+    ``finally`` would have raised the close's instead."""
+    try:
+        yield
+    except BaseException:
+        with suppress(Exception):
+            sinks.close()
+        raise
+    sinks.close()
 
 
 def open_loggers(names: Sequence[str], opening: Opening) -> Loggers:

@@ -48,7 +48,8 @@ def _preset_leaves(name: str) -> dict[str, Any] | None:
 def diff(preset: dict[str, Any], run: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
     """(key, preset value, run value) of every key whose values differ, as JSON text."""
     keys = sorted(set(preset) | set(run))
-    text = lambda d, k: json.dumps(d[k]) if k in d else ABSENT  # noqa: E731
+    # default=str: a config.yaml edited by hand may hold what YAML reads as a date
+    text = lambda d, k: json.dumps(d[k], default=str) if k in d else ABSENT  # noqa: E731
     return tuple((k, text(preset, k), text(run, k)) for k in keys if preset.get(k) != run.get(k))
 
 

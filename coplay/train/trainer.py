@@ -29,6 +29,7 @@ from coplay.policies.scripted import RandomPolicy
 from coplay.population.opponents import build_opponent
 from coplay.report import sinks
 from coplay.report.atomic import atomic_dir
+from coplay.report.loggers import closed_after
 from coplay.rollout.engine import play_episodes
 from coplay.rollout.source import EpisodeSource
 from coplay.train.checkpoints import rundir
@@ -273,20 +274,20 @@ def drive(
         run, evaluate=evaluate, save=save, end=end, progress=progress, extra=extra
     )
     done: int | None = None
-    try:  # begin opens the loggers and evaluates: a Ctrl-C there closes them too
-        done = begin(run, hooks, ev, log, resume)
-        saver.saved = done if resume else None
-        run_loop(run, hooks, start=done, end=end)
-        if end == iterations:
-            final(run, run.out / "checkpoints" / "final")
-    except KeyboardInterrupt:
-        if resume and done is None:
-            # Stopped while loading: the saved state is as it was, and RunInterrupted
-            # without a saved iteration would tell to start the run again.
-            raise
-        raise rundir.RunInterrupted(run.out, saver.saved) from None
-    finally:
-        log.close()
+    # begin opens the loggers and evaluates: a Ctrl-C there closes them too
+    with closed_after(log):
+        try:
+            done = begin(run, hooks, ev, log, resume)
+            saver.saved = done if resume else None
+            run_loop(run, hooks, start=done, end=end)
+            if end == iterations:
+                final(run, run.out / "checkpoints" / "final")
+        except KeyboardInterrupt:
+            if resume and done is None:
+                # Stopped while loading: the saved state is as it was, and RunInterrupted
+                # without a saved iteration would tell to start the run again.
+                raise
+            raise rundir.RunInterrupted(run.out, saver.saved) from None
     return end, ev, log.elapsed()
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from coplay.report import loggers
-from coplay.report.loggers import Opening, check_logger, open_loggers
+from coplay.report.loggers import Opening, check_logger, closed_after, open_loggers
 from coplay.train.config import ConfigError
 from coplay.train.settings import build_config
 
@@ -149,3 +149,17 @@ def test_a_sink_that_fails_keeps_no_other_from_its_row_or_its_close():
         sinks.close()
     assert before.rows == after.rows == [(3, {"loss/kl": 0.5})]
     assert before.closed and after.closed
+
+
+class FullDisk:
+    def close(self):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_close_that_fails_after_an_error_leaves_that_error_to_be_raised():
+    # Closed in a ``finally``, the full disk's OSError replaced the error on its way
+    # out: a Ctrl-C's RunInterrupted, or the fault that stopped the run.
+    with pytest.raises(KeyboardInterrupt), closed_after(FullDisk()):
+        raise KeyboardInterrupt
+    with pytest.raises(OSError, match="No space left"), closed_after(FullDisk()):
+        pass  # nothing else to report: the close's own error

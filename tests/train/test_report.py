@@ -45,3 +45,13 @@ def test_write_report_reads_the_run_and_writes_one_page(tmp_path):
     page = write_report([tmp_path], tmp_path / "r.html").read_text()
     assert "Nearest preset: <b>kuhn-selfplay</b> (1 key differs)" in page
     assert "No transcripts" in page and "No population" in page
+
+
+def test_a_config_holding_a_date_is_shown_as_written(tmp_path):
+    # YAML reads 2024-01-01 as a date, which json.dumps refused: the report failed with
+    # "Object of type date is not JSON serializable".
+    cfg = build_config(preset="kuhn-selfplay")
+    (tmp_path / "config.yaml").write_text(to_yaml(cfg) + "notes: {started: 2024-01-01}\n")
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"iteration": 0}) + "\n")
+    page = write_report([tmp_path], tmp_path / "r.html").read_text()
+    assert page.count("2024-01-01") == 2  # in the changes and the full config

@@ -101,8 +101,9 @@ def test_a_text_cap_that_cannot_act_as_set_is_refused_before_writing(tmp_path, e
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("full_disk", [False, True])
 def test_ctrl_c_in_the_first_evaluation_closes_the_loggers_and_says_what_was_saved(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, full_disk
 ):
     closed = []
 
@@ -112,6 +113,8 @@ def test_ctrl_c_in_the_first_evaluation_closes_the_loggers_and_says_what_was_sav
 
         def close(self):
             closed.append(True)
+            if full_disk:  # closed in a ``finally``, its error replaced the interruption
+                raise OSError(28, "No space left on device")
 
     def interrupted(run):
         raise KeyboardInterrupt
