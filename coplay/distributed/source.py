@@ -277,6 +277,7 @@ class RaySource:
         return Batch(tuple(kept), decision_versions(kept), time.perf_counter() - start, metrics)
 
     def _launch(self, plan: Plan, policies: Mapping[str, Policy]) -> _Flight:
+        self._check_open()
         t0 = time.perf_counter()
         shipments = self.shipping.ship(plan.policy_ids, policies)
         broadcast_s = time.perf_counter() - t0
@@ -326,6 +327,7 @@ class RaySource:
         order, each worker holding its copy of the policy (``_eval_shipment``) and
         asking one contiguous share of the local calls' chunks (``per_call``), so the
         tallies are the local ones whatever the number of workers."""
+        self._check_open()
         pid, shipment = self._eval_shipment(policy)
         step, n = per_call(k), len(observations)
         cuts = [(a * step, min(b * step, n)) for a, b in shares(-(-n // step), len(self.workers))]
@@ -393,6 +395,11 @@ class RaySource:
             for worker in self.workers:
                 ray.kill(worker)
         self.workers, self._pending = [], {}
+
+    def _check_open(self) -> None:
+        # After close the source has no workers: split them into nothing was an IndexError.
+        if not self.workers:
+            raise RuntimeError("this Ray source is closed: its workers were stopped by close()")
 
     def worker_pids(self) -> list[int]:
         return ray.get([w.pid.remote() for w in self.workers])

@@ -204,6 +204,18 @@ def decisions(episode):
     return [t.decision for tr in episode.trajectories for t in tr.turns]
 
 
+def test_a_closed_source_says_so_when_asked_to_play(pool, local):
+    # Its workers are gone: splitting a plan over none was an IndexError.
+    run, _ = local
+    source = on(pool)
+    source.close()  # given its workers: it leaves them running for the other tests
+    plan = Plan([("learner", "learner")] * 2, seeds=[0, 0])
+    with pytest.raises(RuntimeError, match="this Ray source is closed"):
+        source.play(plan, run.policies)
+    with pytest.raises(RuntimeError, match="this Ray source is closed"):
+        source.tally(run.policies["learner"], [], k=1, seed=0)
+
+
 def test_groups_staler_than_the_bound_are_dropped_and_counted(pool, local):
     run, _ = local
     learner = run.policies["learner"]
