@@ -9,6 +9,7 @@ outer loop to ``psro.jsonl`` and each best response is a run of its own under
 from __future__ import annotations
 
 import json
+import math
 import re
 import reprlib
 import warnings
@@ -127,6 +128,16 @@ def _is_numbers(value: Any) -> bool:
     return isinstance(value, list) and all(map(_is_number, value))
 
 
+def _is_finite(value: Any) -> bool:
+    # A return or reward is finite (the engine refuses others): NaN would reach the
+    # play page's replays as JSON that the browser cannot parse.
+    return _is_number(value) and math.isfinite(value)
+
+
+def _is_finite_numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(map(_is_finite, value))
+
+
 def _is_texts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
@@ -144,7 +155,7 @@ def _or_null(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
 RECORD_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "iteration": ("an integer", _is_int),
     "seats": ("a list", lambda v: isinstance(v, list)),
-    "returns": ("a list of numbers", _is_numbers),
+    "returns": ("a list of finite numbers", _is_finite_numbers),
 }
 """Optional fields of a transcript record that the report reads: (what, test). Present
 means readable: a null is a fault unless the test allows it."""
@@ -155,7 +166,7 @@ TURN_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "text": ("text", lambda v: isinstance(v, str)),
     # The writer logs null for a turn whose answer played no action.
     "action": ("text or null", _or_null(lambda v: isinstance(v, str))),
-    "reward": ("a number or null", _or_null(_is_number)),
+    "reward": ("a finite number or null", _or_null(_is_finite)),
     "logprobs": ("a list of numbers <= 0 (log-probabilities)", _is_logprobs),
     "response_ids": ("a list", lambda v: isinstance(v, list)),
     "rejected": ("a list", lambda v: isinstance(v, list)),

@@ -74,7 +74,7 @@ def damaged(tmp_path, edit) -> Path:
         (lambda r: r["turns"][0].update(logprobs=[1000.0]), "'logprobs' must be a list of"),
         # tuple(5): "coplay play: error: 'int' object is not iterable"
         (lambda r: r["turns"][0].update(legal_actions=5), "'legal_actions' must be a list of"),
-        (lambda r: r.update(returns=["won", "lost"]), "'returns' must be a list of numbers"),
+        (lambda r: r.update(returns=["won", "lost"]), "'returns' must be a list of finite numbers"),
     ],
     ids=["positive logprob", "legal actions a number", "returns words"],
 )

@@ -149,15 +149,18 @@ def test_the_latest_response_is_found_by_number_not_by_name(tmp_path, names, lat
         ({"turns": [3]}, "turn 0 is not a JSON object"),
         ({"turns": [{"player": "0"}]}, "turn 0: 'player' must be a seat index >= 0, got '0'"),
         ({"turns": [{"player": -1}]}, "turn 0: 'player' must be a seat index >= 0, got -1"),
-        ({"turns": [{"player": 0, "reward": "1"}]}, "turn 0: 'reward' must be a number"),
+        ({"turns": [{"player": 0, "reward": "1"}]}, "turn 0: 'reward' must be a finite number"),
         ({"turns": [{"player": 0, "logprobs": ["x"]}]}, "'logprobs' must be a list of numbers"),
         ({"iteration": "1", "turns": []}, "'iteration' must be an integer, got '1'"),
-        ({"returns": ["win"], "turns": []}, "'returns' must be a list of numbers"),
+        ({"returns": ["win"], "turns": []}, "'returns' must be a list of finite numbers"),
+        # the engine never writes one; the play page's replay could not parse it
+        ({"returns": [math.nan, 1.0], "turns": []}, "'returns' must be a list of finite numbers"),
+        ({"turns": [{"player": 0, "reward": -math.inf}]}, "turn 0: 'reward' must be a finite n"),
         # a log-probability is <= 0; exp() of a large positive one overflows
         ({"turns": [{"player": 0, "logprobs": [800.0]}]}, "'logprobs' must be a list of num"),
         ({"turns": [{"player": 0, "logprobs": [math.nan]}]}, "'logprobs' must be a list of num"),
         # a JSON integer too large for a float overflows wherever it is formatted
-        ({"turns": [{"player": 0, "reward": 10**400}]}, "turn 0: 'reward' must be a number"),
+        ({"turns": [{"player": 0, "reward": 10**400}]}, "turn 0: 'reward' must be a finite number"),
         # an explicit null is not a missing field: the report would compare or int() it
         ({"iteration": None, "turns": []}, "'iteration' must be an integer, got None"),
         ({"turns": [{"player": 0, "step": None}]}, "turn 0: 'step' must be an integer, got None"),
