@@ -53,7 +53,7 @@ from coplay.eval.matches import (
 from coplay.eval.ratings import Ratings, rate
 from coplay.rollout.invalid import InvalidActionConfig
 from coplay.rollout.source import EpisodeSource
-from coplay.types import Episode, Policy
+from coplay.types import Episode, GameKind, GameSpec, Policy
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ def cross_play(
     if episodes < 1:
         raise ValueError(f"episodes must be positive, got {episodes}")
     make = resolve_factory(game, dict(params or {}))
-    n = make().spec.num_players
+    spec = make().spec
+    n = spec.num_players
     if n < 2:  # a lone seat would "win" every game against nobody
         raise ValueError(f"cross-play needs a game of 2 or more players; {game!r} has {n}")
     pool = [policies[name] for name in names]
@@ -131,9 +132,9 @@ def cross_play(
             matches.append(play([_seating(i, j, s, n) for s in seats], told))
         except Exception as err:
             unplayed = [[] for _ in pairs[len(matches) :]]
-            partial = _collect(game, names, n, episodes, pairs, matches + unplayed, seats)
+            partial = _collect(game, names, spec, episodes, pairs, matches + unplayed, seats)
             raise CrossPlayInterrupted(partial, (names[i], names[j]), len(matches)) from err
-    return _collect(game, names, n, episodes, pairs, matches, seats)
+    return _collect(game, names, spec, episodes, pairs, matches, seats)
 
 
 class CrossPlayInterrupted(RuntimeError):
@@ -164,31 +165,31 @@ def _seating(focal: int, field: int, seat: int, num_players: int) -> list[int]:
 def _collect(
     game: str,
     names: tuple[str, ...],
-    n: int,
+    spec: GameSpec,
     episodes: int,
     pairs: Sequence[tuple[int, int]],
     matches: Sequence[Sequence[Episode]],
     seats: Sequence[int],
 ) -> CrossPlayResult:
-    k = len(names)
+    k, n, bounds = len(names), spec.num_players, (spec.min_return, spec.max_return)
     results: list[list[MatchResult | None]] = [[None] * k for _ in range(k)]
     wins, draws = np.zeros((k, k), np.int64), np.zeros((k, k), np.int64)
     field = np.zeros((k, k))
     for (i, j), eps in zip(pairs, matches, strict=True):
         if not eps:  # unplayed (an interrupted cross-play)
-            results[i][j] = summarize([], [], n)
+            results[i][j] = summarize([], [], n, bounds=bounds)
             if n == 2:
                 results[j][i] = results[i][j]
             field[i, j] = np.nan
             continue
         if i == j:
-            results[i][i] = _self_play(eps, n)
+            results[i][i] = _self_play(eps, spec)
             field[i, i] = results[i][i].mean_return.value
             continue
-        results[i][j] = summarize(eps, seats, n)
+        results[i][j] = summarize(eps, seats, n, bounds=bounds)
         field[i, j] = _field_return(eps, seats)
         if n == 2:
-            results[j][i] = summarize(eps, [1 - s for s in seats], n)
+            results[j][i] = summarize(eps, [1 - s for s in seats], n, bounds=bounds)
         _tally(
             wins, draws, i, j, [outcome(e.game_returns, s) for e, s in zip(eps, seats, strict=True)]
         )
@@ -205,15 +206,16 @@ def _collect(
     )
 
 
-def _self_play(episodes: Sequence[Episode], n: int) -> MatchResult:
+def _self_play(episodes: Sequence[Episode], spec: GameSpec) -> MatchResult:
     """A policy against copies of itself is in every seat: read every seat of every game,
     so that in a zero-sum game its mean return is exactly 0, as the symmetry demands.
 
     The intervals count games, not seats: the seats of one game are no independent
     draws (a cooperative game pays them alike, a zero-sum one sums them to 0), so the
     sample is each game's seat-averaged return and win / draw / loss share."""
+    n, bounds = spec.num_players, (spec.min_return, spec.max_return)
     every_seat = [s for s in range(n) for _ in episodes]
-    seats = summarize(list(episodes) * n, every_seat, n)  # the point values
+    seats = summarize(list(episodes) * n, every_seat, n, bounds=bounds)  # the point values
     games = len(episodes)
 
     def per_game(share: float) -> Interval:
@@ -227,7 +229,11 @@ def _self_play(episodes: Sequence[Episode], n: int) -> MatchResult:
         win=per_game(seats.win.value),
         draw=per_game(seats.draw.value),
         loss=per_game(seats.loss.value),
-        mean_return=mean_interval([float(np.mean(e.game_returns)) for e in episodes]),
+        # A zero-sum game's seat average is 0 game by game: the games show all its spread.
+        mean_return=mean_interval(
+            [float(np.mean(e.game_returns)) for e in episodes],
+            bounds=None if spec.kind is GameKind.ZERO_SUM else bounds,
+        ),
     )
 
 

@@ -13,7 +13,7 @@ player still sees the state before anyone's move of the round, as in the env.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,7 @@ from open_spiel.python.algorithms import exploitability as os_exploitability
 from coplay.envs.openspiel_env import observation_for_state
 from coplay.envs.registry import make_env
 from coplay.envs.renderers import legal_action_map
-from coplay.types import GameSpec, TabularQueryable
+from coplay.types import GameSpec, Observation, TabularQueryable
 
 QUERY_BATCH = 512
 """Information states per ``action_probs`` call (one batched forward for an LM)."""
@@ -143,7 +143,7 @@ def to_table(
             )
             for s in states
         ]
-        answers = policy.action_probs(observations)
+        answers = checked_answers(policy, observations)
         for i, (s, probs) in enumerate(zip(states, answers, strict=True), start=start):
             ids = legal_action_map(env.renderer, env_state(s), s.current_player())
             for action, p in probs.items():
@@ -151,18 +151,57 @@ def to_table(
     return tab
 
 
-def _check_distributions(tab: os_policy.TabularPolicy) -> None:
-    sums = tab.action_probability_array.sum(axis=1)
-    # NaN passes the sum test (a comparison with NaN is False) and failed later, deep
-    # in OpenSpiel, with "iteration over a 0-d array".
-    broken = np.flatnonzero(~np.isfinite(tab.action_probability_array).all(axis=1))
-    if broken.size:
-        key = tab.states[broken[0]].information_state_string()
+ROW_TOL = 1e-4
+"""How far from 1 a policy's answer may sum (above 1 anywhere; below 1 only where a
+forfeit's share is left out of it, ``coplay.eval.forfeits``)."""
+
+
+def checked_answers(
+    policy: TabularQueryable, observations: Sequence[Observation]
+) -> list[dict[str, float]]:
+    """``policy``'s answers at ``observations``, one each, every one a distribution over
+    that observation's legal actions summing to at most 1 (an illegal action of
+    probability 0 is dropped). Anything else is a ValueError naming the state: a row
+    with a negative entry, or over 1 in all, is no policy, and OpenSpiel evaluated it."""
+    answers = policy.action_probs(observations)
+    if len(answers) != len(observations):
         raise ValueError(
-            f"policy probabilities are not finite at info state {key!r}: the weights "
-            "diverged (a learning rate too high for the model? try a lower optim.lr)"
+            f"policy {getattr(policy, 'policy_id', type(policy).__name__)!r} answered "
+            f"{len(answers)} of the {len(observations)} information states it was asked"
         )
-    bad = np.flatnonzero(np.abs(sums - 1.0) > 1e-4)
+    return [_checked(probs, obs) for probs, obs in zip(answers, observations, strict=True)]
+
+
+def _checked(probs: Mapping[str, float], obs: Observation) -> dict[str, float]:
+    where = f"info state {obs.info_key!r}" if obs.info_key is not None else f"player {obs.player}"
+    legal, row = set(obs.legal_actions or ()), {}
+    for action, p in probs.items():
+        # NaN passes every comparison below (and failed later, deep in OpenSpiel, with
+        # "iteration over a 0-d array").
+        if not np.isfinite(p):
+            raise ValueError(
+                f"policy probabilities are not finite at {where}: the weights diverged "
+                "(a learning rate too high for the model? try a lower optim.lr)"
+            )
+        if p < 0:
+            raise ValueError(f"policy gives {action!r} a negative probability ({p}) at {where}")
+        if action in legal:
+            row[action] = float(p)
+        elif p > 0:
+            raise ValueError(
+                f"policy gives probability {p} to {action!r}, not a legal action at {where} "
+                f"(legal: {' '.join(obs.legal_actions or ())})"
+            )
+    if (total := sum(row.values())) > 1.0 + ROW_TOL:
+        raise ValueError(f"policy probabilities sum to {total:.6f} (not 1) at {where}")
+    return row
+
+
+def _check_distributions(tab: os_policy.TabularPolicy) -> None:
+    """Refuse rows short of 1 (``to_table`` refused every other fault): only a sampled
+    text policy's rows leave a forfeit's share out, and they are not read here."""
+    sums = tab.action_probability_array.sum(axis=1)
+    bad = np.flatnonzero(np.abs(sums - 1.0) > ROW_TOL)
     if bad.size:
         key = tab.states[bad[0]].information_state_string()
         raise ValueError(

@@ -26,7 +26,7 @@ import pyspiel
 
 from coplay.envs.openspiel_env import observation_for_state
 from coplay.envs.renderers import legal_action_map
-from coplay.eval.exact import QUERY_BATCH, env_state, solvable_game, tree_size
+from coplay.eval.exact import QUERY_BATCH, checked_answers, env_state, solvable_game, tree_size
 from coplay.eval.forfeits import forfeit_share, round_forfeits
 from coplay.eval.matches import outcome
 from coplay.types import GameSpec, Observation, TabularQueryable
@@ -128,7 +128,7 @@ class Oracle:
         items = list(todo.items())
         for i in range(0, len(items), QUERY_BATCH):
             batch = items[i : i + QUERY_BATCH]
-            answers = self.policy.action_probs([o for _, o in batch])
+            answers = checked_answers(self.policy, [o for _, o in batch])
             self.cache.update(zip((k for k, _ in batch), answers, strict=True))
         out = []
         for s, st, k in zip(states, shown, keys, strict=True):

@@ -1,8 +1,8 @@
 """Head-to-head matches with 95% confidence intervals.
 
 The evaluated policy rotates through every seat so that first-mover advantages
-cancel; win / draw / loss rates carry Wilson score intervals and the mean return a
-normal-approximation interval.
+cancel; win / draw / loss rates carry Wilson score intervals and the mean return an
+Agresti–Coull interval over the game's return bounds (``mean_interval``).
 """
 
 from __future__ import annotations
@@ -62,14 +62,38 @@ def wilson(successes: int, n: int, z: float = Z95) -> Interval:
     return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
 
 
-def mean_interval(xs: Sequence[float], z: float = Z95) -> Interval:
-    """Mean with a normal-approximation interval (sample standard deviation)."""
+def mean_interval(
+    xs: Sequence[float], z: float = Z95, *, bounds: tuple[float, float] | None = None
+) -> Interval:
+    """Mean with a 95% interval.
+
+    With ``bounds`` (the least and most one sample can be: a game's return bounds),
+    z²/2 pseudo-samples join at each bound before the normal approximation is taken,
+    and the interval is clipped to the bounds. For samples at the two bounds alone
+    (games won or lost) that is Agresti and Coull's (1998) interval. The plain normal
+    interval (sample standard deviation) covered a 9:1 coin's mean in 65% of 10-game
+    matches, was a point for a match of draws alone and unbounded for one game; this
+    one covers any coin's mean at least 92% of the time from 10 games on. Without
+    ``bounds``, the plain normal interval: for samples that cannot spread (the seat
+    average of a zero-sum game).
+
+    >>> print(mean_interval([0.0] * 20, bounds=(-1.0, 1.0)))
+    0.000 [-0.161, 0.161]
+    """
     arr = np.asarray(xs, dtype=float)
     if arr.size == 0:
         return Interval(math.nan, math.nan, math.nan)
     m = float(arr.mean())
-    half = z * float(arr.std(ddof=1)) / math.sqrt(arr.size) if arr.size > 1 else math.inf
-    return Interval(m, m - half, m + half)
+    if bounds is None:
+        half = z * float(arr.std(ddof=1)) / math.sqrt(arr.size) if arr.size > 1 else math.inf
+        return Interval(m, m - half, m + half)
+    low, high = bounds
+    k = z * z / 2  # pseudo-samples at each bound
+    n = arr.size + 2 * k
+    centre = (arr.sum() + k * (low + high)) / n
+    spread = ((arr - centre) ** 2).sum() + k * ((low - centre) ** 2 + (high - centre) ** 2)
+    half = z * math.sqrt(spread / n / n)
+    return Interval(m, max(low, centre - half), min(high, centre + half))
 
 
 def outcome(returns: Sequence[float], seat: int) -> int:
@@ -98,7 +122,8 @@ def play_match(
     ``max_turns`` truncates games as training does (``game.max_turns``; None: the
     game's own limit).
     """
-    num_players = make_env().spec.num_players
+    spec = make_env().spec
+    num_players = spec.num_players
     if len(opponents) != num_players - 1:
         raise ValueError(f"need {num_players - 1} opponents, got {len(opponents)}")
     seats = [i % num_players for i in range(episodes)]
@@ -107,7 +132,7 @@ def play_match(
     eps = play_episodes(
         make_env, seatings, seeds, invalid=invalid, on_progress=on_progress, max_turns=max_turns
     )
-    return summarize(eps, seats, num_players)
+    return summarize(eps, seats, num_players, bounds=(spec.min_return, spec.max_return))
 
 
 def _seat(policy: Policy, opponents: Sequence[Policy], seat: int) -> list[Policy]:
@@ -115,10 +140,17 @@ def _seat(policy: Policy, opponents: Sequence[Policy], seat: int) -> list[Policy
     return others[:seat] + [policy] + others[seat:]
 
 
-def summarize(episodes: Sequence[Episode], seats: Sequence[int], num_players: int) -> MatchResult:
+def summarize(
+    episodes: Sequence[Episode],
+    seats: Sequence[int],
+    num_players: int,
+    *,
+    bounds: tuple[float, float] | None,
+) -> MatchResult:
     """Win / draw / loss and return statistics of the player in ``seats[i]`` of episode i,
     on what the game paid (``Episode.game_returns``): an invalid answer's penalty is
-    counted in ``invalid_rate``, and a game won on the board is not lost to it."""
+    counted in ``invalid_rate``, and a game won on the board is not lost to it.
+    ``bounds``: the least and most one return can be (the game's), for its interval."""
     paid = [e.game_returns for e in episodes]
     outs = [outcome(r, s) for r, s in zip(paid, seats, strict=True)]
     rets = [r[s] for r, s in zip(paid, seats, strict=True)]
@@ -134,7 +166,7 @@ def summarize(episodes: Sequence[Episode], seats: Sequence[int], num_players: in
         win=wilson(outs.count(1), n),
         draw=wilson(outs.count(0), n),
         loss=wilson(outs.count(-1), n),
-        mean_return=mean_interval(rets),
+        mean_return=mean_interval(rets, bounds=bounds),
         mean_return_by_seat=by_seat,
         invalid_rate=invalid / max(1, len(turns)),
         loss_by_seat=tuple(

@@ -9,6 +9,7 @@ import pytest
 from open_spiel.python.algorithms import expected_game_score
 
 from coplay.envs.gameref import GameRef
+from coplay.envs.registry import make_env
 from coplay.eval.crossplay import cross_play, rate_cross_play, to_json
 from coplay.eval.exact import to_openspiel_policy
 from coplay.eval.matches import mean_interval, wilson
@@ -98,8 +99,10 @@ def test_same_seed_same_result_and_json_is_strict():
     a, b = run(), run()
     np.testing.assert_array_equal(a.payoff, b.payoff)
     data = to_json(a, rate_cross_play(a))
-    text = json.dumps(data, allow_nan=False)  # one game: infinite interval -> null
-    assert json.loads(text)["mean_return"][0][1]["high"] is None
+    text = json.dumps(data, allow_nan=False)
+    # one game of zero-sum self-play: an unbounded interval -> null
+    assert json.loads(text)["mean_return"][0][0]["high"] is None
+    assert json.loads(text)["mean_return"][0][1]["high"] <= 2.0  # Kuhn's most
     assert set(data["ratings"]) == {"elo", "openskill", "alpharank"}
 
 
@@ -144,7 +147,9 @@ def test_cooperative_self_play_counts_each_game_once_not_once_per_seat(monkeypat
     res = cross_play("openspiel:tiny_hanabi", {"random": RandomPolicy(seed=0)}, episodes=40)
     assert len(games) == 40 and all(e.returns[0] == e.returns[1] for e in games)
     cell = res.results[0][0]
-    one_seat = mean_interval([e.returns[0] for e in games])
+    spec = make_env("openspiel:tiny_hanabi").spec
+    bounds = (spec.min_return, spec.max_return)
+    one_seat = mean_interval([e.returns[0] for e in games], bounds=bounds)
     assert cell.mean_return.value == pytest.approx(one_seat.value)
     assert (cell.mean_return.low, cell.mean_return.high) == pytest.approx(
         (one_seat.low, one_seat.high)
@@ -288,3 +293,12 @@ def test_games_total_counts_self_play_and_both_orders_beyond_two_players():
 
     assert games_total(3, 2, 10) == 60  # 3 pairs and 3 self-play matches
     assert games_total(3, 3, 10) == 90  # 9 ordered pairs, focal against field
+
+
+def test_a_match_of_draws_alone_has_a_return_interval_of_some_width():
+    # Two perfect players draw every game: the cell's interval was the point 0.
+    players = {"a": PerfectPlayer(seed=0), "b": PerfectPlayer(seed=1)}
+    res = cross_play("tic_tac_toe", players, episodes=20)
+    for cell in (res.results[0][1], res.results[1][0]):
+        assert cell.draw.value == 1.0
+        assert cell.mean_return.low < -0.1 and cell.mean_return.high > 0.1

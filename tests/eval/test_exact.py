@@ -172,3 +172,42 @@ def test_a_simultaneous_game_is_asked_what_the_env_shows():
     assert exploitability(policy, "openspiel:matrix_rps").nash_conv == pytest.approx(0.0)
     env.reset(0)
     assert policy.asked == [env.observe(0), env.observe(1)]
+
+
+class Answering(RandomPolicy):
+    """Gives every information state the same answer, whatever its legal actions."""
+
+    def __init__(self, answer):
+        super().__init__()
+        self.answer = answer
+
+    def action_probs(self, observations):
+        return [dict(self.answer) for _ in observations]
+
+
+def test_a_negative_probability_is_refused_not_evaluated():
+    # 1.5 and -0.5 sum to 1: the sum check passed them, and OpenSpiel returned a
+    # NashConv of 3.75 for a "policy" no player can play.
+    with pytest.raises(ValueError, match=r"negative probability \(-0.5\) .* info state '0'"):
+        exploitability(Answering({"[Pass]": 1.5, "[Bet]": -0.5}), "kuhn_poker")
+
+
+def test_mass_on_an_action_that_is_not_legal_names_it_and_the_state():
+    # It was a bare KeyError, printed as "'[Raise]'".
+    with pytest.raises(ValueError, match=r"'\[Raise\]', not a legal action at info state '0'"):
+        exploitability(Answering({"[Raise]": 1.0}), "kuhn_poker")
+
+
+def test_an_illegal_action_of_probability_zero_is_left_out():
+    tab = to_openspiel_policy(Answering({"[Pass]": 1.0, "[Raise]": 0.0}), "kuhn_poker")
+    assert (tab.action_probability_array == [1.0, 0.0]).all()
+
+
+def test_a_policy_that_leaves_states_unanswered_says_so():
+    # It was "zip() argument 2 is shorter than argument 1".
+    class Short(RandomPolicy):
+        def action_probs(self, observations):
+            return super().action_probs(observations)[:-1]
+
+    with pytest.raises(ValueError, match="answered 11 of the 12 information states"):
+        exploitability(Short(), "kuhn_poker")

@@ -197,3 +197,26 @@ def test_the_forfeits_of_a_round_are_each_sides_own():
     for o in exact_outcomes(HalfForfeits(), RandomPolicy(), "openspiel:matrix_rps"):
         assert (o.win, o.draw, o.loss) == pytest.approx((1 / 6, 1 / 6, 2 / 3))
         assert o.mean_return == pytest.approx(-0.5)
+
+
+class _Answering(RandomPolicy):
+    def __init__(self, answer):
+        super().__init__(seed=0)
+        self.answer = answer
+
+    def action_probs(self, observations):
+        return [dict(self.answer) for _ in observations]
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        # Rows of 1.8 gave a win probability of 1.10; 1.5 and -0.5 a loss of 1.5.
+        ({"[Pass]": 0.9, "[Bet]": 0.9}, r"sum to 1.800000 \(not 1\) at info state '0'"),
+        ({"[Pass]": 1.5, "[Bet]": -0.5}, r"negative probability \(-0.5\) .* info state '0'"),
+        ({"[Raise]": 1.0}, r"'\[Raise\]', not a legal action at info state '0'"),
+    ],
+)
+def test_answers_that_are_no_distribution_are_refused(answer, error):
+    with pytest.raises(ValueError, match=error):
+        exact_outcomes(_Answering(answer), RandomPolicy(), "kuhn_poker")

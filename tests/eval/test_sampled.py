@@ -248,3 +248,16 @@ def test_bootstrap_without_replicates_is_the_point_value():
 
 def test_more_answers_than_a_batch_are_asked_one_state_a_call():
     assert [per_call(k) for k in (1, 256, 512, 513, 4096)] == [512, 2, 1, 1, 1]
+
+
+def test_rows_above_one_are_no_forfeit_and_are_refused():
+    # A row short of 1 leaves a forfeit's share out; one over 1 was evaluated as if
+    # it were a policy (NashConv 2.01 for rows of 0.9 + 0.9).
+    from coplay.eval.sampled import forfeiting_exploitability
+
+    class Over(RandomPolicy):
+        def action_probs(self, observations):
+            return [dict.fromkeys(o.legal_actions, 0.9) for o in observations]
+
+    with pytest.raises(ValueError, match=r"sum to 1.800000 \(not 1\)"):
+        forfeiting_exploitability(Over(), "kuhn_poker")
