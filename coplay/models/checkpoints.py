@@ -51,11 +51,14 @@ def _is_adapter(folder: Path) -> bool:
 
 
 def roles_in(folder: Path) -> list[str]:
-    """Policies of a roster run's final folder (one checkpoint or adapter each; no base)."""
+    """Policies of a roster run's final folder (one checkpoint or adapter each), less
+    the base of a LoRA run: a learner of another roster may be named ``base``."""
     if not folder.is_dir():
         return []
     return sorted(
-        p.name for p in folder.iterdir() if p.name != BASE and (_is_checkpoint(p) or _is_adapter(p))
+        p.name
+        for p in folder.iterdir()
+        if (_is_checkpoint(p) or _is_adapter(p)) and not (p.name == BASE and lora_roles_of(p))
     )
 
 
@@ -67,7 +70,7 @@ def lora_roles_of(folder: Path) -> list[str]:
     if folder.name != BASE:
         return []
     # Saved before bases recorded their roles: adapters beside a folder named base.
-    return [r for r in roles_in(folder.parent) if _is_adapter(folder.parent / r)]
+    return sorted(p.name for p in folder.parent.iterdir() if _is_adapter(p))
 
 
 def find_policy(path: str | Path, role: str | None = None) -> SavedPolicy:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -37,6 +39,7 @@ def load_hf(path: str | Path, dtype: str | torch.dtype):
     path = Path(path)
     check_checkpoint(path)
     tok = _load_tokenizer(path)
+    _check_chat_template(path, tok)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     model = _from_pretrained(AutoModelForCausalLM, path, dtype=dtype)
@@ -49,7 +52,7 @@ def _check_vocab(folder: Path, tok, model) -> None:
     that used one (a pad token, an added special token) would fail with an IndexError
     deep in torch, and ``save_policy`` would pass the mismatch on."""
     rows = model.get_input_embeddings().num_embeddings
-    top = max(len(tok) - 1, *(i for i in tok.all_special_ids if i is not None))
+    top = max([len(tok) - 1, *(i for i in tok.all_special_ids if i is not None)])
     if top >= rows:
         raise CheckpointError(
             f"{folder}: the tokenizer has token ids up to {top} but the model's embedding has "
@@ -59,7 +62,8 @@ def _check_vocab(folder: Path, tok, model) -> None:
 
 def check_checkpoint(folder: Path) -> None:
     """Raise naming the first file of a HF checkpoint folder that cannot be loaded
-    (``config.json``, the safetensors weights), before transformers reads them: its
+    (``config.json``, the safetensors weights, ``generation_config.json``), before
+    transformers reads them: its
     own errors for a bad file are tracebacks that seldom say which file it was."""
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -80,7 +84,25 @@ def check_checkpoint(folder: Path) -> None:
     if not weights and not any(folder.glob("*.bin")):
         raise FileNotFoundError(f"{folder / 'model.safetensors'} is missing (no model weights)")
     for file in weights:
-        _check_safetensors(file)
+        check_safetensors(file)
+    _check_generation_config(folder / "generation_config.json")
+
+
+def _check_generation_config(file: Path) -> None:
+    """Refuse a generation config transformers cannot read, which it skips without a
+    word, and with it the ends of turn it lists (``coplay.policies.chat.turn_ends``):
+    answers would run on past them. Refuse ends that are not token ids too."""
+    if not file.is_file():
+        return
+    config = read_json(file)
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{file} is not a generation config (a JSON object)")
+    ends = config.get("eos_token_id")
+    ids = ends if isinstance(ends, list) else [ends]
+    if not all(i is None or (type(i) is int and i >= 0) for i in ids):
+        raise CheckpointError(
+            f"{file}: eos_token_id must be a token id or a list of token ids, not {ends!r}"
+        )
 
 
 def _run_hint(folder: Path) -> str:
@@ -94,15 +116,40 @@ def _run_hint(folder: Path) -> str:
         return f"; {folder} is a run directory: give a checkpoint under {folder / 'checkpoints'}"
 
 
-def _check_safetensors(file: Path) -> None:
+def check_safetensors(file: Path) -> None:
     """Read the header of ``file``, which also checks that the file holds all its data."""
+    stored_tensors(file)
+
+
+def stored_tensors(file: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The dtype (safetensors' name: ``F32``, ``I64``...) and shape of every tensor of
+    ``file``, from its header; a ``CheckpointError`` naming a file that has none."""
     try:
-        with safe_open(str(file), framework="pt"):
-            pass
+        with safe_open(str(file), framework="pt") as f:
+            names = f.keys()  # a safetensors handle, not a mapping
+            slices = {k: f.get_slice(k) for k in names}
+            return {k: (t.get_dtype(), tuple(t.get_shape())) for k, t in slices.items()}
     except (SafetensorError, OSError) as err:
         raise CheckpointError(
             f"{file} is not a valid safetensors file (truncated or corrupt): {err}"
         ) from err
+
+
+NOT_FLOATS = ("BOOL", "I", "U")
+"""Beginnings of safetensors' names of the dtypes that are no floating point numbers."""
+
+
+def check_stored_dtypes(file: Path, tensors: Mapping[str, torch.Tensor]) -> None:
+    """Refuse integers or booleans in ``file`` where ``tensors`` (the model's, by the
+    file's names) are floating point: transformers and peft cast them without a word,
+    and a trained weight keeps only its integer part."""
+    for key, (dtype, _) in stored_tensors(file).items():
+        own = tensors.get(key)
+        if own is not None and own.is_floating_point() and dtype.startswith(NOT_FLOATS):
+            raise CheckpointError(
+                f"{file} holds {key} as {dtype}, not as floating point numbers: the model's "
+                f"weight is {str(own.dtype).removeprefix('torch.')}"
+            )
 
 
 def read_json(file: Path):
@@ -145,6 +192,33 @@ def _load_tokenizer(folder: Path):
         raise CheckpointError(f"{folder} has no readable tokenizer: {one_line(err)}") from err
 
 
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+"""Where a folder keeps its chat template (transformers 5's file, then older ones)."""
+
+PROBE = ({"role": "system", "content": "-"}, {"role": "user", "content": "-"})
+"""The shortest prompt a policy renders: a system message and an observation."""
+
+
+def _check_chat_template(folder: Path, tok) -> None:
+    """Render ``PROBE`` with the tokenizer's chat template, as every prompt is (the
+    system message folded into the user's for a template without a system role, as
+    ``coplay.policies.chat`` does): a template that cannot is a fault of its file, not
+    a traceback at the first prompt."""
+    if not getattr(tok, "chat_template", None):
+        return
+    render = partial(tok.apply_chat_template, add_generation_prompt=True, tokenize=False)
+    try:
+        render(list(PROBE))
+    except Exception:  # jinja raises many types
+        try:
+            render([{"role": "user", "content": "-\n\n-"}])
+        except Exception as err:
+            file = next((folder / f for f in TEMPLATE_FILES if (folder / f).is_file()), folder)
+            raise CheckpointError(
+                f"{file}: the chat template cannot render a prompt: {one_line(err)}"
+            ) from err
+
+
 def load_pretrained(cls, folder: str | Path, **kwargs):
     """``cls.from_pretrained(folder)`` with every fault of the folder's files raised as
     one ``CheckpointError`` (or ``FileNotFoundError``) that names the file."""
@@ -160,6 +234,9 @@ def _from_pretrained(cls, folder: Path, **kwargs):
     except Exception as err:  # transformers raises many types for a bad folder
         raise CheckpointError(f"{folder} could not be loaded: {one_line(err)}") from err
     _check_loaded(folder, info, model.config)
+    state = model.state_dict()
+    for file in sorted(folder.glob("*.safetensors")):
+        check_stored_dtypes(file, state)
     return model
 
 
@@ -188,15 +265,19 @@ def _check_loaded(folder: Path, info: dict, config) -> None:
     )
     if extra:
         raise CheckpointError(
-            f"{folder} holds weights its config.json has no place for: {', '.join(extra[:3])}"
-            + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+            f"{folder} holds weights its config.json has no place for: {listed(extra)}"
         )
     if info["missing_keys"]:
-        missing = sorted(info["missing_keys"])
         raise CheckpointError(
-            f"{folder} lacks weights its config.json needs: {', '.join(missing[:3])}"
-            + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            f"{folder} lacks weights its config.json needs: {listed(info['missing_keys'])}"
         )
+
+
+def listed(names: Iterable[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names`` in order, and how many more there are."""
+    names = sorted(names)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def resolve_checkpoint(path: str | Path) -> Path:

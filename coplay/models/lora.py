@@ -21,7 +21,8 @@ the base model, which is also why the base (adapters disabled) is the KL referen
 
 Saving: ``save_roles`` writes the base as a plain checkpoint folder (``base/``) and
 each adapter with peft's ``save_pretrained`` next to it (``<role>/``);
-``load_roles`` reads them back.
+``load_roles`` reads them back, each adapter's files checked first
+(``coplay.models.adapter_folder``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import AutoModelForCausalLM
 
+from coplay.models.adapter_folder import load_adapter
 from coplay.models.loading import PlayedGame, load_policy, read_meta, save_policy, write_meta
 from coplay.policies.lm import LMPolicy
 from coplay.policies.scorer import Scorer
@@ -302,11 +304,9 @@ def load_roles(
         raise FileNotFoundError(f"no adapter for role {missing[0]!r} in {folder}")
     base = load_policy(folder / BASE, seed=seed)
     check_role_names(roles, name_parts(base.model))  # such a role's adapters were cut
-    model = PeftModel.from_pretrained(
-        base.model, folder / roles[0], adapter_name=roles[0], is_trainable=trainable
-    )
-    for role in roles[1:]:
-        model.load_adapter(folder / role, adapter_name=role, is_trainable=trainable)
+    model = base.model
+    for role in roles:
+        model = load_adapter(model, folder / role, role, trainable=trainable)
     model.eval()
     views = {
         role: _view(base, model, role, seed + i, trainable=trainable)

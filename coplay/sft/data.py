@@ -2,14 +2,17 @@
 
 A line is ``{"messages": [{"role": "system"|"user"|"assistant", "content": "..."}]}``,
 the shape coplay's narrated demonstrations (``coplay.sft.demos``) write and most chat
-datasets use. Reading checks every line and stops at the first fault with one line
-naming the file, the line number and what is wrong.
+datasets use, in the order play gives the roles: a system message, if any, first, and
+every assistant message right after a user message. Reading checks every line and
+stops at the first fault with one line naming the file, the line number and what is
+wrong.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Literal
 
@@ -78,7 +81,26 @@ def parse_line(raw: str, path: Path, number: int) -> Conversation:
     if parsed[0].role == "assistant":
         # A template renders no prompt before it: there is nothing the turn answers.
         raise DataError(f"{where}: the conversation opens with an assistant message")
+    _check_order(parsed, where)
     return Conversation(parsed, number)
+
+
+def _check_order(messages: tuple[Message, ...], where: str) -> None:
+    """Roles in the order play gives them: a system message opens a conversation
+    (play's instruction; a template without a system role folds only that one into
+    the first user message) and every answer follows the user message it answers."""
+    for i, (before, m) in enumerate(pairwise(messages), start=1):
+        if m.role == "system":
+            raise DataError(
+                f"{where}: message {i} is a system message inside the conversation; "
+                "only its first may be one"
+            )
+        if m.role == "assistant" and before.role != "user":
+            article = "an" if before.role == "assistant" else "a"
+            raise DataError(
+                f"{where}: message {i} is an assistant message after {article} {before.role} "
+                "message, not a user's: there is nothing it answers"
+            )
 
 
 def _message(item: object, where: str, index: int) -> Message:

@@ -118,3 +118,19 @@ def test_a_single_policy_run_refuses_a_role_and_a_missing_path_is_named(tmp_path
         find_policy(tmp_path / "run", "first")
     with pytest.raises(FileNotFoundError, match="nowhere does not exist"):
         find_policy(tmp_path / "nowhere")
+
+
+def test_a_roster_learner_named_base_is_one_of_its_policies(tmp_path):
+    # Only a LoRA run's base is no policy: a learner may be named so in another roster.
+    # It was left out of the list, and a run with no other learner was "neither a
+    # checkpoint nor a run directory with checkpoints".
+    (tmp_path / "roster.yaml").write_text("roster: {}\n")
+    final = tmp_path / "checkpoints" / "final"
+    save_policy(_policy(), final / "base", game=KUHN3)
+    with pytest.raises(ValueError, match="roster run with policies base: pick one"):
+        find_policy(tmp_path)
+    save_policy(_policy(), final / "other", game=KUHN3)
+    with pytest.raises(ValueError, match="roster run with policies base, other: pick one"):
+        find_policy(tmp_path)
+    assert find_policy(tmp_path, "base").folder == final / "base"
+    assert find_policy(final / "base").folder == final / "base"  # no LoRA base to refuse

@@ -75,6 +75,28 @@ def _drop_weight(folder):
     save_file({k: v for k, v in weights.items() if k != "model.norm.weight"}, _weights(folder))
 
 
+def _store_weight_as(dtype):
+    def edit(folder):
+        weights = load_file(_weights(folder))
+        key = "model.embed_tokens.weight"  # trained values: cast, they would lose all but integers
+        weights[key] = (weights[key] * 100).to(dtype)
+        save_file(weights, _weights(folder))
+
+    return edit
+
+
+def _template(text):
+    return lambda folder: (folder / "chat_template.jinja").write_text(text)
+
+
+def _edit_generation(**changes):
+    def edit(folder):
+        config = json.loads((folder / "generation_config.json").read_text())
+        (folder / "generation_config.json").write_text(json.dumps({**config, **changes}))
+
+    return edit
+
+
 BAD_CHECKPOINTS = {
     "empty weights": (
         lambda d: _weights(d).write_bytes(b""),
@@ -173,6 +195,36 @@ BAD_CHECKPOINTS = {
         shutil.rmtree,
         "{d} does not exist (expected a run directory or checkpoint)",
     ),
+    "weights stored as integers": (
+        _store_weight_as(torch.int32),
+        "{d}/model.safetensors holds model.embed_tokens.weight as I32, not as floating "
+        "point numbers: the model's weight is float32",
+    ),
+    "weights stored as booleans": (
+        _store_weight_as(torch.bool),
+        "{d}/model.safetensors holds model.embed_tokens.weight as BOOL, not as floating ",
+    ),
+    "a chat template that does not parse": (
+        _template("{% for m in messages %}{{ m['content'] }"),
+        "{d}/chat_template.jinja: the chat template cannot render a prompt: unexpected '}}'",
+    ),
+    "a chat template that raises": (
+        _template("{{ raise_exception('no roles here') }}"),
+        "{d}/chat_template.jinja: the chat template cannot render a prompt: no roles here",
+    ),
+    "generation_config.json not JSON": (
+        lambda d: (d / "generation_config.json").write_text("{eos"),
+        "{d}/generation_config.json is not valid JSON: ",
+    ),
+    "generation_config.json a list": (
+        lambda d: (d / "generation_config.json").write_text("[2]"),
+        "{d}/generation_config.json is not a generation config (a JSON object)",
+    ),
+    "an end of turn that is not a token id": (
+        _edit_generation(eos_token_id=[2, "<eos>"]),
+        "{d}/generation_config.json: eos_token_id must be a token id or a list of token ids, "
+        "not [2, '<eos>']",
+    ),
 }
 
 
@@ -248,3 +300,32 @@ def test_a_local_qwen2_model_loads_the_tokenizer_it_was_saved_with(tmp_path):
     assert len(policy.action_probs([short, long])) == 2  # a padded batch
     save_policy(policy, tmp_path / "saved")
     assert len(load_policy(tmp_path / "saved").tokenizer) == len(policy.tokenizer)
+
+
+def test_a_tokenizer_without_special_tokens_loads_and_scores(checkpoint, tmp_path):
+    # The vocabulary check took the largest of no special ids: "'int' object is not
+    # iterable", a line that names no file, for a folder that loads with transformers.
+    folder = tmp_path / "final"
+    shutil.copytree(checkpoint, folder)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    for key in ("pad_token", "bos_token", "eos_token"):
+        settings.pop(key)
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    policy = load_policy(folder)
+    assert policy.tokenizer.all_special_ids == []
+    short = Observation("kuhn_poker", 0, "Your card: K.\n", ("[Pass]", "[Bet]"))
+    long = Observation("kuhn_poker", 0, "Your card: K. History: Bet Pass\n", ("[Pass]", "[Bet]"))
+    probs = policy.action_probs([short, long])  # a padded batch
+    assert [sum(p.values()) for p in probs] == pytest.approx([1.0, 1.0])
+
+
+def test_a_chat_template_without_a_system_role_loads(checkpoint, tmp_path):
+    # Gemma's refuses a system message; play folds it into the user's, and so does the check.
+    folder = tmp_path / "final"
+    shutil.copytree(checkpoint, folder)
+    _template(
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}"
+        "{% endif %}{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}"
+        "{% endfor %}"
+    )(folder)
+    assert load_policy(folder).tokenizer.chat_template

@@ -57,3 +57,16 @@ def test_the_text_tokenizer_has_a_chat_template_closing_answers_with_eos():
     assert text == "<|system|>\nRules.\n<|user|>\nYour card: K.\n<|assistant|>\n[Bet]<eos>\n"
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.convert_tokens_to_ids("<|user|>") in ids and tok.eos_token_id in ids
+
+
+def test_the_same_text_and_actions_give_the_same_ids_in_any_order():
+    # Wherever a run builds the tiny model it trains the tokenizer from the game's text:
+    # the ids must not depend on the order the actions come in.
+    a = train_tokenizer(CORPUS, vocab_size=400, actions=["[Pass]", "[Bet]"], text=True)
+    b = train_tokenizer(CORPUS, vocab_size=400, actions=["[Bet]", "[Pass]", "[Bet]"], text=True)
+    assert a.get_vocab() == b.get_vocab()
+    text = "<|user|>\nYour card: K. [Pass] [Bet]<eos>"
+    assert (
+        a(text, add_special_tokens=False)["input_ids"]
+        == b(text, add_special_tokens=False)["input_ids"]
+    )

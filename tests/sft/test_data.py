@@ -46,6 +46,38 @@ def test_reads_conversations_and_skips_blank_lines(tmp_path):
             },
             "opens with an assistant message",
         ),
+        # Roles out of the order play gives them: what would the answer answer?
+        (
+            {
+                "messages": [
+                    {"role": "system", "content": "x"},
+                    {"role": "assistant", "content": "a"},
+                ]
+            },
+            "message 1 is an assistant message after a system message, not a user's",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": "a"},
+                    {"role": "assistant", "content": "b"},
+                ]
+            },
+            "message 2 is an assistant message after an assistant message, not a user's",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": "a"},
+                    {"role": "system", "content": "rules"},
+                    {"role": "user", "content": "y"},
+                    {"role": "assistant", "content": "b"},
+                ]
+            },
+            "message 2 is a system message inside the conversation; only its first may be one",
+        ),
         ("[" * 100_000, "nested too deeply"),
         # JSON may escape half a surrogate pair, which passed and failed later unnamed
         (
@@ -77,3 +109,14 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
     path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b'{"messages": "\xff"}\n')
     with pytest.raises(DataError, match=rf"^{path}:2: not UTF-8 text"):
         read_conversations(path)
+
+
+def test_users_may_speak_twice_and_have_the_last_word(tmp_path):
+    user, answer = {"role": "user", "content": "x"}, {"role": "assistant", "content": "[Bet]"}
+    path = _write(tmp_path, [{"messages": [user, user, answer, user]}])
+    assert [m.role for m in read_conversations(path)[0].messages] == [
+        "user",
+        "user",
+        "assistant",
+        "user",
+    ]

@@ -213,3 +213,35 @@ def test_a_demo_that_spells_special_tokens_trains_them_as_text(template):
     # The special tokens are the template's alone: those of the demo without the spelling.
     unsaid = Conversation(tuple(Message(m.role, m.content.replace(spelled, "")) for m in said), 2)
     assert _controls(tok, ex.ids) == _controls(tok, encode(unsaid, tok, ends=ends).ids)
+
+
+@pytest.mark.parametrize("template", ["tiny", "chatml", "gemma", "fallback"])
+def test_each_answer_starts_where_plays_chat_prompt_ends(template):
+    # RL scores what SFT trained: in chat context the second prompt is the first prompt,
+    # the answer as written and the next user turn, never the conversation re-encoded.
+    from coplay.policies.chat import Prompter
+    from coplay.policies.text import TextConfig
+    from coplay.types import Decision, Observation
+
+    tok, ends = _with_template(template)
+    if template == "fallback":
+        tok.chat_template = None
+        ensure_chat_template(tok)
+    text = TextConfig(context="chat")
+    users = ("Your card: K. [Pass] [Bet]", "The opponent bet. [Fold] [Call]")
+    answers = ("<think>The King wins.</think> [Bet]", "<think>Still the King.</think> [Call]")
+    turns = [
+        (Message("user", u), Message("assistant", a)) for u, a in zip(users, answers, strict=True)
+    ]
+    system = Message("system", text.format.instruction)
+    ex = encode(Conversation((system, *turns[0], *turns[1]), 4), tok, ends=ends)
+    starts = [i for i, m in enumerate(ex.loss_mask) if m and not ex.loss_mask[i - 1]]
+    prompter = Prompter(tok, text, max_new_tokens=32, ends=ends)
+    first = Observation("kuhn_poker", 0, users[0])
+    written = (*tok(answers[0], add_special_tokens=False)["input_ids"], ends[-1])
+    said = Decision(
+        answers[0], "[Bet]", "p", prompt_ids=prompter.prompt(first), response_ids=written
+    )
+    second = Observation("kuhn_poker", 0, users[1], history=((first, said),))
+    assert ex.ids[: starts[0]] == prompter.prompt(first)
+    assert ex.ids[: starts[1]] == prompter.prompt(second)
