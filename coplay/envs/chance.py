@@ -10,6 +10,7 @@ generator (tens of microseconds, more than a Kuhn deal) happens once per seed.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
@@ -87,6 +88,14 @@ class ChanceDraws:
         return bisect_right(_cdf(tuple(probs)), u)
 
 
+def is_distribution(probs: Sequence[float]) -> bool:
+    """Whether ``probs`` can be drawn from: finite, none negative, some positive. A game
+    given a probability out of [0, 1] (the iterated dilemma's termination_probability=2)
+    lists a negative one, which numpy's ``choice`` refuses and the cumulative sum would
+    turn into a certain outcome."""
+    return all(math.isfinite(p) and p >= 0 for p in probs) and sum(probs) > 0
+
+
 _CDFS: dict[tuple, list[float]] = {}
 
 
@@ -95,6 +104,8 @@ def _cdf(probs: tuple) -> list[float]:
     a game's chance nodes repeat a few distributions (a deck, a die)."""
     cdf = _CDFS.get(probs)
     if cdf is None:
+        if not is_distribution(probs):
+            raise ValueError(f"chance probabilities {list(probs)} are no distribution")
         sums = list(accumulate(float(p) for p in probs))
         cdf = [c / sums[-1] for c in sums]
         if len(_CDFS) >= _KEPT:

@@ -26,6 +26,7 @@ skipped, not failed.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -57,6 +58,16 @@ class HasPrivateFacts(Protocol):
 # --- determinism --------------------------------------------------------------------
 
 
+def _same(x: object, y: object) -> bool:
+    """Equal, NaN counted equal to NaN: a game that pays NaN every time is deterministic
+    (the ``returns`` check reports the NaN)."""
+    return x == y or (x != x and y != y)
+
+
+def _same_payoffs(x: Mapping[int, float], y: Mapping[int, float]) -> bool:
+    return x.keys() == y.keys() and all(_same(x[p], y[p]) for p in x)
+
+
 def first_difference(a: Trace, b: Trace) -> str | None:
     """Where two plays of the same seed and actions part, or None if they never do."""
     for k, (x, y) in enumerate(zip(a.views(), b.views(), strict=False)):
@@ -65,11 +76,12 @@ def first_difference(a: Trace, b: Trace) -> str | None:
         for p in x:
             if x[p] != y[p]:
                 return f"step {k}: player {p}'s observation differs"
-        if k < min(len(a.steps), len(b.steps)) and a.steps[k].rewards != b.steps[k].rewards:
+        steps = min(len(a.steps), len(b.steps))
+        if k < steps and not _same_payoffs(a.steps[k].rewards, b.steps[k].rewards):
             return f"step {k}: rewards {a.steps[k].rewards} vs {b.steps[k].rewards}"
     if len(a.steps) != len(b.steps) or a.terminal != b.terminal:
         return f"the episode lasts {len(a.steps)} vs {len(b.steps)} steps"
-    if a.returns != b.returns:
+    if not _same_payoffs(dict(enumerate(a.returns)), dict(enumerate(b.returns))):
         return f"returns {list(a.returns)} vs {list(b.returns)}"
     return None
 
@@ -235,11 +247,16 @@ def _return_problems(trace: Trace, env_returns: Sequence[float]) -> str | None:
     return None
 
 
+def _finite(value: object) -> bool:
+    """A finite real number (numpy's included); a string is none, not a crash."""
+    return isinstance(value, numbers.Real) and math.isfinite(value)
+
+
 def _reward_problems(trace: Trace) -> str | None:
     n = trace.spec.num_players
     paid = np.zeros(n)
     for k, step in enumerate(trace.steps):
-        if any(p not in range(n) or not math.isfinite(r) for p, r in step.rewards.items()):
+        if any(p not in range(n) or not _finite(r) for p, r in step.rewards.items()):
             return f"step {k}: step() returned rewards {step.rewards}, not finite per player"
         for p, r in step.rewards.items():
             paid[p] += r

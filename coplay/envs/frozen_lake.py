@@ -163,7 +163,9 @@ RETURN_BOUNDS: dict[str, Callable[[int], tuple[float, float]]] = {
 
 def _check_params(size: object, hole_prob: object, slippery: object) -> None:
     grid.check_int(GAME, "size", size, SIZES)
-    if not isinstance(hole_prob, int | float) or not 0.0 <= hole_prob < 1.0:
+    # A bool is an int to Python; false as a probability is a typo, not 0.
+    number = isinstance(hole_prob, int | float) and not isinstance(hole_prob, bool)
+    if not number or not 0.0 <= hole_prob < 1.0:
         raise ValueError(f"{GAME}: hole_prob must be a number in [0, 1), got {hole_prob!r}")
     if not isinstance(slippery, bool):
         raise ValueError(f"{GAME}: slippery must be true or false, got {slippery!r}")

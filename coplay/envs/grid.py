@@ -49,7 +49,8 @@ def check_int(game: str, name: str, value: object, allowed: range) -> int:
 
 def check_choice(game: str, name: str, value: object, allowed: Mapping[str, object]) -> str:
     """``value`` if it names one of ``allowed``, else a one-line error."""
-    if value not in allowed:
+    # Only a string can name one, and a list or dict from a config would not even hash.
+    if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{game}: {name} must be one of {', '.join(allowed)}, got {value!r}")
     return str(value)
 

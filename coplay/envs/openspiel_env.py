@@ -37,6 +37,12 @@ _KINDS = {
 def game_spec(game: pyspiel.Game, name: str) -> GameSpec:
     """Static facts of an OpenSpiel game in coplay's terms."""
     game_type = game.get_type()
+    simultaneous = game_type.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
+    # OpenSpiel marks goofspiel, oshi_zumo and the Python iterated dilemma perfect-
+    # information: all is public once a round is played. Within a round no player sees
+    # the others' choices, so the game is one of imperfect information (exact
+    # evaluation walks it through its turn-based transform, where it is).
+    hidden_moves = simultaneous and game.num_players() > 1
     return GameSpec(
         name=name,
         num_players=game.num_players(),
@@ -44,8 +50,9 @@ def game_spec(game: pyspiel.Game, name: str) -> GameSpec:
         max_turns=min(game.max_game_length(), MAX_TURNS_CAP),
         perfect_information=(
             game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+            and not hidden_moves
         ),
-        simultaneous=game_type.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS,
+        simultaneous=simultaneous,
         min_return=float(game.min_utility()),
         max_return=float(game.max_utility()),
         openspiel_name=game_type.short_name,
@@ -317,6 +324,8 @@ class OpenSpielEnv:
         otherwise zeros (the outcome is in ``returns()``, which always holds the total).
         """
         acting = self.players_to_act()
+        if not acting:  # {} would pass the check below and find no one to play
+            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
         # Games that pay only at the end (in returns()) have nothing to difference.

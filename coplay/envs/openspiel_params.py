@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 import pyspiel
 
-from coplay.envs.chance import ChanceDraws
+from coplay.envs.chance import ChanceDraws, is_distribution
 
 PROBE_NODES = 64
 """Nodes played by ``play_problem``: past the deal and the first moves of every seat,
@@ -192,7 +192,12 @@ def _play_first_moves(game: pyspiel.Game) -> None:
                 outcomes = state.chance_outcomes()
                 if not outcomes:
                     raise _Broken(f"a chance node has no outcomes {_when(moves)}")
-                drawn = chance.choose([prob for _, prob in outcomes])
+                probs = [prob for _, prob in outcomes]
+                if not is_distribution(probs):
+                    raise _Broken(
+                        f"a chance node's probabilities {probs} are no distribution {_when(moves)}"
+                    )
+                drawn = chance.choose(probs)
                 state.apply_action(outcomes[drawn][0])
                 continue
             if state.is_simultaneous_node():

@@ -136,6 +136,8 @@ class PettingZooEnv:
 
     def step(self, actions: dict[int, str]) -> dict[int, float]:
         acting = self.players_to_act()
+        if not acting:  # {} would pass the check below and find no one to play
+            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
         (player,) = acting

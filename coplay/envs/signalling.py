@@ -140,6 +140,8 @@ class SignallingEnv:
 
     def step(self, actions_by_player: dict[int, str]) -> dict[int, float]:
         acting = self.players_to_act()
+        if not acting:  # {} would pass the check below and find no one to play
+            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
         if sorted(actions_by_player) != acting:
             raise ValueError(
                 f"expected an action for players {acting}, got {sorted(actions_by_player)}"

@@ -50,11 +50,17 @@ a list of moves. A placeholder letter is the last word after a verb: a capital l
 elsewhere is a move's own (``[X 0]`` in WildTicTacToe, ``[play K♦ 0]``, ``[A]``)."""
 
 
+class MissingExtraError(ImportError, ValueError):
+    """An optional dependency a game needs is not installed: an ImportError, and also
+    a ValueError, which the command line prints as one line (a configuration asking
+    for a ``textarena:`` game without the extra is a user's error, not a crash)."""
+
+
 def _import_textarena() -> Any:
     try:
         import textarena
     except ImportError as err:
-        raise ImportError(
+        raise MissingExtraError(
             f"TextArena games need the optional dependency textarena: {INSTALL_HINT}"
         ) from err
     return textarena
@@ -303,6 +309,8 @@ class TextArenaEnv:
     def step(self, actions: dict[int, str]) -> dict[int, float]:
         """Send the acting player's text to TextArena; the rewards arrive at the end."""
         acting = self.players_to_act()
+        if not acting:  # {} would pass the check below and find no one to play
+            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
         if sorted(actions) != acting:
             raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
         with self._own_randomness():

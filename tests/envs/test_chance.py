@@ -16,6 +16,13 @@ def test_the_draws_are_those_of_a_fresh_generator_of_the_seed(seed):
     assert got == want
 
 
+@pytest.mark.parametrize("probs", [(1.5, -0.5), (float("nan"), 1.0), (0.0, 0.0)])
+def test_what_numpy_would_not_draw_from_is_refused(probs):
+    # The cumulative sum took (-1, 2) as a certain second outcome.
+    with pytest.raises(ValueError, match=r"^chance probabilities \[.*\] are no distribution$"):
+        chance.ChanceDraws(0).choose(probs)
+
+
 @pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
 def test_a_bad_seed_is_one_clear_error_at_reset(seed):
     with pytest.raises(ValueError, match="a seed must be a non-negative integer"):

@@ -220,6 +220,35 @@ def test_findings_say_where():
     assert "shows player" in leak.message and "private fact 'card" in leak.message
 
 
+class PaysNaN(Duel):
+    def step(self, actions):
+        super().step(actions)
+        return {0: float("nan"), 1: 0.0}
+
+
+class ReturnsNaN(Duel):
+    def returns(self):
+        return [float("nan"), 0.0]
+
+
+class PaysText(Duel):
+    def step(self, actions):
+        super().step(actions)
+        return {0: "0.0", 1: 0.0}
+
+
+@pytest.mark.parametrize("cls", [PaysNaN, ReturnsNaN, PaysText])
+def test_a_payoff_that_is_no_number_is_a_returns_finding_alone(cls):
+    # NaN != NaN: a game paying NaN every time was also called nondeterministic
+    # ("rewards {0: nan} vs {0: nan}"), and a text reward stopped the check with no
+    # seed or step.
+    report = check_env(cls, episodes=3)
+    by_name = {r.check: r for r in report.results}
+    assert by_name["determinism"].status == "pass"
+    assert by_name["returns"].status == "fail"
+    assert by_name["returns"].findings[0].message.startswith("seed 0, at the end: ")
+
+
 def test_info_key_rule_catches_a_leak_only_with_varied_deals():
     # Seeds 0..19 deal player 0 the same card against different ones: the texts part.
     found = check_env(ShowsOpponentCard, episodes=20, checks=["private_info"]).findings

@@ -161,3 +161,11 @@ def test_a_payoff_that_is_not_finite_is_refused_by_name(payoff, value):
 def test_a_bad_seed_is_the_same_line_as_every_envs(seed):
     with pytest.raises(ValueError, match="^dilemma: a seed must be a non-negative integer"):
         DilemmaEnv().reset(seed)
+
+
+def test_a_step_after_the_end_is_one_line():
+    env = DilemmaEnv(talk=False, rounds=1)
+    env.step({0: C, 1: D})
+    # Nobody is to act, so {} passed the players check and raised KeyError: 0.
+    with pytest.raises(ValueError, match=r"^dilemma: the game is over; call reset\(seed\)"):
+        env.step({})

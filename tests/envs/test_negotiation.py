@@ -213,3 +213,11 @@ def test_a_message_that_reads_like_a_move_ends_no_game(message):
 def test_a_bad_seed_is_the_same_line_as_every_envs(seed):
     with pytest.raises(ValueError, match="^negotiation: a seed must be a non-negative integer"):
         NegotiationEnv().reset(seed)
+
+
+def test_a_step_after_the_end_is_one_line():
+    env = _env(talk=False)
+    _play(env, "[Propose 0 0 0]", WALK)
+    # Nobody is to act, so {} passed the players check and raised KeyError: 1.
+    with pytest.raises(ValueError, match=r"^negotiation: the game is over; call reset\(seed\)"):
+        env.step({})

@@ -34,6 +34,25 @@ def test_is_an_env_with_spec_from_openspiel():
     assert make_env("openspiel:matrix_pd").spec.kind == GameKind.GENERAL_SUM
 
 
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("openspiel:goofspiel", {"num_cards": 3}),
+        ("openspiel:oshi_zumo", {"coins": 3, "size": 1, "horizon": 2}),
+        ("openspiel:python_iterated_prisoners_dilemma", {}),
+    ],
+)
+def test_simultaneous_moves_hide_information_whatever_openspiel_marks(name, params):
+    # OpenSpiel marks these perfect-information (all is public after each round), yet
+    # no player sees the others' choices of the round it chooses in.
+    env = make_env(name, **params)
+    info = env.game.get_type().information
+    assert info == pyspiel.GameType.Information.PERFECT_INFORMATION
+    assert env.spec.simultaneous and not env.spec.perfect_information
+    # One player moving alone hides nothing.
+    assert make_env("openspiel:pathfinding").spec.perfect_information
+
+
 def test_same_seed_same_deals_and_observations():
     env_a, env_b = make_env("leduc_poker"), make_env("leduc_poker")
     obs_a = play_random(env_a, seed=7, rng=np.random.default_rng(1))
@@ -143,6 +162,15 @@ def test_step_rejects_wrong_players_and_illegal_actions():
         env.step({0: "[Fold]"})
     assert env.parse_action(0, "I [bet]") == "[Bet]"
     assert env.parse_action(0, "fold") is None
+
+
+@pytest.mark.parametrize("name", ["kuhn_poker", "openspiel:matrix_rps"])
+def test_a_step_after_the_end_is_one_line(name):
+    env = make_env(name)
+    play_random(env, seed=0, rng=np.random.default_rng(0))
+    # Nobody is to act, so {} passed the players check and raised IndexError.
+    with pytest.raises(ValueError, match=rf"^{name}: the game is over; call reset\(seed\)"):
+        env.step({})
 
 
 def test_intermediate_rewards_are_reported_by_step():

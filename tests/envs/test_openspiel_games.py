@@ -34,6 +34,18 @@ def test_bad_parameters_are_one_line_without_openspiels_own_print(capfd):
         ("pig", {"winscore": 0}, "the game ends before anyone moves"),
         ("dark_hex", {"num_cols": 1}, "player 1 has no legal move after 6 moves"),
         ("python_liars_poker", {"num_digits": 0}, "ZeroDivisionError: float division by zero"),
+        # A probability out of [0, 1] lists a negative one: the dilemma stopped after
+        # every round (2.0) or never (-0.5).
+        (
+            "python_iterated_prisoners_dilemma",
+            {"termination_probability": 2.0},
+            "a chance node's probabilities [-1.0, 2.0] are no distribution after 1 move",
+        ),
+        (
+            "python_iterated_prisoners_dilemma",
+            {"termination_probability": -0.5},
+            "a chance node's probabilities [1.5, -0.5] are no distribution after 1 move",
+        ),
     ],
 )
 def test_parameters_that_break_the_game_are_refused_at_load_in_one_line(game, params, why):

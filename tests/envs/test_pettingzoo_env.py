@@ -173,6 +173,15 @@ def test_a_forfeit_pays_the_bounds_given_and_never_beats_losing():
     assert forfeited.forfeited_by == 0 and forfeited.returns == (-3.0, 0.0)  # general-sum
 
 
+def test_a_step_after_the_end_is_one_line():
+    env = PettingZooEnv(lambda: to_pettingzoo("dilemma", talk=False, rounds=1))
+    env.step({0: "[Defect]"})
+    env.step({1: "[Defect]"})
+    # Nobody is to act, so {} passed the players check and failed to unpack no player.
+    with pytest.raises(ValueError, match=r"^dilemma: the game is over; call reset\(seed\)"):
+        env.step({})
+
+
 def test_the_bounds_are_game_parameters_of_a_registered_game(monkeypatch):
     # How a run's game.params reach a foreign game: make_env(name, **params).
     monkeypatch.setattr(registry, "_GAMES", dict(registry._GAMES))

@@ -196,3 +196,11 @@ def test_success_is_the_pick_of_the_target_whatever_the_penalty():
 def test_a_bad_seed_is_the_same_line_as_every_envs(seed):
     with pytest.raises(ValueError, match="^signalling: a seed must be a non-negative integer"):
         SignallingEnv().reset(seed)
+
+
+def test_a_step_after_the_end_is_one_line():
+    env = SignallingEnv(talk=False)
+    env.step({1: env.observe(1).legal_actions[0]})
+    # Nobody is to act, so {} passed the players check and raised IndexError.
+    with pytest.raises(ValueError, match=r"^signalling: the game is over; call reset\(seed\)"):
+        env.step({})

@@ -172,6 +172,7 @@ def test_parse_action_and_bad_steps():
         ({"num_boxes": 0}, "num_boxes must be an integer in 1..4"),
         ({"size": 5, "num_boxes": 3}, "3 boxes do not fit a 5x5 room; at most 2"),
         ({"reward": "gym"}, "reward must be one of sparse, dense"),
+        ({"reward": {"dense": 1}}, "reward must be one of sparse, dense, got {'dense': 1}"),
         ({"max_steps": -3}, "max_steps must be a positive integer"),
         ({"hints": "yes"}, "hints must be true or false"),
         ({"boxes": 2}, "unknown parameter\\(s\\) boxes for game 'sokoban'"),

@@ -77,6 +77,19 @@ def test_missing_textarena_names_the_extra(monkeypatch):
         make_env("textarena:TicTacToe-v0")
 
 
+def test_missing_textarena_is_one_error_line_on_the_command_line(monkeypatch, capsys):
+    from coplay.cli import main
+
+    # A bare ImportError escaped the command's user errors as a traceback.
+    monkeypatch.setitem(sys.modules, "textarena", None)
+    assert main(["check-env", "textarena:TicTacToe-v0", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "coplay check-env: error: TextArena games need the optional dependency "
+        "textarena: pip install 'coplay[textarena]'\n"
+    )
+
+
 # --- which games are zero-sum (a stand-in for TextArena) ------------------------------
 
 
@@ -151,6 +164,15 @@ def test_kind_is_a_setting_and_a_bad_one_is_one_line(fake_ta):
     assert str(err.value) == (
         "kind must be one of zero_sum, general_sum, cooperative, got 'zerosum'"
     )
+
+
+def test_a_step_after_the_end_is_one_line(fake_ta):
+    env = TextArenaEnv("MarketEntryGame-v0")
+    env.step({0: "[enter]"})
+    env.step({1: "[stay]"})
+    # Nobody is to act, so {} passed the players check and raised IndexError.
+    with pytest.raises(ValueError, match=r"^textarena:MarketEntryGame-v0: the game is over"):
+        env.step({})
 
 
 def test_episode_seeds_past_32_bits_play(fake_ta):
