@@ -62,9 +62,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args, extra = parser.parse_known_args(argv)
-    _take_leftovers(parser, args, [*getattr(args, "after_numbers", []), *extra])
+    try:
+        args = _arguments(argv)
+    except KeyboardInterrupt:  # building the parser imports what its choices come from
+        print("coplay: interrupted", file=sys.stderr)
+        return 130
     console.width = None if console.is_terminal else PIPED_WIDTH
     import transformers
 
@@ -83,6 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except USER_ERRORS as err:
             print(f"coplay {args.command}: error: {_error_line(err)}", file=sys.stderr)
             return 2
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    _take_leftovers(parser, args, [*getattr(args, "after_numbers", []), *extra])
+    return args
 
 
 def _error_line(err: BaseException) -> str:

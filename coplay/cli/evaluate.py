@@ -98,6 +98,7 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument(
         "params",
         nargs="*",
+        default=[],  # without one, a missing path is said as "required: path, params"
         help="game parameters as key=value, e.g. players=3, over those the checkpoint was "
         "trained with (said in one line where they differ)",
     )

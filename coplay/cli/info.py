@@ -53,7 +53,12 @@ def _check_env_arguments(ce: argparse.ArgumentParser) -> None:
     ce.add_argument(
         "--seed", type=seed, default=0, help="first episode seed (default: %(default)s)"
     )
-    ce.add_argument("params", nargs="*", help="game parameters as key=value, e.g. size=8")
+    ce.add_argument(
+        "params",
+        nargs="*",
+        default=[],  # without one, a missing game is said as "required: game, params"
+        help="game parameters as key=value, e.g. size=8",
+    )
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:

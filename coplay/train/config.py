@@ -8,6 +8,7 @@ file and ``key=value`` overrides, through ``coplay.train.settings.build_config``
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from pydantic import (
@@ -15,11 +16,16 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializeAsAny,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic.errors import PydanticSchemaGenerationError
+from pydantic_core import PydanticCustomError
 
-from coplay.algos.advantages import make_estimator
+from coplay.algos.advantages import ESTIMATORS, make_estimator
 from coplay.algos.losses.compose import LossConfig
 from coplay.backends import ENGINE_SETTINGS
 from coplay.distributed.config import RayConfig, check_room, require_ray
@@ -35,6 +41,11 @@ from coplay.train.train_config import TrainConfig
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message is one readable line."""
+
+
+INNER_KEY = "inner_key"
+"""The type of a validation error about a key inside a free mapping (``algo.params``):
+its message starts with that key, which the error line names after the mapping's."""
 
 
 class _Strict(BaseModel):
@@ -115,10 +126,43 @@ class AlgoConfig(_Strict):
     """Drop trajectories whose group (same seed, same seat) has all-equal returns:
     DAPO's dynamic sampling without refilling."""
 
+    @field_validator("params")
+    @classmethod
+    def _typed_params(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # YAML reads 1e-8 as text: an estimator took eps='1e-8' and failed at its first
+        # comparison, in a line that named no key. Each value is read as its keyword's type.
+        return typed_params(info.data.get("estimator"), params)
+
     @model_validator(mode="after")
     def _buildable(self) -> AlgoConfig:
         make_estimator(self.estimator, **self.params)  # names a bad estimator or parameter
         return self
+
+
+def typed_params(estimator: str | None, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` read as the keywords of ``estimator``'s factory are typed (``"1e-8"``
+    as a float where the keyword is one); a value of another type is an ``INNER_KEY``
+    error naming its parameter. Unknown estimators and parameters are left for
+    ``make_estimator`` to name."""
+    factory = ESTIMATORS.get(estimator) if estimator is not None else None
+    try:
+        hints = typing.get_type_hints(factory) if factory is not None else {}
+    except (NameError, TypeError):  # a plugin's annotations that do not resolve
+        return params
+    typed = dict(params)
+    for key, value in params.items():
+        try:
+            adapter = TypeAdapter(hints[key])
+        except (KeyError, PydanticSchemaGenerationError):  # unknown, or a type of its own
+            continue
+        try:
+            typed[key] = adapter.validate_python(value)
+        except ValidationError as err:
+            problem = f"{err.errors()[0]['msg']} (got {value!r})"
+            raise PydanticCustomError(
+                INNER_KEY, "{key}: {problem}", {"key": key, "problem": problem}
+            ) from None
+    return typed
 
 
 class OptimConfig(_Strict):

@@ -28,7 +28,12 @@ from coplay.models.lora import LoraSettings, check_role_names
 from coplay.population.opponents import SCRIPTED_NAMES
 from coplay.train.config import AlgoConfig, ConfigError, OptimConfig
 from coplay.train.parts.sections import open_loss
-from coplay.train.settings import format_validation_error, load_yaml, refuse_bool_numbers
+from coplay.train.settings import (
+    format_validation_error,
+    load_yaml,
+    refuse_bool_numbers,
+    refuse_huge_numbers,
+)
 
 
 class _Strict(BaseModel):
@@ -156,10 +161,13 @@ def check_roster(cfg: RosterConfig) -> None:
 
 def validate_roster(data: dict[str, Any]) -> RosterConfig:
     """A ``RosterConfig`` from a raw mapping; errors are one line (``ConfigError``)."""
+    refuse_huge_numbers(data, "roster")
     try:
         cfg = RosterConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err).replace("config", "roster", 1)) from None
+        raise ConfigError(
+            format_validation_error(err, data).replace("config", "roster", 1)
+        ) from None
     refuse_bool_numbers(data, cfg, "roster")
     return cfg
 

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from coplay.algos.losses.compose import moved_key
-from coplay.train.config import ConfigError, GameConfig, RunConfig
+from coplay.train.config import INNER_KEY, ConfigError, GameConfig, RunConfig
 
 DEFAULT_PRESET = "kuhn-selfplay"
 """The preset of a run that names neither a preset nor a config file."""
@@ -84,8 +84,11 @@ def load_yaml(
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a directory, not a YAML file")
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{what} {path} does not exist")
+    # A pipe too: ``--config <(...)`` names one. Not a device, which may never end.
+    if not (path.is_file() or path.is_fifo()):
+        raise ConfigError(f"{what} {path} is not a file")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeys)  # noqa: S506
     except yaml.YAMLError as err:
@@ -144,16 +147,31 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+YAML_OPENERS = ("[", "{", '"', "'")
+"""How a YAML list, mapping or quoted text starts: an override value that starts so is
+meant as YAML, and one that does not parse is refused rather than taken as text."""
+
+
 def split_override(item: str) -> tuple[list[str], Any]:
     """``a.b=3`` -> ``(["a", "b"], 3)``; values are parsed as YAML scalars or lists."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {item!r} must look like key=value (e.g. train.iterations=50)")
+    parts = [part.strip() for part in key.split(".")]
+    if not all(parts):  # ``a..b``, ``.a``, ``a.``: no key is named there
+        raise ConfigError(
+            f"override {item!r}: the key {key.strip()!r} has an empty part between its dots "
+            "(e.g. train.iterations=50)"
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
-    return key.strip().split("."), value
+    except yaml.YAMLError as err:
+        if raw.strip().startswith(YAML_OPENERS):
+            # Taken as text, ``[random,`` would reach the run as an opponent's name.
+            why = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ConfigError(f"override {item!r}: the value is not valid YAML ({why})") from None
+        value = raw  # not YAML (``@name``, ``a: b: c``): the text itself
+    return parts, value
 
 
 def parse_override(item: str) -> dict[str, Any]:
@@ -239,12 +257,42 @@ def apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
 
 def validate(data: dict[str, Any]) -> RunConfig:
     """Validate a raw mapping, turning pydantic's report into one line per problem."""
+    refuse_huge_numbers(data)
     try:
         cfg = RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+        raise ConfigError(format_validation_error(err, data)) from None
     refuse_bool_numbers(data, cfg)
     return cfg
+
+
+LARGEST_INT = 2**63 - 1
+"""The largest integer a setting may hold: torch, numpy and OpenSpiel count in 64 bits."""
+
+
+def refuse_huge_numbers(data: Any, what: str = "config") -> None:
+    """Refuse an integer beyond 64 bits anywhere in ``data``, before it is validated: a
+    count that large failed deep inside a run, as an overflow (``rollout.games_per_iter``)
+    or a game's or torch's message that named no key."""
+    keys = list(_huge_numbers(data, ""))
+    if keys:
+        raise ConfigError(
+            f"invalid {what}: "
+            + "; ".join(
+                f"{k}: {v} is beyond a 64-bit integer (|x| <= {LARGEST_INT})" for k, v in keys
+            )
+        )
+
+
+def _huge_numbers(raw: Any, loc: str) -> Iterator[tuple[str, int]]:
+    if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) > LARGEST_INT:
+        yield loc, raw
+    elif isinstance(raw, dict):
+        for key, item in raw.items():
+            yield from _huge_numbers(item, f"{loc}.{key}" if loc else str(key))
+    elif isinstance(raw, list):
+        for i, item in enumerate(raw):
+            yield from _huge_numbers(item, f"{loc}[{i}]")
 
 
 def refuse_bool_numbers(data: Any, cfg: BaseModel, what: str = "config") -> None:
@@ -278,13 +326,17 @@ def _bool_numbers(raw: Any, value: Any, loc: str) -> Iterator[tuple[str, bool]]:
             yield from _bool_numbers(item, child, f"{loc}[{i}]")
 
 
-def format_validation_error(err: ValidationError) -> str:
-    """``invalid config: train.iterations: must be > 0 (got -1); ...``"""
+def format_validation_error(err: ValidationError, data: Any = None) -> str:
+    """``invalid config: train.iterations: must be > 0 (got -1); ...``; with the raw
+    ``data`` that failed, each key as that data spells it (see ``_key``)."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
+        loc = _key(e["loc"], data)
         if e["type"] == "moved_key":  # an old flat loss key: name where it is now
             problems.append("; ".join(moved_key(loc, k) for k in e["ctx"]["keys"]))
+            continue
+        if e["type"] == INNER_KEY:
+            problems.append(f"{loc}.{e['msg']}")
             continue
         msg = e["msg"].removeprefix("Value error, ")
         if not e["loc"]:  # a rule across sections: its message names the keys; the input
@@ -295,6 +347,30 @@ def format_validation_error(err: ValidationError) -> str:
         got = "" if e["type"] in ("extra_forbidden", "missing") else f" (got {e.get('input')!r})"
         problems.append(f"{loc}: {msg}{got}")
     return "invalid config: " + "; ".join(problems)
+
+
+def _key(loc: tuple[int | str, ...], data: Any) -> str:
+    """The dotted key of an error's location, left out the names of a union's members
+    that pydantic puts there and no file holds (``policies.a.learner.optim.lr`` is
+    ``policies.a.optim.lr``; ``train.exact.bool`` is ``train.exact``): a part is kept
+    where ``data`` has it, or where it is the last, the key a mapping lacks."""
+    if data is None:
+        return ".".join(str(p) for p in loc)
+    parts, node = [], data
+    for i, part in enumerate(loc):
+        if _holds(node, part):
+            node = node[part]
+        elif not (isinstance(node, dict) and i == len(loc) - 1):
+            continue  # a member's name: the input here is that member's
+        parts.append(str(part))
+    return ".".join(parts)
+
+
+def _holds(node: Any, part: int | str) -> bool:
+    """Whether the raw ``node`` has the key or index ``part``."""
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
 
 
 def to_yaml(cfg: RunConfig) -> str:

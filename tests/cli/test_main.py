@@ -75,6 +75,53 @@ def test_ctrl_c_outside_training_is_one_line(capsys, monkeypatch):
     assert capsys.readouterr().err == "coplay games: interrupted\n"
 
 
+def test_ctrl_c_while_the_command_line_is_read_is_one_line(capsys, monkeypatch):
+    # Building the parser imports what its choices come from (psro's meta-solvers take
+    # seconds): Ctrl-C there ended in a traceback.
+    def interrupt(parser):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(COMMANDS, "psro", replace(COMMANDS["psro"], add_arguments=interrupt))
+    try:
+        status = main(["games"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C while the parser was built left main as a traceback")
+    assert status == 130
+    assert capsys.readouterr().err == "coplay: interrupted\n"
+
+
+@pytest.mark.parametrize(("command", "missing"), [("eval", "path"), ("check-env", "game")])
+def test_a_missing_argument_is_named_alone(command, missing, capsys):
+    # The game parameters that may follow it were said to be required too.
+    with pytest.raises(SystemExit):
+        main([command])
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"coplay {command}: error: the following arguments are required: {missing}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["config", "a..b=1"], "override 'a..b=1': the key 'a..b' has an empty part"),
+        (["config", "a.b=[1,"], "override 'a.b=[1,': the value is not valid YAML"),
+        (
+            ["config", "rollout.games_per_iter=99999999999999999999999"],
+            "invalid config: rollout.games_per_iter: 99999999999999999999999 is beyond a 64-bit",
+        ),
+        (
+            ["config", "algo.estimator=gae", "algo.params={gamma: abc}"],
+            "invalid config: algo.params.gamma: Input should be a valid number",
+        ),
+    ],
+)
+def test_a_malformed_override_is_one_error_line_naming_it(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"coplay config: error: {message}") and len(err.splitlines()) == 1
+
+
 # --- the bad-input table of docs/results.md, command by command ---------------------------
 
 

@@ -241,3 +241,35 @@ def test_the_config_command_shows_the_warm_up_with_its_meaning(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "optim.warmup_updates" in out and "optim.lr_schedule" in out
     assert "Updates over which the learning rate first rises" in out
+
+
+def test_estimator_parameters_are_read_as_their_keywords_types():
+    # YAML reads 1e-8 as text: the estimator took eps='1e-8' and the config failed on
+    # "'<' not supported between instances of 'str' and 'int'", naming no key.
+    grpo = ["algo.estimator=grpo", "rollout.group_size=4"]
+    assert build_config(overrides=[*grpo, "algo.params.eps=1e-8"]).algo.params["eps"] == 1e-8
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["algo.estimator=gae", "algo.params={gamma: abc}"],
+            "invalid config: algo.params.gamma: Input should be a valid number, unable to "
+            "parse string as a number (got 'abc')",
+        ),
+        (
+            ["algo.estimator=rae", "algo.params={alpha: [0.5]}"],
+            "invalid config: algo.params.alpha: Input should be a valid number (got [0.5])",
+        ),
+        (
+            # pydantic reads on as 1.0: a flag slipped into a number, without a word
+            ["algo.estimator=grpo", "rollout.group_size=4", "algo.params.eps=on"],
+            "invalid config: algo.params.eps: expected a number, got true",
+        ),
+    ],
+)
+def test_an_estimator_parameter_of_the_wrong_type_is_one_line_naming_it(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        build_config(overrides=overrides)
+    assert str(err.value) == message

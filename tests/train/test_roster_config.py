@@ -98,3 +98,31 @@ def test_a_learners_own_schedule_is_checked_against_the_registry():
         validate_roster({"policies": {"a": own}, "seats": ["a", "a"]})
     assert "optim.lr_schedule: unknown lr schedule 'step'; registered: constant" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"kind": "learner", "optim": {"lr": float("inf")}},
+            "invalid roster: policies.a.optim.lr: Input should be a finite number (got inf)",
+        ),
+        ({"kind": "learner", "lr": 1}, "invalid roster: policies.a.lr: unknown key"),
+        ({"kind": "frozen"}, "invalid roster: policies.a.path: Field required"),
+    ],
+)
+def test_an_error_names_the_key_as_the_roster_spells_it(entry, message):
+    # The kind's name, which pydantic puts in the location, is no key of the file:
+    # the line said policies.a.learner.optim.lr.
+    with pytest.raises(ConfigError) as err:
+        validate_roster({"policies": {"a": entry}, "seats": ["a", "a"]})
+    assert str(err.value) == message
+
+
+def test_an_integer_beyond_64_bits_in_a_roster_is_refused_naming_its_key():
+    entry = {"kind": "learner", "optim": {"minibatch_size": 10**23}}
+    with pytest.raises(ConfigError) as err:
+        validate_roster({"policies": {"a": entry}, "seats": ["a", "a"]})
+    assert str(err.value).startswith(
+        f"invalid roster: policies.a.optim.minibatch_size: {10**23} is beyond a 64-bit integer"
+    )

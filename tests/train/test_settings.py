@@ -204,3 +204,80 @@ def test_the_cli_prints_ignored_settings_as_one_warning_line(capsys):
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert err == f"coplay config: warning: {_ignored('model.tiny.hidden_size is')}\n"
+
+
+@pytest.mark.parametrize("item", ["a..b=1", ".train=1", "train.=1", "train. .seed=1"])
+def test_an_override_key_with_an_empty_part_is_refused_naming_it(item):
+    # It was validated as a key named '' (invalid config: train.: unknown key).
+    key = item.partition("=")[0]
+    with pytest.raises(ConfigError) as err:
+        build_config(overrides=[item])
+    assert str(err.value) == (
+        f"override {item!r}: the key {key!r} has an empty part between its dots "
+        "(e.g. train.iterations=50)"
+    )
+
+
+@pytest.mark.parametrize(
+    "item", ["train.eval_opponents=[random,", "train.opponent={name:", 'train.opponent="random']
+)
+def test_an_override_value_that_opens_yaml_and_does_not_parse_is_refused(item):
+    # Taken as text, the opponent '{name:' was a config that validated.
+    with pytest.raises(ConfigError, match=rf"^override {re.escape(repr(item))}: the value is not"):
+        build_config(overrides=[item])
+
+
+def test_an_override_value_that_is_no_yaml_and_opens_none_stays_text():
+    assert build_config(overrides=["train.opponent=@me"]).train.opponent.name == "@me"
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "rollout.games_per_iter=99999999999999999999999",
+        "game.params.players=99999999999999999999999",
+        "model.tiny.hidden_size=-99999999999999999999999",
+    ],
+)
+def test_an_integer_beyond_64_bits_is_refused_naming_its_key(item):
+    # rollout.games_per_iter of 10**23 validated, and the run stopped on an OverflowError
+    # traceback after writing its directory; a game's parameter named no key.
+    key, _, value = item.partition("=")
+    with pytest.raises(ConfigError) as err:
+        build_config(overrides=[item])
+    assert str(err.value) == (
+        f"invalid config: {key}: {value} is beyond a 64-bit integer (|x| <= {2**63 - 1})"
+    )
+
+
+def test_an_error_names_the_key_as_given_not_the_unions_member():
+    # pydantic's location holds the name of the union member tried: train.exact.bool.
+    with pytest.raises(ConfigError) as err:
+        build_config(overrides=["train.exact=maybe"])
+    assert str(err.value).startswith("invalid config: train.exact: Input should be a valid bool")
+    assert "train.exact.bool" not in str(err.value)
+    assert "train.exact.literal" not in str(err.value)
+
+
+def test_a_config_file_may_be_a_pipe(tmp_path):
+    # coplay train --config <(...) names a pipe, which was said not to exist.
+    import os
+    import threading
+
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+    text = "train: {iterations: 3}\n"
+    writer = threading.Thread(target=pipe.write_text, args=(text,), daemon=True)
+    writer.start()
+    try:
+        assert build_config(file=pipe).train.iterations == 3
+    finally:
+        writer.join(timeout=5)
+        if writer.is_alive():  # nothing opened the pipe to read: the writer waits for it
+            pipe.read_text()
+
+
+def test_a_config_file_that_is_a_device_is_refused_as_no_file():
+    # It was said not to exist; read, /dev/zero would never end.
+    with pytest.raises(ConfigError, match="^config file /dev/zero is not a file$"):
+        build_config(file="/dev/zero")
