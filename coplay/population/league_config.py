@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coplay.envs.probe import names_user_factory, resolve_factory
 from coplay.eval.metasolvers import META_SOLVERS
-from coplay.population.league_samplers import SAMPLERS
+from coplay.population.league_samplers import POWERED_WEIGHTINGS, SAMPLERS
 from coplay.population.metagame import check_meta_solver
 from coplay.train.config import RunConfig
 from coplay.train.train_config import check_seat_weights
@@ -28,7 +28,7 @@ class LeagueConfig(BaseModel):
     pfsp_weighting: Literal["hard", "variance"] = "hard"
     """PFSP's f: 'hard' (1-x)^p favours members the learner loses to; 'variance' x(1-x)
     favours even matches."""
-    pfsp_power: float = Field(2.0, gt=0.0)
+    pfsp_power: float = Field(2.0, gt=0.0, allow_inf_nan=False)
     """p of the 'hard' weighting."""
     meta_solver: str = "nash"
     """Meta-solver of the 'meta' sampler."""
@@ -61,11 +61,35 @@ class LeagueConfig(BaseModel):
             )
         if len(set(self.bots)) != len(self.bots):
             raise ValueError(f"bots must be distinct, got {self.bots}")
+        _check_read(self)
         check_seat_weights(self.seat_weights)
         checks_game = self.seat_weights is not None or self.sampler == "meta"
         if checks_game and not names_user_factory(self.run.game.name):
             league_seats(self)  # a user's game is imported only when run_league builds it
         return self
+
+
+def _check_read(cfg: LeagueConfig) -> None:
+    """Refuse a setting changed from its default that the league never reads: another
+    sampler's, the power of a PFSP weighting without one, ``min_games`` without a
+    ``win_threshold``. It would have no effect, and say nothing."""
+    unread = {
+        field: (f"sampler={cfg.sampler}", f"sampler={name}")
+        for name, sampler in SAMPLERS.items()
+        for field in sampler.settings - SAMPLERS[cfg.sampler].settings
+    }
+    if "pfsp_power" not in unread and cfg.pfsp_weighting not in POWERED_WEIGHTINGS:
+        powered = " or ".join(sorted(POWERED_WEIGHTINGS))
+        unread["pfsp_power"] = (f"pfsp_weighting={cfg.pfsp_weighting}", f"pfsp_weighting={powered}")
+    if cfg.win_threshold is None:
+        unread["min_games"] = ("win_threshold=None", "a win_threshold")
+    for field, (setting, fix) in unread.items():
+        value = getattr(cfg, field)
+        if value != LeagueConfig.model_fields[field].default:
+            raise ValueError(
+                f"{setting} reads no {field}: {field}={value} would have no effect; "
+                f"drop it or use {fix}"
+            )
 
 
 def league_seats(cfg: LeagueConfig) -> tuple[float, ...] | None:

@@ -43,6 +43,8 @@ PFSP_WEIGHTINGS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
     "hard": lambda x, p: (1.0 - x) ** p,
     "variance": lambda x, p: x * (1.0 - x),
 }
+POWERED_WEIGHTINGS = frozenset({"hard"})
+"""The PFSP weightings that read ``pfsp_power`` (p)."""
 
 
 def pfsp_sampler(view: PoolView, cfg: LeagueConfig) -> np.ndarray:
@@ -71,10 +73,15 @@ class Sampler:
     needs_payoff: bool = False
     """Reads the members' meta-game (``PoolView.payoff``), which every snapshot then
     refreshes; the others never pay for it."""
+    settings: frozenset[str] = frozenset()
+    """The ``LeagueConfig`` fields it reads; another sampler's would have no effect
+    with it, and the config refuses them."""
 
 
 SAMPLERS: dict[str, Sampler] = {
     "uniform": Sampler(uniform_sampler),
-    "pfsp": Sampler(pfsp_sampler),
-    "meta": Sampler(meta_sampler, needs_payoff=True),
+    "pfsp": Sampler(pfsp_sampler, settings=frozenset({"pfsp_weighting", "pfsp_power"})),
+    "meta": Sampler(
+        meta_sampler, needs_payoff=True, settings=frozenset({"meta_solver", "meta_episodes"})
+    ),
 }

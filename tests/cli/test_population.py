@@ -133,14 +133,17 @@ def test_population_settings_options_reach_the_config(tmp_path, monkeypatch):
     monkeypatch.setattr(league, "run_league", stop_with(made))
     monkeypatch.setattr(psro, "run_psro", stop_with(made))
     argv = ["league", "--out", str(tmp_path / "l"), "--sampler", "meta", "--meta-solver", "ce"]
-    argv += ["--pfsp-weighting", "variance", "--pfsp-power", "1.5", "--min-games", "8"]
-    assert main([*argv, "--meta-episodes", "4", "game.name=dilemma", *TINY]) == 130
-    want = {"sampler": "meta", "meta_solver": "ce", "pfsp_weighting": "variance"}
-    want |= {"pfsp_power": 1.5, "min_games": 8, "meta_episodes": 4}
+    argv += ["--min-games", "8", "--meta-episodes", "4"]
+    assert main([*argv, "game.name=dilemma", *TINY]) == 130
+    want = {"sampler": "meta", "meta_solver": "ce", "min_games": 8, "meta_episodes": 4}
     assert {k: getattr(made[0], k) for k in want} == want
+    argv = ["league", "--out", str(tmp_path / "f"), "--sampler", "pfsp"]
+    argv += ["--pfsp-weighting", "hard", "--pfsp-power", "1.5", *TINY]
+    assert main(argv) == 130
+    assert (made[1].pfsp_weighting, made[1].pfsp_power) == ("hard", 1.5)
     argv = ["psro", "--out", str(tmp_path / "p"), "--crossplay-episodes", "7", *TINY]
     assert main(argv) == 130
-    assert made[1].crossplay_episodes == 7
+    assert made[2].crossplay_episodes == 7
 
 
 @pytest.mark.parametrize(

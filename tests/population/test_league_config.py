@@ -40,3 +40,40 @@ def test_the_meta_sampler_is_refused_for_a_game_that_is_not_two_player():
     ):
         LeagueConfig(run=run, sampler="meta")
     assert LeagueConfig(run=run, sampler="pfsp").sampler == "pfsp"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"sampler": "uniform", "pfsp_power": 5.0},
+            r"sampler=uniform reads no pfsp_power: pfsp_power=5.0 would have no effect; "
+            "drop it or use sampler=pfsp",
+        ),
+        ({"sampler": "meta", "pfsp_weighting": "variance"}, "sampler=meta reads no pfsp_weighting"),
+        ({"sampler": "pfsp", "meta_solver": "ce"}, "sampler=pfsp reads no meta_solver"),
+        ({"sampler": "uniform", "meta_episodes": 7}, "use sampler=meta"),
+        (
+            {"sampler": "pfsp", "pfsp_weighting": "variance", "pfsp_power": 5.0},
+            "pfsp_weighting=variance reads no pfsp_power",
+        ),
+        ({"win_threshold": None, "min_games": 5}, "win_threshold=None reads no min_games"),
+    ],
+)
+def test_a_setting_the_league_would_never_read_is_refused(kwargs, match):
+    # Each was accepted and silently had no effect.
+    with pytest.raises(ValueError, match=match):
+        league_cfg(**kwargs)
+
+
+def test_an_infinite_pfsp_power_is_refused():
+    # (1 - x) ** inf is 0 for every member the learner ever scored against: the
+    # weighting fell back to uniform without a word.
+    with pytest.raises(ValueError, match="pfsp_power"):
+        league_cfg(pfsp_power=float("inf"))
+
+
+def test_the_settings_of_the_sampler_in_use_are_accepted():
+    assert league_cfg(sampler="pfsp", pfsp_weighting="variance").pfsp_power == 2.0
+    assert league_cfg(sampler="meta", meta_solver="ce", meta_episodes=7).meta_episodes == 7
+    assert league_cfg(win_threshold=0.6, min_games=5).min_games == 5
