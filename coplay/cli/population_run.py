@@ -105,7 +105,7 @@ def _validated(kind, **fields):
     from pydantic import ValidationError
 
     from coplay.train.config import ConfigError
-    from coplay.train.settings import format_validation_error
+    from coplay.train.config_errors import format_validation_error
 
     try:
         return kind(**fields)

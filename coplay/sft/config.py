@@ -19,14 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coplay.models.lora import LoraSettings
 from coplay.train.config import ConfigError, RunConfig
+from coplay.train.config_errors import format_validation_error, refuse_bool_numbers
 from coplay.train.settings import (
     apply_override,
-    format_validation_error,
     load_preset,
     load_yaml,
     merge,
     parse_override,
-    refuse_bool_numbers,
     split_override,
     validate,
     warn_ignored,

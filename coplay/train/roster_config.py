@@ -27,13 +27,13 @@ from coplay.algos.losses.compose import LossConfig
 from coplay.models.lora import LoraSettings, check_role_names
 from coplay.population.opponents import SCRIPTED_NAMES
 from coplay.train.config import AlgoConfig, ConfigError, OptimConfig
-from coplay.train.parts.sections import open_loss
-from coplay.train.settings import (
+from coplay.train.config_errors import (
     format_validation_error,
-    load_yaml,
     refuse_bool_numbers,
     refuse_huge_numbers,
 )
+from coplay.train.parts.sections import open_loss
+from coplay.train.settings import load_yaml
 
 
 class _Strict(BaseModel):
