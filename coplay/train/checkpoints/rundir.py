@@ -181,6 +181,13 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
         )
 
 
+def changed_keys(out: Path, cfg: RunConfig) -> list[str]:
+    """The keys whose values ``cfg`` changes from the run's ``config.yaml``."""
+    saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
+    new = _flat(cfg.model_dump(mode="json"))
+    return [k for k in sorted(set(saved) | set(new)) if saved.get(k) != new.get(k)]
+
+
 def _flat(data: dict, prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}
     for k, v in data.items():
@@ -227,7 +234,16 @@ def resume(
     done, evals = load()
     check_done(done, cfg, out)
     before = elapsed_before(out / "metrics.jsonl", out / "summary.json")
-    write_config(out, cfg)
+    if done < cfg.train.iterations:
+        write_config(out, cfg)
+    elif changed := changed_keys(out, cfg):
+        # No iteration is left to use them: config.yaml keeps the settings it trained with.
+        warnings.warn(
+            f"{out} has already trained all {done} iterations, so the changed settings "
+            f"({', '.join(changed)}) train nothing and config.yaml keeps the run's; raise "
+            "train.iterations to go on with them",
+            stacklevel=2,
+        )
     for name in logs:
         sinks.keep_until(out / name, done)
     return done, evals, before

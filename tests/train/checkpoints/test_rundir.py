@@ -21,6 +21,7 @@ from coplay.train.checkpoints.rundir import (
     move_aside,
     put_back,
     repair,
+    resume,
 )
 from coplay.train.config import ConfigError
 from coplay.train.settings import IgnoredSetting, build_config, to_yaml
@@ -178,6 +179,25 @@ def test_a_resume_may_not_end_before_its_saved_iteration(tmp_path):
     check_done(3, cfg, tmp_path)
     with pytest.raises(ConfigError, match=r"already trained 4 iterations.*iterations>=4"):
         check_done(4, cfg, tmp_path)
+
+
+def test_a_finished_run_resumed_with_other_settings_keeps_its_config_and_says_so(tmp_path):
+    # With no iteration left, the resume rewrote config.yaml with settings no iteration
+    # of the run used.
+    run = _run_dir(tmp_path / "run")
+    before = (run / "config.yaml").read_bytes()
+    cfg = build_config(file=run / "config.yaml", overrides=["optim.lr=0.5"])
+    done = cfg.train.iterations
+    with pytest.warns(
+        UserWarning, match=r"trained all 3 iterations, so the changed settings \(optim\.lr\)"
+    ):
+        resume(run, cfg, [], lambda: (done, {}))
+    assert (run / "config.yaml").read_bytes() == before
+    longer = build_config(
+        file=run / "config.yaml", overrides=["optim.lr=0.5", "train.iterations=4"]
+    )
+    resume(run, longer, [], lambda: (done, {}))
+    assert (run / "config.yaml").read_text() == to_yaml(longer)  # they train iteration 4
 
 
 def test_repair_drops_a_torn_line_and_warns_naming_the_file(tmp_path):
