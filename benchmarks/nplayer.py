@@ -50,7 +50,7 @@ def selfplay(run: Run, policy: Policy, episodes: int) -> WelfareResult:
         invalid=run.cfg.game.invalid,
         max_turns=run.cfg.game.max_turns,
     )
-    return welfare_report(eps, min_return=run.spec.min_return)
+    return welfare_report(eps, min_return=run.spec.min_return, max_return=run.spec.max_return)
 
 
 def measure(run: Run, policy: Policy, episodes: int) -> dict:

@@ -3,7 +3,7 @@
 Pure functions of a list of finished ``Episode`` s (typically self-play, every seat
 the same policy):
 
-* ``returns_by_seat``: each seat's mean return with a 95% normal interval.
+* ``returns_by_seat``: each seat's mean return with a 95% interval (over the game's return bounds where given).
 * ``social_welfare``: the mean over episodes of the sum of all players' returns.
 * ``fairness``: how evenly the seats' mean returns are spread. Returns are first
   shifted so that the lowest return a player can get is 0 (``x_i = mean_i - floor``,
@@ -62,8 +62,11 @@ def return_matrix(episodes: Sequence[Episode]) -> np.ndarray:
     return np.asarray([e.game_returns for e in episodes], dtype=float)  # (E, n)
 
 
-def returns_by_seat(episodes: Sequence[Episode]) -> tuple[Interval, ...]:
-    """Each seat's mean return with a 95% interval.
+def returns_by_seat(
+    episodes: Sequence[Episode], *, bounds: tuple[float, float] | None = None
+) -> tuple[Interval, ...]:
+    """Each seat's mean return with a 95% interval (``mean_interval``: with the game's
+    return ``bounds``, one that holds its level from a few games on).
 
     >>> from coplay.types import Episode
     >>> eps = [Episode("g", 0, 0, ("a", "b"), (), (1.0, 3.0)),
@@ -72,12 +75,18 @@ def returns_by_seat(episodes: Sequence[Episode]) -> tuple[Interval, ...]:
     [2.0, 3.0]
     """
     rets = return_matrix(episodes)
-    return tuple(mean_interval(rets[:, s]) for s in range(rets.shape[1]))
+    return tuple(mean_interval(rets[:, s], bounds=bounds) for s in range(rets.shape[1]))
 
 
-def social_welfare(episodes: Sequence[Episode]) -> Interval:
-    """Mean over episodes of the sum of every player's return, with a 95% interval."""
-    return mean_interval(return_matrix(episodes).sum(axis=1))
+def social_welfare(
+    episodes: Sequence[Episode], *, bounds: tuple[float, float] | None = None
+) -> Interval:
+    """Mean over episodes of the sum of every player's return, with a 95% interval;
+    ``bounds``: one player's return bounds (the sum's are n times them)."""
+    rets = return_matrix(episodes)
+    n = rets.shape[1]
+    summed = None if bounds is None else (n * bounds[0], n * bounds[1])
+    return mean_interval(rets.sum(axis=1), bounds=summed)
 
 
 def jain_index(amounts: Sequence[float]) -> float:
@@ -143,12 +152,16 @@ def cooperation_rate(
     return float(np.mean(plays)) if plays else None
 
 
-def welfare_report(episodes: Sequence[Episode], *, min_return: float) -> WelfareResult:
-    """Per-seat returns, welfare, fairness and (where it applies) cooperation rate."""
+def welfare_report(
+    episodes: Sequence[Episode], *, min_return: float, max_return: float | None = None
+) -> WelfareResult:
+    """Per-seat returns, welfare, fairness and (where it applies) cooperation rate; with
+    ``max_return`` the intervals know the game's bounds (``mean_interval``)."""
+    bounds = None if max_return is None else (min_return, max_return)
     return WelfareResult(
         episodes=len(episodes),
-        returns_by_seat=returns_by_seat(episodes),
-        welfare=social_welfare(episodes),
+        returns_by_seat=returns_by_seat(episodes, bounds=bounds),
+        welfare=social_welfare(episodes, bounds=bounds),
         fairness=fairness(episodes, min_return=min_return),
         cooperation_rate=cooperation_rate(episodes),
     )

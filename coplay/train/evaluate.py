@@ -188,7 +188,9 @@ def selfplay_metrics(run: Run) -> dict[str, float]:
         invalid=cfg.game.invalid,
         max_turns=cfg.game.max_turns,
     )
-    report = welfare_report(episodes, min_return=run.spec.min_return)
+    report = welfare_report(
+        episodes, min_return=run.spec.min_return, max_return=run.spec.max_return
+    )
     m = {f"eval/selfplay/return_seat{s}": r.value for s, r in enumerate(report.returns_by_seat)}
     m["eval/selfplay/welfare"] = report.welfare.value
     if run.spec.num_players > 1:

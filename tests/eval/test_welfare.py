@@ -36,6 +36,18 @@ def test_returns_by_seat_and_welfare_by_hand():
     assert welfare.value == pytest.approx((4 + 6 + 2) / 3)
 
 
+def test_with_the_games_bounds_the_intervals_hold_one_game_and_equal_returns():
+    # The plain interval was unbounded for one game and a point for equal returns.
+    one = [episode((1.0, -1.0))]
+    seat0, _ = returns_by_seat(one, bounds=(-1.0, 1.0))
+    assert -1.0 <= seat0.low < seat0.value == 1.0 == seat0.high
+    same = [episode((0.0, 0.0), seed=i) for i in range(20)]
+    welfare = social_welfare(same, bounds=(-1.0, 1.0))
+    assert welfare.value == 0.0 and -2.0 <= welfare.low < 0.0 < welfare.high <= 2.0
+    report = welfare_report(same, min_return=-1.0, max_return=1.0)
+    assert report.welfare == welfare and report.returns_by_seat[0].high > 0.0
+
+
 def test_jain_and_min_max_by_hand():
     assert jain_index([1.0, 1.0]) == 1.0
     assert jain_index([1.0, 0.0]) == 0.5
