@@ -8,7 +8,7 @@ is the action (models tend to reason first and answer last).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 _BRACKETED = re.compile(r"\[([^\[\]]*)\]")
 
@@ -20,6 +20,16 @@ def bracket(name: str) -> str:
     '[Bet]'
     """
     return f"[{name}]"
+
+
+def check_acting(game: str, actions: Mapping[int, str], acting: Sequence[int]) -> None:
+    """Refuse a step whose actions are not one for each player ``acting`` (the game's
+    ``players_to_act()``); with no one to act the game is over, where ``{}`` would pass
+    the comparison and find no one to play."""
+    if not acting:
+        raise ValueError(f"{game}: the game is over; call reset(seed) first")
+    if sorted(actions) != list(acting):
+        raise ValueError(f"expected actions for players {list(acting)}, got {sorted(actions)}")
 
 
 def _normalise(name: str) -> str:

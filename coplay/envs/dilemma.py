@@ -121,12 +121,7 @@ class DilemmaEnv:
         return actions.parse_action(text, CHOICES)
 
     def step(self, actions_by_player: dict[int, str]) -> dict[int, float]:
-        if self.is_terminal():  # {} would pass the check below and find no one to play
-            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
-        if sorted(actions_by_player) != self.players_to_act():
-            raise ValueError(
-                f"expected actions for players {self.players_to_act()}, got {sorted(actions_by_player)}"
-            )
+        actions.check_acting(self.spec.name, actions_by_player, self.players_to_act())
         parsed = [self.parse_action(p, actions_by_player[p]) for p in (0, 1)]
         for p, a in enumerate(parsed):
             if a is None:

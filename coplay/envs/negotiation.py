@@ -192,13 +192,7 @@ class NegotiationEnv:
         return actions.parse_action(text, self.legal_actions())
 
     def step(self, actions_by_player: dict[int, str]) -> dict[int, float]:
-        if self.outcome:  # {} would pass the check below and find no one to play
-            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
-        if sorted(actions_by_player) != self.players_to_act():
-            raise ValueError(
-                f"expected an action for players {self.players_to_act()}, "
-                f"got {sorted(actions_by_player)}"
-            )
+        actions.check_acting(self.spec.name, actions_by_player, self.players_to_act())
         text = actions_by_player[self.player]
         action = self.parse_action(self.player, text)
         if action is None:

@@ -17,6 +17,7 @@ import numpy as np
 import pyspiel
 
 from coplay.envs import actions as action_text
+from coplay.envs.actions import check_acting
 from coplay.envs.chance import ChanceDraws
 from coplay.envs.openspiel_games import load_openspiel_game
 from coplay.envs.renderers import RENDERERS, Rendered, Renderer, render, renderer_for
@@ -324,10 +325,7 @@ class OpenSpielEnv:
         otherwise zeros (the outcome is in ``returns()``, which always holds the total).
         """
         acting = self.players_to_act()
-        if not acting:  # {} would pass the check below and find no one to play
-            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
-        if sorted(actions) != acting:
-            raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
+        check_acting(self.spec.name, actions, acting)
         # Games that pay only at the end (in returns()) have nothing to difference.
         before = self._returns_so_far() if self._rewards else None
         state = self._state

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from coplay.envs import actions as action_text
+from coplay.envs.actions import check_acting
 from coplay.envs.pettingzoo_deps import AECEnv, Discrete, gymnasium
 from coplay.types import GameKind, GameSpec, Observation
 
@@ -136,10 +137,7 @@ class PettingZooEnv:
 
     def step(self, actions: dict[int, str]) -> dict[int, float]:
         acting = self.players_to_act()
-        if not acting:  # {} would pass the check below and find no one to play
-            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
-        if sorted(actions) != acting:
-            raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
+        check_acting(self.spec.name, actions, acting)
         (player,) = acting
         legal = self._legal(self.agents[player])
         chosen = self._parse(player, actions[player], legal)

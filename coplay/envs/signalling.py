@@ -140,12 +140,7 @@ class SignallingEnv:
 
     def step(self, actions_by_player: dict[int, str]) -> dict[int, float]:
         acting = self.players_to_act()
-        if not acting:  # {} would pass the check below and find no one to play
-            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
-        if sorted(actions_by_player) != acting:
-            raise ValueError(
-                f"expected an action for players {acting}, got {sorted(actions_by_player)}"
-            )
+        actions.check_acting(self.spec.name, actions_by_player, acting)
         player = acting[0]
         action = self.parse_action(player, actions_by_player[player])
         if action is None:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from coplay.envs import actions as action_text
+from coplay.envs.actions import check_acting
 from coplay.envs.openspiel_games import UnknownGameError
 from coplay.types import GameKind, GameSpec, Observation
 
@@ -309,10 +310,7 @@ class TextArenaEnv:
     def step(self, actions: dict[int, str]) -> dict[int, float]:
         """Send the acting player's text to TextArena; the rewards arrive at the end."""
         acting = self.players_to_act()
-        if not acting:  # {} would pass the check below and find no one to play
-            raise ValueError(f"{self.spec.name}: the game is over; call reset(seed) first")
-        if sorted(actions) != acting:
-            raise ValueError(f"expected actions for players {acting}, got {sorted(actions)}")
+        check_acting(self.spec.name, actions, acting)
         with self._own_randomness():
             done, _ = self.ta_env.step(actions[acting[0]])
         if not done:

@@ -162,13 +162,11 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     if not (out / "config.yaml").is_file():
         return  # no run at all: loading its state says what is missing
     check_writable(out)
-    saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
-    new = _flat(cfg.model_dump(mode="json"))
-    keys = sorted(set(saved) | set(new))
+    saved, new = _saved_and_new(out, cfg)
     weights = WEIGHT_KEYS
     if saved.get("model.path") is not None:  # the checkpoint's shape, whatever model.tiny says
         weights = tuple(k for k in WEIGHT_KEYS if k != "model.tiny")
-    changed = [k for k in keys if k.startswith(weights) and saved.get(k) != new.get(k)]
+    changed = [k for k in _changed(saved, new) if k.startswith(weights)]
     # The tiny model's tokenizer is trained for its mode (text mode adds the answer
     # formats' words): another mode is another vocabulary. A checkpoint's is its own.
     if saved.get("model.path") is None and saved.get("model.mode") != new.get("model.mode"):
@@ -183,9 +181,17 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
 
 def changed_keys(out: Path, cfg: RunConfig) -> list[str]:
     """The keys whose values ``cfg`` changes from the run's ``config.yaml``."""
-    saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
-    new = _flat(cfg.model_dump(mode="json"))
+    return _changed(*_saved_and_new(out, cfg))
+
+
+def _changed(saved: dict[str, object], new: dict[str, object]) -> list[str]:
     return [k for k in sorted(set(saved) | set(new)) if saved.get(k) != new.get(k)]
+
+
+def _saved_and_new(out: Path, cfg: RunConfig) -> tuple[dict[str, object], dict[str, object]]:
+    """The run's ``config.yaml`` and ``cfg``, each flattened to dotted keys."""
+    saved = _flat(validate(load_yaml(out / "config.yaml")).model_dump(mode="json"))
+    return saved, _flat(cfg.model_dump(mode="json"))
 
 
 def _flat(data: dict, prefix: str = "") -> dict[str, object]:
